@@ -1,0 +1,56 @@
+// ember_info: which device ember would compute on and why, and a host↔device round trip on it.
+// The quickest way to see whether a machine's CUDA set-up works with ember.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <vector>
+
+#include "core/config.h"
+#include "core/cuda.h"
+#include "core/device.h"
+#include "core/ops.h"
+#include "core/tensor.h"
+#include "kernels/gemm.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"ember_info: show the device ember computes on, and check it with a round trip"};
+  std::string device_text = "auto";
+  app.add_option("--device", device_text, "auto, cpu, cuda or cuda:N")->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  try {
+    std::cout << "ember " << EMBER_VERSION << " (CUDA backend: " << (ember::cuda::built_with_cuda() ? "yes" : "no")
+              << ", CPU GEMM: " << ember::kernels::cpu::blas_name() << ")\n";
+    std::cout << "CUDA devices: " << ember::cuda::device_count();
+    if (!ember::cuda::is_available()) std::cout << " (" << ember::cuda::unavailable_reason() << ")";
+    std::cout << "\n";
+    for (int i = 0; i < ember::cuda::device_count(); ++i)
+      std::cout << "  cuda:" << i << ": " << ember::cuda::device_description(i) << "\n";
+    const ember::Device device = device_text == "auto" ? ember::Device::best() : ember::Device::parse(device_text);
+    ember::require_usable(device);
+    std::cout << "device: " << (device_text == "auto" ? ember::Device::best_reason() : device.str()) << "\n";
+
+    // Round trip: host → device → compute → host, and compare with the same computation on the host.
+    const ember::Tensor host = ember::arange(1000).reshape({10, 100});
+    const ember::Tensor on_device = host.to(device);
+    const ember::Tensor result = ember::sum(ember::relu(on_device - 500.0)).cpu();
+    const double expected = ember::sum(ember::relu(host - 500.0)).item<double>();
+    const bool same_data = on_device.cpu().to_vector<float>() == host.to_vector<float>();
+    std::cout << "round trip " << (same_data ? "ok" : "FAILED") << "; sum(relu(x - 500)) = " << result.item<double>()
+              << " (expected " << expected << ")\n";
+    return same_data && result.item<double>() == expected ? 0 : 1;
+  } catch (const ember::ValueError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const ember::DeviceError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+}

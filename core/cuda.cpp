@@ -1,0 +1,273 @@
+// The CUDA runtime glue: availability probing, streams, events, guards, synchronization, the
+// device-side error records and the CUDA error throwers. Compiled in every build; without the
+// CUDA backend each query reports "not available" and nothing else is reachable.
+#include "core/cuda.h"
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/kernel_errors.h"
+#include "kernels/common.h"
+
+#if EMBER_WITH_CUDA
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#endif
+
+namespace ember::detail {
+
+#if EMBER_WITH_CUDA
+void throw_cuda_error(int code, const char* call, const char* file, int line) {
+  const auto status = static_cast<cudaError_t>(code);
+  cudaGetLastError();  // clear a non-sticky error so that later calls are not blamed for it
+  std::string message = concat("CUDA error: ", call, " failed at ", file, ":", line, ": ",
+                               cudaGetErrorName(status), " (", cudaGetErrorString(status), ")");
+  if (status == cudaErrorMemoryAllocation) throw OutOfMemoryError(message);
+  throw CudaError(message);
+}
+void log_cuda_error(int code, const char* call, const char* file, int line) noexcept {
+  const auto status = static_cast<cudaError_t>(code);
+  std::fprintf(stderr, "ember: warning: CUDA error ignored in cleanup: %s failed at %s:%d: %s\n", call, file,
+               line, cudaGetErrorString(status));
+}
+void throw_cublas_error(int status, const char* call, const char* file, int line) {
+  throw CudaError(concat("cuBLAS error: ", call, " failed at ", file, ":", line, ": ",
+                         cublasGetStatusName(static_cast<cublasStatus_t>(status)), " (",
+                         cublasGetStatusString(static_cast<cublasStatus_t>(status)), ")"));
+}
+#else
+void throw_cuda_error(int code, const char* call, const char* file, int line) {
+  throw CudaError(concat("CUDA error ", code, ": ", call, " failed at ", file, ":", line));
+}
+void log_cuda_error(int code, const char* call, const char* file, int line) noexcept {
+  std::fprintf(stderr, "ember: warning: CUDA error %d ignored in cleanup: %s at %s:%d\n", code, call, file, line);
+}
+void throw_cublas_error(int status, const char* call, const char* file, int line) {
+  throw CudaError(concat("cuBLAS error ", status, ": ", call, " failed at ", file, ":", line));
+}
+#endif
+
+}  // namespace ember::detail
+
+namespace ember::cuda {
+
+#if EMBER_WITH_CUDA
+namespace {
+
+constexpr int kMaxDevices = 64;
+
+std::string version_string(int v) { return detail::concat(v / 1000, ".", (v % 1000) / 10); }
+
+struct Availability {
+  int count = 0;
+  std::string reason;  // empty when usable
+};
+
+const Availability& availability() {
+  static const Availability result = [] {
+    Availability a;
+    int driver = 0, runtime = 0;
+    cudaRuntimeGetVersion(&runtime);
+    if (cudaDriverGetVersion(&driver) != cudaSuccess || driver == 0) {
+      a.reason = "CUDA driver not found (cudaDriverGetVersion reports none; is the NVIDIA driver installed?)";
+      return a;
+    }
+    const cudaError_t status = cudaGetDeviceCount(&a.count);
+    cudaGetLastError();
+    if (status == cudaErrorInsufficientDriver || (status != cudaSuccess && driver < runtime)) {
+      a.reason = detail::concat("the CUDA driver (supports CUDA ", version_string(driver),
+                                ") is older than ember's CUDA runtime ", version_string(runtime),
+                                ": update the NVIDIA driver");
+      a.count = 0;
+    } else if (status == cudaErrorNoDevice || (status == cudaSuccess && a.count == 0)) {
+      a.reason = detail::concat("no CUDA device found (driver for CUDA ", version_string(driver), " is present)");
+      a.count = 0;
+    } else if (status != cudaSuccess) {
+      a.reason = detail::concat("CUDA initialization failed: ", cudaGetErrorName(status), " (",
+                                cudaGetErrorString(status), ")");
+      a.count = 0;
+    }
+    if (a.count > kMaxDevices) a.count = kMaxDevices;
+    return a;
+  }();
+  return result;
+}
+
+void check_index(Device device) {
+  if (!device.is_cuda() || device.index < 0 || device.index >= device_count()) require_usable(device);
+}
+
+struct PerDevice {
+  std::once_flag once;
+  cudaStream_t stream = nullptr;
+  kernels::DeviceErrorRecord* error_host = nullptr;    // mapped pinned memory
+  kernels::DeviceErrorRecord* error_device = nullptr;  // the same memory, as the device sees it
+};
+std::array<PerDevice, kMaxDevices> g_devices;
+
+// Creates the device's compute stream and error record on first use. They live as long as the
+// process: destroying them at exit could run after the CUDA context is torn down.
+PerDevice& per_device(Device device) {
+  check_index(device);
+  PerDevice& d = g_devices[static_cast<std::size_t>(device.index)];
+  std::call_once(d.once, [&] {
+    DeviceGuard guard(device);
+    CUDA_CHECK(cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking));
+    void* host = nullptr;
+    CUDA_CHECK(cudaHostAlloc(&host, sizeof(kernels::DeviceErrorRecord), cudaHostAllocMapped | cudaHostAllocPortable));
+    d.error_host = new (host) kernels::DeviceErrorRecord{};
+    void* dev = nullptr;
+    CUDA_CHECK(cudaHostGetDevicePointer(&dev, host, 0));
+    d.error_device = static_cast<kernels::DeviceErrorRecord*>(dev);
+  });
+  return d;
+}
+
+thread_local std::array<cudaStream_t, kMaxDevices> t_stream_override{};
+
+}  // namespace
+
+bool built_with_cuda() { return true; }
+bool is_available() { return availability().count > 0; }
+int device_count() { return availability().count; }
+std::string unavailable_reason() { return availability().reason; }
+
+std::string device_description(int index) {
+  check_index(Device::cuda(index));
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
+  return detail::concat(prop.name, " (compute capability ", prop.major, ".", prop.minor, ", ",
+                        prop.totalGlobalMem / (1024 * 1024), " MiB, ", prop.multiProcessorCount, " SMs)");
+}
+
+Stream::Stream(Device device) : device_(device) {
+  check_index(device);
+  DeviceGuard guard(device);
+  CUDA_CHECK(cudaStreamCreateWithFlags(&handle_, cudaStreamNonBlocking));
+}
+Stream::~Stream() {
+  if (handle_) CUDA_CHECK_NOTHROW(cudaStreamDestroy(handle_));
+}
+void Stream::synchronize() const { CUDA_CHECK(cudaStreamSynchronize(handle_)); }
+
+Event::Event(Device device) : device_(device) {
+  check_index(device);
+  DeviceGuard guard(device);
+  CUDA_CHECK(cudaEventCreate(&handle_));
+}
+Event::~Event() {
+  if (handle_) CUDA_CHECK_NOTHROW(cudaEventDestroy(handle_));
+}
+void Event::record(cudaStream_t stream) { CUDA_CHECK(cudaEventRecord(handle_, stream)); }
+void Event::wait(cudaStream_t stream) const { CUDA_CHECK(cudaStreamWaitEvent(stream, handle_, 0)); }
+void Event::synchronize() const { CUDA_CHECK(cudaEventSynchronize(handle_)); }
+bool Event::query() const {
+  const cudaError_t status = cudaEventQuery(handle_);
+  if (status == cudaErrorNotReady) {
+    cudaGetLastError();
+    return false;
+  }
+  CUDA_CHECK(status);
+  return true;
+}
+float Event::elapsed_ms(const Event& start, const Event& end) {
+  float ms = 0;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, start.handle_, end.handle_));
+  return ms;
+}
+
+cudaStream_t compute_stream(Device device) { return per_device(device).stream; }
+
+cudaStream_t current_stream(Device device) {
+  check_index(device);
+  cudaStream_t s = t_stream_override[static_cast<std::size_t>(device.index)];
+  return s ? s : compute_stream(device);
+}
+
+StreamGuard::StreamGuard(const Stream& stream) : device_(stream.device()) {
+  auto& slot = t_stream_override[static_cast<std::size_t>(device_.index)];
+  previous_ = slot;
+  slot = stream.handle();
+}
+StreamGuard::~StreamGuard() { t_stream_override[static_cast<std::size_t>(device_.index)] = previous_; }
+
+DeviceGuard::DeviceGuard(Device device) {
+  if (!device.is_cuda()) return;
+  int current = 0;
+  CUDA_CHECK(cudaGetDevice(&current));
+  if (current != device.index) {
+    CUDA_CHECK(cudaSetDevice(device.index));
+    previous_ = current;
+  }
+}
+DeviceGuard::~DeviceGuard() {
+  if (previous_ >= 0) CUDA_CHECK_NOTHROW(cudaSetDevice(previous_));
+}
+
+void synchronize(Device device) {
+  check_index(device);
+  DeviceGuard guard(device);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  check_device_errors(device);
+}
+
+kernels::DeviceErrorRecord* device_error_record(Device device) { return per_device(device).error_device; }
+
+void check_device_errors(Device device) {
+  PerDevice& d = per_device(device);
+  volatile kernels::DeviceErrorRecord* record = d.error_host;
+  if (record->code == 0) return;
+  const kernels::DeviceErrorRecord found{record->code, record->op, record->value, record->position, record->bound};
+  record->code = 0;
+  throw_kernel_error(found, device);
+}
+
+bool sync_debug() { return kernels::cuda::sync_debug(); }
+
+#else  // built without CUDA
+
+namespace {
+[[noreturn]] void no_cuda() {
+  throw DeviceError("ember was built without CUDA (EMBER_CUDA=OFF): use the CPU (Device::best() or --device cpu)");
+}
+}  // namespace
+
+bool built_with_cuda() { return false; }
+bool is_available() { return false; }
+int device_count() { return 0; }
+std::string unavailable_reason() { return "ember was built without CUDA (EMBER_CUDA=OFF)"; }
+std::string device_description(int) { no_cuda(); }
+Stream::Stream(Device device) : device_(device) { no_cuda(); }
+Stream::~Stream() = default;
+void Stream::synchronize() const { no_cuda(); }
+Event::Event(Device device) : device_(device) { no_cuda(); }
+Event::~Event() = default;
+void Event::record(cudaStream_t) { no_cuda(); }
+void Event::wait(cudaStream_t) const { no_cuda(); }
+void Event::synchronize() const { no_cuda(); }
+bool Event::query() const { no_cuda(); }
+float Event::elapsed_ms(const Event&, const Event&) { no_cuda(); }
+cudaStream_t compute_stream(Device) { no_cuda(); }
+cudaStream_t current_stream(Device) { no_cuda(); }
+StreamGuard::StreamGuard(const Stream& stream) : device_(stream.device()), previous_(nullptr) {}
+StreamGuard::~StreamGuard() = default;
+DeviceGuard::DeviceGuard(Device) {}
+DeviceGuard::~DeviceGuard() = default;
+void synchronize(Device) { no_cuda(); }
+kernels::DeviceErrorRecord* device_error_record(Device) { no_cuda(); }
+void check_device_errors(Device) {}
+bool sync_debug() { return false; }
+
+#endif
+
+}  // namespace ember::cuda
+
+namespace ember {
+void synchronize(Device device) {
+  if (device.is_cuda()) cuda::synchronize(device);
+}
+}  // namespace ember

@@ -1,0 +1,117 @@
+// The CUDA runtime as ember uses it: availability, streams, events, synchronization and the
+// device-side error flags. Compiles without the CUDA toolkit (the stream and event types are
+// forward-declared); in a build without CUDA every query answers "not available".
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/device.h"
+
+typedef struct CUstream_st* cudaStream_t;  // identical to the CUDA runtime's own typedef
+typedef struct CUevent_st* cudaEvent_t;
+
+namespace ember::kernels {
+struct DeviceErrorRecord;
+}
+
+namespace ember::cuda {
+
+bool built_with_cuda();  // whether this build of ember contains the CUDA backend
+bool is_available();     // a driver, a compatible runtime and at least one device
+int device_count();      // 0 when not available
+// Why CUDA is not available ("CUDA driver not found", "no CUDA device", "driver 12.2 is older
+// than the runtime 13.0", ...); empty when it is.
+std::string unavailable_reason();
+// A one-line description of device `index`: name, compute capability, memory.
+std::string device_description(int index);
+
+// An owned CUDA stream. Non-blocking: it does not wait on the legacy default stream.
+class Stream {
+ public:
+  explicit Stream(Device device);
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  cudaStream_t handle() const { return handle_; }
+  Device device() const { return device_; }
+  void synchronize() const;
+
+ private:
+  cudaStream_t handle_ = nullptr;
+  Device device_;
+};
+
+// An owned CUDA event, with timing enabled so that elapsed_ms works.
+class Event {
+ public:
+  explicit Event(Device device);
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  void record(cudaStream_t stream);
+  void wait(cudaStream_t stream) const;  // makes `stream` wait for this event, host returns at once
+  void synchronize() const;              // blocks the host until the event has completed
+  bool query() const;                    // true when the recorded work has completed
+  // Milliseconds between two recorded events; both must have completed.
+  static float elapsed_ms(const Event& start, const Event& end);
+  cudaEvent_t handle() const { return handle_; }
+
+ private:
+  cudaEvent_t handle_ = nullptr;
+  Device device_;
+};
+
+// The stream that ops on `device` are issued on: the device's compute stream, unless a
+// StreamGuard on this thread says otherwise.
+cudaStream_t current_stream(Device device);
+// The device's own compute stream, created on first use and kept for the process.
+cudaStream_t compute_stream(Device device);
+
+// Makes ops on the stream's device issue on `stream` for the guard's lifetime (this thread).
+class StreamGuard {
+ public:
+  explicit StreamGuard(const Stream& stream);
+  ~StreamGuard();
+  StreamGuard(const StreamGuard&) = delete;
+  StreamGuard& operator=(const StreamGuard&) = delete;
+
+ private:
+  Device device_;
+  cudaStream_t previous_;
+};
+
+// Makes `device` the CUDA runtime's current device for the guard's lifetime.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(Device device);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
+// Waits for all work on the device's current stream, then reports any error that a kernel
+// raised on the device since the last check (see check_device_errors).
+void synchronize(Device device);
+
+// Kernels that find bad input (a target out of range, a non-finite loss) cannot throw: they
+// write a record into this per-device slot, which lives in mapped pinned host memory so that
+// reading it costs no copy and capturing a kernel that writes it in a CUDA graph is legal.
+kernels::DeviceErrorRecord* device_error_record(Device device);
+// Throws the recorded error (and clears it) if one is pending. Call only after a
+// synchronization: it does not wait for in-flight kernels.
+void check_device_errors(Device device);
+
+// EMBER_SYNC_DEBUG=1 in the environment: every launch is followed by a synchronization, so a
+// failing kernel is reported at its cause.
+bool sync_debug();
+
+}  // namespace ember::cuda
+
+namespace ember {
+// Waits for all work issued to `device` (a no-op for the CPU) and reports device-side errors.
+void synchronize(Device device);
+}  // namespace ember

@@ -1,0 +1,94 @@
+// The functional API: every op users call, on the CPU or a CUDA device alike. Differentiable ops
+// record themselves for autograd when an input requires grad (see core/autograd.h); docs/ops.md
+// lists them with their backends and derivative rules.
+//
+// Every op checks that its tensors share one device and throws DeviceError naming the op and
+// the argument otherwise; dtype and shape mismatches throw DTypeError / ShapeError naming both
+// sides. Floating-point ops take f32 on every backend and f64 on the CPU.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace ember {
+
+// Elementwise arithmetic with NumPy-style broadcasting; gradients are summed back to each
+// input's shape.
+Tensor add(const Tensor& input, const Tensor& other);
+Tensor sub(const Tensor& input, const Tensor& other);
+Tensor mul(const Tensor& input, const Tensor& other);
+Tensor div(const Tensor& input, const Tensor& other);
+// With a scalar: input·scale + shift covers +, −, · and / by a number.
+Tensor add(const Tensor& input, double other);
+Tensor mul(const Tensor& input, double other);
+Tensor affine(const Tensor& input, double scale, double shift);
+
+Tensor neg(const Tensor& input);
+Tensor exp(const Tensor& input);
+Tensor log(const Tensor& input);
+Tensor sqrt(const Tensor& input);
+Tensor pow(const Tensor& input, double exponent);
+Tensor sigmoid(const Tensor& input);
+Tensor tanh(const Tensor& input);
+Tensor relu(const Tensor& input);
+
+// Matrix products. matmul: [m, k]·[k, n] → [m, n]. linear: input [..., in] · weightᵀ (weight is
+// [out, in], PyTorch's layout) + bias [out] → [..., out]; bias may be undefined.
+Tensor matmul(const Tensor& input, const Tensor& other);
+Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor());
+Tensor transpose(const Tensor& input);  // swaps the last two dims (a copy)
+
+// Shapes.
+Tensor reshape(const Tensor& input, Shape shape);
+Tensor cat(std::span<const Tensor> tensors, int dim = 0);
+Tensor cat(std::initializer_list<Tensor> tensors, int dim = 0);
+// Elements [start, start+length) along any dim, as a copy (narrow shares storage, on dim 0).
+Tensor slice(const Tensor& input, int dim, std::int64_t start, std::int64_t length);
+
+// Reductions. With no dims: over everything, giving a scalar (shape []).
+Tensor sum(const Tensor& input);
+Tensor sum(const Tensor& input, std::vector<int> dims, bool keepdim = false);
+Tensor mean(const Tensor& input);
+Tensor mean(const Tensor& input, std::vector<int> dims, bool keepdim = false);
+// Sums `input` down to `shape` (which it must broadcast from): broadcasting's backward.
+Tensor sum_to(const Tensor& input, const Shape& shape);
+
+// Softmax family over the last dim (dim must be -1 or dim()-1).
+Tensor softmax(const Tensor& input, int dim = -1);
+Tensor log_softmax(const Tensor& input, int dim = -1);
+// Mean softmax cross-entropy of logits [B, C] against class indices [B] (i32 or i64), fused.
+// A target outside [0, C) throws IndexError — on CUDA at the next synchronization.
+Tensor cross_entropy(const Tensor& input, const Tensor& target);
+
+// Not differentiable.
+Tensor argmax(const Tensor& input, int dim = -1);              // i64, over the last dim
+Tensor max(const Tensor& input, int dim = -1);                 // values over the last dim
+Tensor count_equal(const Tensor& input, const Tensor& other);  // i64 scalar
+// Fraction of rows whose argmax equals the target, as an f32 scalar on the input's device
+// (read it with item() when you need it: that synchronizes).
+Tensor accuracy(const Tensor& logits, const Tensor& target);
+// u8 pixels → f32 (x/255 − mean)/std, on the input's device.
+Tensor normalize_u8(const Tensor& input, float mean = 0.0f, float std = 1.0f);
+
+// In place, outside autograd (optimizers, gradient accumulation): input += other (same shape,
+// or other broadcast to input's shape); input *= scale.
+Tensor& add_(Tensor& input, const Tensor& other);
+Tensor& mul_(Tensor& input, double scale);
+
+// Operators.
+inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+inline Tensor operator-(const Tensor& a) { return neg(a); }
+inline Tensor operator+(const Tensor& a, double b) { return affine(a, 1.0, b); }
+inline Tensor operator+(double a, const Tensor& b) { return affine(b, 1.0, a); }
+inline Tensor operator-(const Tensor& a, double b) { return affine(a, 1.0, -b); }
+inline Tensor operator-(double a, const Tensor& b) { return affine(b, -1.0, a); }
+inline Tensor operator*(const Tensor& a, double b) { return affine(a, b, 0.0); }
+inline Tensor operator*(double a, const Tensor& b) { return affine(b, a, 0.0); }
+inline Tensor operator/(const Tensor& a, double b) { return affine(a, 1.0 / b, 0.0); }
+
+}  // namespace ember

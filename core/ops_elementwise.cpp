@@ -1,0 +1,288 @@
+// Elementwise ops: forward through kernels/elementwise.h, derivative rules beside each forward.
+#include <algorithm>
+
+#include "core/autograd.h"
+#include "core/op_helpers.h"
+#include "core/ops.h"
+#include "kernels/elementwise.h"
+
+namespace ember {
+namespace {
+
+using autograd::Gradients;
+using autograd::NeedsGrad;
+using detail::Arg;
+using kernels::ActivationGrad;
+using kernels::BinaryOp;
+using kernels::UnaryOp;
+
+// Output shape and per-input strides for broadcasting a ∘ b, NumPy's rules: align shapes on the
+// right; each pair of sizes must be equal or one of them 1.
+kernels::BroadcastLayout broadcast_layout(const char* op, const Shape& a, const Shape& b, Shape& out_shape) {
+  const std::size_t nd = std::max(a.size(), b.size());
+  EMBER_CHECK(nd <= static_cast<std::size_t>(kernels::kMaxDims), ShapeError, op, ": broadcasting supports at most ",
+              kernels::kMaxDims, " dims, got shapes ", shape_str(a), " and ", shape_str(b));
+  kernels::BroadcastLayout layout;
+  layout.ndim = static_cast<int>(nd);
+  out_shape.assign(nd, 1);
+  long long stride_a = 1, stride_b = 1;
+  for (std::size_t i = 0; i < nd; ++i) {
+    const std::size_t d = nd - 1 - i;
+    const std::int64_t da = i < a.size() ? a[a.size() - 1 - i] : 1;
+    const std::int64_t db = i < b.size() ? b[b.size() - 1 - i] : 1;
+    EMBER_CHECK(da == db || da == 1 || db == 1, ShapeError, op, ": shapes ", shape_str(a), " and ", shape_str(b),
+                " cannot be broadcast together (dim ", -static_cast<long long>(i) - 1, ": ", da, " vs ", db, ")");
+    out_shape[d] = da == 1 ? db : da;
+    layout.out_shape[d] = out_shape[d];
+    layout.a_stride[d] = da == 1 ? 0 : stride_a;
+    layout.b_stride[d] = db == 1 ? 0 : stride_b;
+    stride_a *= da;
+    stride_b *= db;
+  }
+  return layout;
+}
+
+void check_binary(const char* op, const Tensor& a, const Tensor& b) {
+  detail::check_defined(op, {"input", a});
+  detail::check_defined(op, {"other", b});
+  detail::check_same_device(op, {{"input", a}, {"other", b}});
+  detail::check_same_dtype(op, {"input", a}, {"other", b});
+  detail::check_floating(op, {"input", a});
+}
+
+// out = a ∘ b, into `out` when given (in-place updates), else into a new tensor.
+Tensor binary_kernel(BinaryOp op, const char* name, const Tensor& a, const Tensor& b, Tensor out = Tensor()) {
+  check_binary(name, a, b);
+  Shape out_shape;
+  const bool same_shape = a.shape() == b.shape();
+  kernels::BroadcastLayout layout;
+  if (same_shape) out_shape = a.shape();
+  else layout = broadcast_layout(name, a.shape(), b.shape(), out_shape);
+  if (out.defined()) {
+    EMBER_CHECK(out.shape() == out_shape, ShapeError, name, ": the result has shape ", shape_str(out_shape),
+                " but the in-place target has shape ", shape_str(out.shape()));
+  } else {
+    out = detail::new_empty(a, out_shape);
+  }
+  const std::size_t n = static_cast<std::size_t>(out.numel());
+  if (a.is_cuda()) {
+    EMBER_CUDA_ONLY(detail::CudaScope scope(a.device());
+                    if (same_shape) kernels::cuda::binary(op, a.raw<float>(), b.raw<float>(), out.raw<float>(), n,
+                                                          scope.stream());
+                    else kernels::cuda::binary_broadcast(op, a.raw<float>(), b.raw<float>(), out.raw<float>(), layout,
+                                                         scope.stream()));
+  } else {
+    detail::visit_floating(a.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      if (same_shape) kernels::cpu::binary<T>(op, a.raw<T>(), b.raw<T>(), out.raw<T>(), n);
+      else kernels::cpu::binary_broadcast<T>(op, a.raw<T>(), b.raw<T>(), out.raw<T>(), layout);
+    });
+  }
+  return out;
+}
+
+Tensor unary_kernel(UnaryOp op, const char* name, const Tensor& x) {
+  detail::check_defined(name, {"input", x});
+  detail::check_floating(name, {"input", x});
+  Tensor y = detail::new_empty(x, x.shape());
+  const std::size_t n = static_cast<std::size_t>(x.numel());
+  if (x.is_cuda()) {
+    EMBER_CUDA_ONLY(detail::CudaScope scope(x.device());
+                    kernels::cuda::unary(op, x.raw<float>(), y.raw<float>(), n, scope.stream()));
+  } else {
+    detail::visit_floating(x.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      kernels::cpu::unary<T>(op, x.raw<T>(), y.raw<T>(), n);
+    });
+  }
+  return y;
+}
+
+Tensor affine_kernel(const Tensor& x, double scale, double shift, Tensor out = Tensor()) {
+  detail::check_defined("affine", {"input", x});
+  detail::check_floating("affine", {"input", x});
+  if (!out.defined()) out = detail::new_empty(x, x.shape());
+  const std::size_t n = static_cast<std::size_t>(x.numel());
+  if (x.is_cuda()) {
+    EMBER_CUDA_ONLY(detail::CudaScope scope(x.device());
+                    kernels::cuda::affine(x.raw<float>(), static_cast<float>(scale), static_cast<float>(shift),
+                                          out.raw<float>(), n, scope.stream()));
+  } else {
+    detail::visit_floating(x.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      kernels::cpu::affine<T>(x.raw<T>(), static_cast<T>(scale), static_cast<T>(shift), out.raw<T>(), n);
+    });
+  }
+  return out;
+}
+
+// dx from the upstream gradient and the activation's output.
+Tensor activation_backward(ActivationGrad op, const Tensor& dy, const Tensor& y) {
+  Tensor dx = detail::new_empty(y, y.shape());
+  const std::size_t n = static_cast<std::size_t>(y.numel());
+  if (y.is_cuda()) {
+    EMBER_CUDA_ONLY(detail::CudaScope scope(y.device());
+                    kernels::cuda::activation_grad(op, dy.raw<float>(), y.raw<float>(), dx.raw<float>(), n,
+                                                   kernels::WriteMode::overwrite, scope.stream()));
+  } else {
+    detail::visit_floating(y.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      kernels::cpu::activation_grad<T>(op, dy.raw<T>(), y.raw<T>(), dx.raw<T>(), n, kernels::WriteMode::overwrite);
+    });
+  }
+  return dx;
+}
+
+Tensor activation(UnaryOp op, ActivationGrad grad_op, const char* name, const Tensor& x) {
+  Tensor y = unary_kernel(op, name, x);
+  if (autograd::needs_recording({&x})) {
+    autograd::record(y, name, {&x}, [grad_op, y_saved = y.detach()](const Tensor& g, NeedsGrad) {
+      return Gradients{activation_backward(grad_op, g, y_saved)};
+    });
+  }
+  return y;
+}
+
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_kernel(BinaryOp::add, "add", a, b);
+  if (autograd::needs_recording({&a, &b})) {
+    autograd::record(out, "add", {&a, &b}, [sa = a.shape(), sb = b.shape()](const Tensor& g, NeedsGrad needs) {
+      return Gradients{needs[0] ? sum_to(g, sa) : Tensor(), needs[1] ? sum_to(g, sb) : Tensor()};
+    });
+  }
+  return out;
+}
+
+Tensor sub(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_kernel(BinaryOp::sub, "sub", a, b);
+  if (autograd::needs_recording({&a, &b})) {
+    autograd::record(out, "sub", {&a, &b}, [sa = a.shape(), sb = b.shape()](const Tensor& g, NeedsGrad needs) {
+      return Gradients{needs[0] ? sum_to(g, sa) : Tensor(), needs[1] ? sum_to(neg(g), sb) : Tensor()};
+    });
+  }
+  return out;
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_kernel(BinaryOp::mul, "mul", a, b);
+  if (autograd::needs_recording({&a, &b})) {
+    autograd::record(out, "mul", {&a, &b}, [a_saved = a.detach(), b_saved = b.detach()](const Tensor& g,
+                                                                                        NeedsGrad needs) {
+      return Gradients{needs[0] ? sum_to(mul(g, b_saved), a_saved.shape()) : Tensor(),
+                       needs[1] ? sum_to(mul(g, a_saved), b_saved.shape()) : Tensor()};
+    });
+  }
+  return out;
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_kernel(BinaryOp::div, "div", a, b);
+  if (autograd::needs_recording({&a, &b})) {
+    // d(a/b)/da = 1/b; d(a/b)/db = −a/b² = −out/b.
+    autograd::record(out, "div", {&a, &b}, [sa = a.shape(), b_saved = b.detach(), out_saved = out.detach()](
+                                               const Tensor& g, NeedsGrad needs) {
+      return Gradients{needs[0] ? sum_to(div(g, b_saved), sa) : Tensor(),
+                       needs[1] ? sum_to(neg(div(mul(g, out_saved), b_saved)), b_saved.shape()) : Tensor()};
+    });
+  }
+  return out;
+}
+
+Tensor affine(const Tensor& x, double scale, double shift) {
+  Tensor out = affine_kernel(x, scale, shift);
+  if (autograd::needs_recording({&x})) {
+    autograd::record(out, "affine", {&x}, [scale](const Tensor& g, NeedsGrad) {
+      return Gradients{scale == 1.0 ? g : affine_kernel(g, scale, 0.0)};
+    });
+  }
+  return out;
+}
+
+Tensor add(const Tensor& x, double other) { return affine(x, 1.0, other); }
+Tensor mul(const Tensor& x, double other) { return affine(x, other, 0.0); }
+
+Tensor neg(const Tensor& x) {
+  Tensor out = unary_kernel(UnaryOp::neg, "neg", x);
+  if (autograd::needs_recording({&x})) {
+    autograd::record(out, "neg", {&x}, [](const Tensor& g, NeedsGrad) { return Gradients{neg(g)}; });
+  }
+  return out;
+}
+
+Tensor exp(const Tensor& x) {
+  Tensor out = unary_kernel(UnaryOp::exp, "exp", x);
+  if (autograd::needs_recording({&x})) {
+    autograd::record(out, "exp", {&x}, [y = out.detach()](const Tensor& g, NeedsGrad) {
+      return Gradients{mul(g, y)};
+    });
+  }
+  return out;
+}
+
+Tensor log(const Tensor& x) {
+  Tensor out = unary_kernel(UnaryOp::log, "log", x);
+  if (autograd::needs_recording({&x})) {
+    autograd::record(out, "log", {&x}, [x_saved = x.detach()](const Tensor& g, NeedsGrad) {
+      return Gradients{div(g, x_saved)};
+    });
+  }
+  return out;
+}
+
+Tensor sqrt(const Tensor& x) {
+  Tensor out = unary_kernel(UnaryOp::sqrt, "sqrt", x);
+  if (autograd::needs_recording({&x})) {
+    autograd::record(out, "sqrt", {&x}, [y = out.detach()](const Tensor& g, NeedsGrad) {
+      return Gradients{div(affine_kernel(g, 0.5, 0.0), y)};  // d√x/dx = 1/(2√x)
+    });
+  }
+  return out;
+}
+
+Tensor pow(const Tensor& x, double exponent) {
+  detail::check_defined("pow", {"input", x});
+  detail::check_floating("pow", {"input", x});
+  Tensor out = detail::new_empty(x, x.shape());
+  const std::size_t n = static_cast<std::size_t>(x.numel());
+  if (x.is_cuda()) {
+    EMBER_CUDA_ONLY(detail::CudaScope scope(x.device());
+                    kernels::cuda::pow_scalar(x.raw<float>(), static_cast<float>(exponent), out.raw<float>(), n,
+                                              scope.stream()));
+  } else {
+    detail::visit_floating(x.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      kernels::cpu::pow_scalar<T>(x.raw<T>(), static_cast<T>(exponent), out.raw<T>(), n);
+    });
+  }
+  if (autograd::needs_recording({&x})) {
+    autograd::record(out, "pow", {&x}, [x_saved = x.detach(), exponent](const Tensor& g, NeedsGrad) {
+      // d xᵖ/dx = p·xᵖ⁻¹
+      return Gradients{mul(g, affine_kernel(pow(x_saved, exponent - 1.0), exponent, 0.0))};
+    });
+  }
+  return out;
+}
+
+Tensor sigmoid(const Tensor& x) { return activation(UnaryOp::sigmoid, ActivationGrad::sigmoid, "sigmoid", x); }
+Tensor tanh(const Tensor& x) { return activation(UnaryOp::tanh, ActivationGrad::tanh, "tanh", x); }
+Tensor relu(const Tensor& x) { return activation(UnaryOp::relu, ActivationGrad::relu, "relu", x); }
+
+Tensor& add_(Tensor& input, const Tensor& other) {
+  EMBER_CHECK(!(autograd::is_grad_enabled() && input.requires_grad()), AutogradError,
+              "add_: a tensor that requires grad cannot be modified in place while gradients are recorded; wrap "
+              "the update in NoGradGuard");
+  binary_kernel(BinaryOp::add, "add_", input, other, input);
+  return input;
+}
+
+Tensor& mul_(Tensor& input, double scale) {
+  EMBER_CHECK(!(autograd::is_grad_enabled() && input.requires_grad()), AutogradError,
+              "mul_: a tensor that requires grad cannot be modified in place while gradients are recorded; wrap "
+              "the update in NoGradGuard");
+  affine_kernel(input, scale, 0.0, input);
+  return input;
+}
+
+}  // namespace ember

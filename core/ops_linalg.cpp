@@ -1,0 +1,163 @@
+// Matrix ops: matmul, linear and transpose, on cuBLAS / OpenBLAS through kernels/gemm.h.
+// A transpose in a product is a flag to the GEMM, never a copy.
+#include "core/autograd.h"
+#include "core/op_helpers.h"
+#include "core/ops.h"
+#include "kernels/elementwise.h"
+#include "kernels/gemm.h"
+#include "kernels/layout.h"
+
+namespace ember {
+namespace {
+
+using autograd::Gradients;
+using autograd::NeedsGrad;
+using kernels::Transpose;
+
+// c = op(a)·op(b) + beta·c for 2-D a, b, c (row-major, dense).
+void gemm_into(Transpose ta, Transpose tb, const Tensor& a, const Tensor& b, Tensor& c, double beta) {
+  const std::size_t m = static_cast<std::size_t>(c.shape()[0]);
+  const std::size_t n = static_cast<std::size_t>(c.shape()[1]);
+  const std::size_t k = static_cast<std::size_t>(ta == Transpose::no ? a.shape()[1] : a.shape()[0]);
+  const std::size_t lda = static_cast<std::size_t>(a.shape()[1]);
+  const std::size_t ldb = static_cast<std::size_t>(b.shape()[1]);
+  if (a.is_cuda()) {
+    EMBER_CUDA_ONLY(detail::CudaScope scope(a.device());
+                    kernels::cuda::gemm(ta, tb, m, n, k, 1.0f, a.raw<float>(), lda, b.raw<float>(), ldb,
+                                        static_cast<float>(beta), c.raw<float>(), n, scope.stream()));
+  } else {
+    detail::visit_floating(a.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      kernels::cpu::gemm<T>(ta, tb, m, n, k, T(1), a.raw<T>(), lda, b.raw<T>(), ldb, static_cast<T>(beta),
+                            c.raw<T>(), n);
+    });
+  }
+}
+
+Tensor gemm(Transpose ta, Transpose tb, const Tensor& a, const Tensor& b) {
+  const std::int64_t m = ta == Transpose::no ? a.shape()[0] : a.shape()[1];
+  const std::int64_t n = tb == Transpose::no ? b.shape()[1] : b.shape()[0];
+  Tensor c = detail::new_empty(a, {m, n});
+  gemm_into(ta, tb, a, b, c, 0.0);
+  return c;
+}
+
+// bias [n] repeated over m rows, as the starting value of a GEMM with beta = 1.
+Tensor rows_of(const Tensor& bias, std::int64_t m) {
+  Tensor out = detail::new_empty(bias, {m, bias.shape()[0]});
+  kernels::BroadcastLayout layout;
+  layout.ndim = 2;
+  layout.out_shape[0] = m;
+  layout.out_shape[1] = bias.shape()[0];
+  layout.a_stride[0] = 0;
+  layout.a_stride[1] = 1;
+  if (bias.is_cuda()) {
+    EMBER_CUDA_ONLY(detail::CudaScope scope(bias.device());
+                    kernels::cuda::expand(bias.raw<float>(), out.raw<float>(), layout, 1.0f, scope.stream()));
+  } else {
+    detail::visit_floating(bias.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      kernels::cpu::expand<T>(bias.raw<T>(), out.raw<T>(), layout, T(1));
+    });
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  detail::check_defined("matmul", {"input", a});
+  detail::check_defined("matmul", {"other", b});
+  detail::check_same_device("matmul", {{"input", a}, {"other", b}});
+  detail::check_same_dtype("matmul", {"input", a}, {"other", b});
+  detail::check_floating("matmul", {"input", a});
+  detail::check_dim("matmul", {"input", a}, 2);
+  detail::check_dim("matmul", {"other", b}, 2);
+  EMBER_CHECK(a.shape()[1] == b.shape()[0], ShapeError, "matmul: shapes ", shape_str(a.shape()), " and ",
+              shape_str(b.shape()), " cannot be multiplied (", a.shape()[1], " != ", b.shape()[0], ")");
+  Tensor out = gemm(Transpose::no, Transpose::no, a, b);
+  if (autograd::needs_recording({&a, &b})) {
+    autograd::record(out, "matmul", {&a, &b}, [a_saved = a.detach(), b_saved = b.detach()](const Tensor& g,
+                                                                                           NeedsGrad needs) {
+      return Gradients{needs[0] ? gemm(Transpose::no, Transpose::yes, g, b_saved) : Tensor(),   // g·bᵀ
+                       needs[1] ? gemm(Transpose::yes, Transpose::no, a_saved, g) : Tensor()};  // aᵀ·g
+    });
+  }
+  return out;
+}
+
+Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  detail::check_defined("linear", {"input", input});
+  detail::check_defined("linear", {"weight", weight});
+  detail::check_same_device("linear", {{"input", input}, {"weight", weight}, {"bias", bias}});
+  detail::check_same_dtype("linear", {"input", input}, {"weight", weight});
+  detail::check_floating("linear", {"input", input});
+  detail::check_dim("linear", {"weight", weight}, 2);
+  EMBER_CHECK(input.dim() >= 1 && input.shape().back() == weight.shape()[1], ShapeError, "linear: 'input' of shape ",
+              shape_str(input.shape()), " does not match 'weight' of shape ", shape_str(weight.shape()),
+              " (expected input's last dim to be ", weight.shape()[1], ")");
+  if (bias.defined()) {
+    detail::check_same_dtype("linear", {"input", input}, {"bias", bias});
+    EMBER_CHECK(bias.dim() == 1 && bias.shape()[0] == weight.shape()[0], ShapeError, "linear: 'bias' must have shape [",
+                weight.shape()[0], "], but it has shape ", shape_str(bias.shape()));
+  }
+  const std::int64_t in = weight.shape()[1], out_features = weight.shape()[0];
+  const std::int64_t rows = numel_of(Shape(input.shape().begin(), input.shape().end() - 1));
+  const Tensor x2 = input.detach().reshape({rows, in});
+  Tensor y;
+  if (bias.defined()) {
+    y = rows_of(bias, rows);
+    gemm_into(Transpose::no, Transpose::yes, x2, weight, y, 1.0);  // y = x·Wᵀ + b
+  } else {
+    y = gemm(Transpose::no, Transpose::yes, x2, weight);
+  }
+  Shape out_shape = input.shape();
+  out_shape.back() = out_features;
+  y = y.reshape(out_shape);
+  if (autograd::needs_recording({&input, &weight, &bias})) {
+    autograd::record(y, "linear", {&input, &weight, &bias},
+                     [x_saved = x2, w_saved = weight.detach(), in_shape = input.shape()](const Tensor& g,
+                                                                                         NeedsGrad needs) {
+                       const Tensor g2 = g.reshape({x_saved.shape()[0], w_saved.shape()[0]});
+                       Gradients grads(3);
+                       if (needs[0]) grads[0] = gemm(Transpose::no, Transpose::no, g2, w_saved).reshape(in_shape);
+                       if (needs[1]) grads[1] = gemm(Transpose::yes, Transpose::no, g2, x_saved);  // gᵀ·x
+                       if (needs[2]) grads[2] = sum(g2, {0});
+                       return grads;
+                     });
+  }
+  return y;
+}
+
+Tensor transpose(const Tensor& x) {
+  detail::check_defined("transpose", {"input", x});
+  EMBER_CHECK(x.dim() >= 2, ShapeError, "transpose: needs at least 2 dims, got shape ", shape_str(x.shape()));
+  Shape out_shape = x.shape();
+  std::swap(out_shape[out_shape.size() - 1], out_shape[out_shape.size() - 2]);
+  Tensor out = detail::new_empty(x, out_shape);
+  const std::size_t rows = static_cast<std::size_t>(x.shape()[x.shape().size() - 2]);
+  const std::size_t cols = static_cast<std::size_t>(x.shape().back());
+  const std::size_t batch = rows * cols == 0 ? 0 : static_cast<std::size_t>(x.numel()) / (rows * cols);
+  auto run = [&](auto zero) {
+    using T = decltype(zero);
+    if (x.is_cuda()) {
+      EMBER_CUDA_ONLY(detail::CudaScope scope(x.device());
+                      kernels::cuda::transpose_last2<T>(x.raw<T>(), out.raw<T>(), batch, rows, cols, scope.stream()));
+    } else {
+      kernels::cpu::transpose_last2<T>(x.raw<T>(), out.raw<T>(), batch, rows, cols);
+    }
+  };
+  switch (x.dtype()) {
+    case DType::f32: run(float{}); break;
+    case DType::f64: run(double{}); break;
+    case DType::i32: run(std::int32_t{}); break;
+    case DType::i64: run(std::int64_t{}); break;
+    case DType::u8: run(std::uint8_t{}); break;
+  }
+  if (autograd::needs_recording({&x})) {
+    autograd::record(out, "transpose", {&x}, [](const Tensor& g, NeedsGrad) { return Gradients{transpose(g)}; });
+  }
+  return out;
+}
+
+}  // namespace ember

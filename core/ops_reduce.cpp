@@ -1,0 +1,246 @@
+// Reductions: sum and mean (with their broadcasting backward), sum_to, and the
+// non-differentiable argmax, max, count_equal and accuracy.
+#include <algorithm>
+
+#include "core/autograd.h"
+#include "core/op_helpers.h"
+#include "core/ops.h"
+#include "kernels/elementwise.h"
+#include "kernels/reduce.h"
+
+namespace ember {
+namespace {
+
+using autograd::Gradients;
+using autograd::NeedsGrad;
+
+// One pass of the sum kernel over x viewed as [outer, reduce, inner].
+Tensor sum_pass(const Tensor& x, const Shape& out_shape, std::size_t outer, std::size_t reduce, std::size_t inner,
+                double scale) {
+  Tensor out = detail::new_empty(x, out_shape);
+  if (x.is_cuda()) {
+    EMBER_CUDA_ONLY(
+        detail::CudaScope scope(x.device());
+        const std::size_t ws = kernels::sum_workspace_size(outer, reduce, inner);
+        Tensor workspace = ws ? detail::new_empty(x, {static_cast<std::int64_t>(ws)}) : Tensor();
+        kernels::cuda::sum(x.raw<float>(), out.raw<float>(), outer, reduce, inner, static_cast<float>(scale),
+                           ws ? workspace.raw<float>() : nullptr, scope.stream()));
+  } else {
+    detail::visit_floating(x.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      kernels::cpu::sum<T>(x.raw<T>(), out.raw<T>(), outer, reduce, inner, static_cast<T>(scale));
+    });
+  }
+  return out;
+}
+
+// Sums the dims marked in `mask` and keeps them as size 1. Each run of adjacent marked dims is
+// one kernel pass; the scale is applied in the last pass.
+Tensor sum_keepdim(const Tensor& x, const std::vector<bool>& mask, double scale) {
+  Tensor current = x;
+  Shape shape = x.shape();
+  const int nd = static_cast<int>(shape.size());
+  std::vector<std::pair<int, int>> runs;  // [first, last] dims of each run
+  for (int d = 0; d < nd; ++d) {
+    if (!mask[static_cast<std::size_t>(d)]) continue;
+    if (!runs.empty() && runs.back().second == d - 1) runs.back().second = d;
+    else runs.push_back({d, d});
+  }
+  if (runs.empty()) return x.clone();
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    const auto [first, last] = runs[r];
+    std::size_t outer = 1, reduce = 1, inner = 1;
+    for (int d = 0; d < first; ++d) outer *= static_cast<std::size_t>(shape[static_cast<std::size_t>(d)]);
+    for (int d = first; d <= last; ++d) reduce *= static_cast<std::size_t>(shape[static_cast<std::size_t>(d)]);
+    for (int d = last + 1; d < nd; ++d) inner *= static_cast<std::size_t>(shape[static_cast<std::size_t>(d)]);
+    for (int d = first; d <= last; ++d) shape[static_cast<std::size_t>(d)] = 1;
+    current = sum_pass(current, shape, outer, reduce, inner, r + 1 == runs.size() ? scale : 1.0);
+  }
+  return current;
+}
+
+// Broadcasts `g` (whose shape broadcasts to `shape`) up to `shape`, times `scale`.
+Tensor expand_to(const Tensor& g, const Shape& shape, double scale) {
+  Tensor out = detail::new_empty(g, shape);
+  kernels::BroadcastLayout layout;
+  layout.ndim = static_cast<int>(shape.size());
+  const Shape& gs = g.shape();
+  long long stride = 1;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    const std::size_t d = shape.size() - 1 - i;
+    const std::int64_t gd = i < gs.size() ? gs[gs.size() - 1 - i] : 1;
+    layout.out_shape[d] = shape[d];
+    layout.a_stride[d] = gd == 1 ? 0 : stride;
+    stride *= gd;
+  }
+  if (g.is_cuda()) {
+    EMBER_CUDA_ONLY(detail::CudaScope scope(g.device());
+                    kernels::cuda::expand(g.raw<float>(), out.raw<float>(), layout, static_cast<float>(scale),
+                                          scope.stream()));
+  } else {
+    detail::visit_floating(g.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      kernels::cpu::expand<T>(g.raw<T>(), out.raw<T>(), layout, static_cast<T>(scale));
+    });
+  }
+  return out;
+}
+
+Tensor reduce(const char* name, const Tensor& x, std::vector<int> dims, bool keepdim, bool mean) {
+  detail::check_defined(name, {"input", x});
+  detail::check_floating(name, {"input", x});
+  const int nd = x.dim();
+  std::vector<bool> mask(static_cast<std::size_t>(nd), dims.empty());
+  for (int d : dims) {
+    const int n = detail::normalize_dim(name, d, nd);
+    EMBER_CHECK(!mask[static_cast<std::size_t>(n)], ValueError, name, ": dim ", d, " appears more than once");
+    mask[static_cast<std::size_t>(n)] = true;
+  }
+  std::int64_t count = 1;
+  Shape out_shape;
+  for (int d = 0; d < nd; ++d) {
+    const std::int64_t extent = x.shape()[static_cast<std::size_t>(d)];
+    if (mask[static_cast<std::size_t>(d)]) count *= extent;
+    if (!mask[static_cast<std::size_t>(d)]) out_shape.push_back(extent);
+    else if (keepdim) out_shape.push_back(1);
+  }
+  const double scale = mean ? 1.0 / static_cast<double>(count) : 1.0;  // mean of nothing is NaN, as in PyTorch
+  Tensor out;
+  {
+    NoGradGuard no_grad;  // the passes below are one op for autograd
+    out = sum_keepdim(x, mask, scale).reshape(out_shape);
+  }
+  if (autograd::needs_recording({&x})) {
+    Shape kept = x.shape();
+    for (int d = 0; d < nd; ++d)
+      if (mask[static_cast<std::size_t>(d)]) kept[static_cast<std::size_t>(d)] = 1;
+    autograd::record(out, name, {&x}, [kept, full = x.shape(), scale](const Tensor& g, NeedsGrad) {
+      return Gradients{expand_to(g.reshape(kept), full, scale)};
+    });
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& x) { return reduce("sum", x, {}, false, false); }
+Tensor sum(const Tensor& x, std::vector<int> dims, bool keepdim) {
+  EMBER_CHECK(!dims.empty(), ValueError, "sum: the list of dims is empty; call sum(x) to sum everything");
+  return reduce("sum", x, std::move(dims), keepdim, false);
+}
+Tensor mean(const Tensor& x) { return reduce("mean", x, {}, false, true); }
+Tensor mean(const Tensor& x, std::vector<int> dims, bool keepdim) {
+  EMBER_CHECK(!dims.empty(), ValueError, "mean: the list of dims is empty; call mean(x) to average everything");
+  return reduce("mean", x, std::move(dims), keepdim, true);
+}
+
+Tensor sum_to(const Tensor& x, const Shape& shape) {
+  if (x.shape() == shape) return x;
+  const Shape& xs = x.shape();
+  EMBER_CHECK(shape.size() <= xs.size(), ShapeError, "sum_to: cannot sum shape ", shape_str(xs), " down to ",
+              shape_str(shape));
+  const std::size_t lead = xs.size() - shape.size();
+  std::vector<int> dims;
+  for (std::size_t d = 0; d < xs.size(); ++d) {
+    if (d < lead) {
+      dims.push_back(static_cast<int>(d));
+      continue;
+    }
+    const std::int64_t target = shape[d - lead];
+    EMBER_CHECK(target == xs[d] || target == 1, ShapeError, "sum_to: shape ", shape_str(shape),
+                " does not broadcast to ", shape_str(xs));
+    if (target == 1 && xs[d] != 1) dims.push_back(static_cast<int>(d));
+  }
+  if (dims.empty()) return x.reshape(shape);
+  return reduce("sum_to", x, dims, true, false).reshape(shape);
+}
+
+Tensor max(const Tensor& x, int dim) {
+  detail::check_defined("max", {"input", x});
+  detail::check_floating("max", {"input", x});
+  EMBER_CHECK(x.dim() >= 1 && detail::normalize_dim("max", dim, x.dim()) == x.dim() - 1, ValueError,
+              "max: only the last dim is supported (dim=-1)");
+  const std::size_t cols = static_cast<std::size_t>(x.shape().back());
+  EMBER_CHECK(cols > 0, ShapeError, "max: cannot reduce an empty last dim (shape ", shape_str(x.shape()), ")");
+  const std::size_t rows = static_cast<std::size_t>(x.numel()) / cols;
+  Tensor values = detail::new_empty(x, Shape(x.shape().begin(), x.shape().end() - 1));
+  if (x.is_cuda()) {
+    EMBER_CUDA_ONLY(detail::CudaScope scope(x.device());
+                    kernels::cuda::max_last_dim(x.raw<float>(), values.raw<float>(), nullptr, rows, cols,
+                                                scope.stream()));
+  } else {
+    detail::visit_floating(x.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      kernels::cpu::max_last_dim<T>(x.raw<T>(), values.raw<T>(), nullptr, rows, cols);
+    });
+  }
+  return values;
+}
+
+Tensor argmax(const Tensor& x, int dim) {
+  detail::check_defined("argmax", {"input", x});
+  detail::check_floating("argmax", {"input", x});
+  EMBER_CHECK(x.dim() >= 1 && detail::normalize_dim("argmax", dim, x.dim()) == x.dim() - 1, ValueError,
+              "argmax: only the last dim is supported (dim=-1)");
+  const std::size_t cols = static_cast<std::size_t>(x.shape().back());
+  EMBER_CHECK(cols > 0, ShapeError, "argmax: cannot reduce an empty last dim (shape ", shape_str(x.shape()), ")");
+  const std::size_t rows = static_cast<std::size_t>(x.numel()) / cols;
+  Tensor indices = detail::new_empty(x, Shape(x.shape().begin(), x.shape().end() - 1), DType::i64);
+  if (x.is_cuda()) {
+    EMBER_CUDA_ONLY(detail::CudaScope scope(x.device());
+                    kernels::cuda::max_last_dim(x.raw<float>(), nullptr, indices.raw<std::int64_t>(), rows, cols,
+                                                scope.stream()));
+  } else {
+    detail::visit_floating(x.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      kernels::cpu::max_last_dim<T>(x.raw<T>(), nullptr, indices.raw<std::int64_t>(), rows, cols);
+    });
+  }
+  return indices;
+}
+
+Tensor count_equal(const Tensor& a, const Tensor& b) {
+  detail::check_defined("count_equal", {"input", a});
+  detail::check_defined("count_equal", {"other", b});
+  detail::check_same_device("count_equal", {{"input", a}, {"other", b}});
+  detail::check_dtype("count_equal", {"input", a}, {DType::i64, DType::i32});
+  detail::check_dtype("count_equal", {"other", b}, {DType::i64, DType::i32});
+  EMBER_CHECK(a.numel() == b.numel(), ShapeError, "count_equal: 'input' has ", a.numel(), " elements (shape ",
+              shape_str(a.shape()), ") but 'other' has ", b.numel(), " (shape ", shape_str(b.shape()), ")");
+  // The kernels are instantiated for (i64, i32), (i64, i64) and (i32, i32); order the pair so.
+  const Tensor& wide = a.dtype() == DType::i64 ? a : b;
+  const Tensor& narrow = a.dtype() == DType::i64 ? b : a;
+  Tensor count = detail::new_empty(a, {}, DType::i64);
+  const std::size_t n = static_cast<std::size_t>(a.numel());
+  auto run = [&](auto x_zero, auto y_zero) {
+    using X = decltype(x_zero);
+    using Y = decltype(y_zero);
+    if (a.is_cuda()) {
+      EMBER_CUDA_ONLY(detail::CudaScope scope(a.device());
+                      kernels::cuda::count_equal<X, Y>(wide.raw<X>(), narrow.raw<Y>(), count.raw<std::int64_t>(), n,
+                                                       scope.stream()));
+    } else {
+      kernels::cpu::count_equal<X, Y>(wide.raw<X>(), narrow.raw<Y>(), count.raw<std::int64_t>(), n);
+    }
+  };
+  if (wide.dtype() == DType::i32) run(std::int32_t{}, std::int32_t{});
+  else if (narrow.dtype() == DType::i32) run(std::int64_t{}, std::int32_t{});
+  else run(std::int64_t{}, std::int64_t{});
+  return count;
+}
+
+Tensor accuracy(const Tensor& logits, const Tensor& target) {
+  detail::check_defined("accuracy", {"input", logits});
+  detail::check_defined("accuracy", {"target", target});
+  detail::check_same_device("accuracy", {{"input", logits}, {"target", target}});
+  detail::check_dim("accuracy", {"input", logits}, 2);
+  EMBER_CHECK(target.dim() == 1 && target.shape()[0] == logits.shape()[0], ShapeError, "accuracy: 'target' must have "
+              "shape [", logits.shape()[0], "] to match 'input' of shape ", shape_str(logits.shape()),
+              ", but it has shape ", shape_str(target.shape()));
+  NoGradGuard no_grad;
+  const Tensor count = count_equal(argmax(logits.detach()), target).to(DType::f32);
+  const double rows = static_cast<double>(logits.shape()[0]);
+  return affine(count, rows > 0 ? 1.0 / rows : 0.0, 0.0);
+}
+
+}  // namespace ember

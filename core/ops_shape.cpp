@@ -1,0 +1,123 @@
+// Shape ops that copy: cat and slice, both built on the strided block copy of kernels/layout.h.
+#include <string>
+
+#include "core/autograd.h"
+#include "core/op_helpers.h"
+#include "core/ops.h"
+#include "kernels/layout.h"
+
+namespace ember {
+namespace {
+
+using autograd::Gradients;
+using autograd::NeedsGrad;
+
+// Copies `rows` runs of `cols` elements from src (row stride src_ld, starting at element
+// src_off) into dst (row stride dst_ld, starting at dst_off).
+void copy_block(const Tensor& src, std::size_t src_off, std::size_t src_ld, const Tensor& dst, std::size_t dst_off,
+                std::size_t dst_ld, std::size_t rows, std::size_t cols) {
+  auto run = [&](auto zero) {
+    using T = decltype(zero);
+    const T* s = src.raw<T>() + src_off;
+    T* d = dst.raw<T>() + dst_off;
+    if (src.is_cuda()) {
+      EMBER_CUDA_ONLY(detail::CudaScope scope(src.device());
+                      kernels::cuda::copy_2d<T>(s, src_ld, d, dst_ld, rows, cols, scope.stream()));
+    } else {
+      kernels::cpu::copy_2d<T>(s, src_ld, d, dst_ld, rows, cols);
+    }
+  };
+  switch (src.dtype()) {
+    case DType::f32: run(float{}); break;
+    case DType::f64: run(double{}); break;
+    case DType::i32: run(std::int32_t{}); break;
+    case DType::i64: run(std::int64_t{}); break;
+    case DType::u8: run(std::uint8_t{}); break;
+  }
+}
+
+std::size_t product(const Shape& shape, std::size_t begin, std::size_t end) {
+  std::size_t p = 1;
+  for (std::size_t d = begin; d < end; ++d) p *= static_cast<std::size_t>(shape[d]);
+  return p;
+}
+
+}  // namespace
+
+Tensor reshape(const Tensor& input, Shape shape) { return input.reshape(std::move(shape)); }
+
+Tensor cat(std::initializer_list<Tensor> tensors, int dim) {
+  return cat(std::span<const Tensor>(tensors.begin(), tensors.size()), dim);
+}
+
+Tensor cat(std::span<const Tensor> tensors, int dim) {
+  EMBER_CHECK(!tensors.empty(), ValueError, "cat: expected a non-empty list of tensors");
+  const Tensor& first = tensors[0];
+  detail::check_defined("cat", {"tensors[0]", first});
+  EMBER_CHECK(first.dim() >= 1, ShapeError, "cat: zero-dimensional tensors cannot be concatenated");
+  const std::size_t d = static_cast<std::size_t>(detail::normalize_dim("cat", dim, first.dim()));
+  Shape out_shape = first.shape();
+  out_shape[d] = 0;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    const std::string name = "tensors[" + std::to_string(i) + "]";
+    detail::check_defined("cat", {name.c_str(), t});
+    detail::check_same_device("cat", {{"tensors[0]", first}, {name.c_str(), t}});
+    detail::check_same_dtype("cat", {"tensors[0]", first}, {name.c_str(), t});
+    bool compatible = t.dim() == first.dim();
+    for (std::size_t k = 0; compatible && k < first.shape().size(); ++k)
+      compatible = k == d || t.shape()[k] == first.shape()[k];
+    EMBER_CHECK(compatible, ShapeError, "cat: ", name, " has shape ", shape_str(t.shape()), ", which does not match ",
+                "tensors[0]'s ", shape_str(first.shape()), " outside dim ", d);
+    out_shape[d] += t.shape()[d];
+  }
+  Tensor out = detail::new_empty(first, out_shape);
+  const std::size_t rows = product(out_shape, 0, d), inner = product(out_shape, d + 1, out_shape.size());
+  const std::size_t out_cols = static_cast<std::size_t>(out_shape[d]) * inner;
+  std::size_t col = 0;
+  std::vector<std::int64_t> offsets;
+  for (const Tensor& t : tensors) {
+    const std::size_t cols = static_cast<std::size_t>(t.shape()[d]) * inner;
+    copy_block(t, 0, cols, out, col, out_cols, rows, cols);
+    offsets.push_back(static_cast<std::int64_t>(col / (inner ? inner : 1)));
+    col += cols;
+  }
+  if (autograd::needs_recording(tensors)) {
+    std::vector<std::int64_t> sizes;
+    for (const Tensor& t : tensors) sizes.push_back(t.shape()[d]);
+    autograd::record(out, "cat", tensors, [d, offsets, sizes](const Tensor& g, NeedsGrad needs) {
+      Gradients grads(sizes.size());
+      for (std::size_t i = 0; i < sizes.size(); ++i)
+        if (needs[i]) grads[i] = slice(g, static_cast<int>(d), offsets[i], sizes[i]);
+      return grads;
+    });
+  }
+  return out;
+}
+
+Tensor slice(const Tensor& input, int dim, std::int64_t start, std::int64_t length) {
+  detail::check_defined("slice", {"input", input});
+  EMBER_CHECK(input.dim() >= 1, ShapeError, "slice: cannot slice a 0-dimensional tensor");
+  const std::size_t d = static_cast<std::size_t>(detail::normalize_dim("slice", dim, input.dim()));
+  const std::int64_t extent = input.shape()[d];
+  EMBER_CHECK(start >= 0 && length >= 0 && start + length <= extent, IndexError, "slice: [", start, ", ",
+              start + length, ") is out of range for dim ", d, " of size ", extent);
+  Shape out_shape = input.shape();
+  out_shape[d] = length;
+  Tensor out = detail::new_empty(input, out_shape);
+  const std::size_t rows = product(out_shape, 0, d), inner = product(out_shape, d + 1, out_shape.size());
+  copy_block(input, static_cast<std::size_t>(start) * inner, static_cast<std::size_t>(extent) * inner, out, 0,
+             static_cast<std::size_t>(length) * inner, rows, static_cast<std::size_t>(length) * inner);
+  if (autograd::needs_recording({&input})) {
+    autograd::record(out, "slice", {&input}, [full = input.shape(), d, start, length](const Tensor& g, NeedsGrad) {
+      Tensor grad_in = zeros(full, {.dtype = g.dtype(), .device = g.device()});
+      const std::size_t rows = product(full, 0, d), inner = product(full, d + 1, full.size());
+      copy_block(g, 0, static_cast<std::size_t>(length) * inner, grad_in, static_cast<std::size_t>(start) * inner,
+                 static_cast<std::size_t>(full[d]) * inner, rows, static_cast<std::size_t>(length) * inner);
+      return Gradients{grad_in};
+    });
+  }
+  return out;
+}
+
+}  // namespace ember

@@ -1,0 +1,227 @@
+// Allocation for the three kinds of memory, with statistics, and the Storage that owns one.
+#include "core/storage.h"
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+
+#include "core/config.h"
+#include "core/cuda.h"
+#include "core/error.h"
+
+#if EMBER_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace ember {
+namespace {
+
+constexpr std::size_t kHostAlignment = 64;  // a cache line, and enough for any vector load
+constexpr int kMaxDevices = 64;
+
+// Lock-free counters: the data loader's threads allocate too.
+struct Counters {
+  std::atomic<std::size_t> in_use{0}, peak{0}, allocations{0}, frees{0};
+
+  void on_allocate(std::size_t bytes) {
+    const std::size_t now = in_use.fetch_add(bytes) + bytes;
+    std::size_t seen = peak.load();
+    while (now > seen && !peak.compare_exchange_weak(seen, now)) {
+    }
+    allocations.fetch_add(1);
+  }
+  void on_free(std::size_t bytes) {
+    in_use.fetch_sub(bytes);
+    frees.fetch_add(1);
+  }
+  MemoryStats snapshot() const {
+    MemoryStats s;
+    s.bytes_in_use = in_use.load();
+    s.peak_bytes_in_use = peak.load();
+    s.allocations = allocations.load();
+    s.frees = frees.load();
+    return s;
+  }
+};
+
+Counters g_pageable, g_pinned;
+std::array<Counters, kMaxDevices> g_device;
+
+Counters& counters(Device device, MemoryKind kind) {
+  if (kind == MemoryKind::pinned) return g_pinned;
+  if (device.is_cpu()) return g_pageable;
+  return g_device[static_cast<std::size_t>(device.index)];
+}
+
+void* allocate_pageable(std::size_t bytes) {
+  const std::size_t rounded = (bytes + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
+  void* p = std::aligned_alloc(kHostAlignment, rounded);
+  if (!p) throw Error(detail::concat("out of host memory allocating ", bytes, " bytes"));
+  return p;
+}
+
+#if EMBER_WITH_CUDA
+cudaMemPool_t device_pool(Device device) {
+  static std::array<std::once_flag, kMaxDevices> configured;
+  cudaMemPool_t pool = nullptr;
+  CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device.index));
+  std::call_once(configured[static_cast<std::size_t>(device.index)], [&] {
+    // Keep freed memory in the pool instead of returning it at every synchronization: steady
+    // state training then never reaches the driver's allocator.
+    std::uint64_t threshold = UINT64_MAX;
+    CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
+  });
+  return pool;
+}
+
+std::size_t pool_attribute(Device device, cudaMemPoolAttr attribute) {
+  std::uint64_t value = 0;
+  CUDA_CHECK(cudaMemPoolGetAttribute(device_pool(device), attribute, &value));
+  return static_cast<std::size_t>(value);
+}
+
+std::string mib(std::size_t bytes) { return detail::concat(bytes / (1024.0 * 1024.0), " MiB"); }
+
+[[noreturn]] void throw_out_of_memory(Device device, std::size_t bytes) {
+  cudaGetLastError();  // an allocation failure is not sticky; clear it
+  const MemoryStats s = memory_stats(device);
+  std::size_t free_bytes = 0, total_bytes = 0;
+  cudaMemGetInfo(&free_bytes, &total_bytes);
+  throw OutOfMemoryError(detail::concat(
+      "CUDA out of memory on ", device, ": tried to allocate ", mib(bytes), "; tensors hold ", mib(s.bytes_in_use),
+      " (peak ", mib(s.peak_bytes_in_use), "), the pool reserves ", mib(s.reserved_bytes), ", the device has ",
+      mib(free_bytes), " free of ", mib(total_bytes),
+      ". Try a smaller batch size, drop references to tensors you no longer need, or call "
+      "ember::cuda::empty_cache() to return cached blocks"));
+}
+#endif
+
+}  // namespace
+
+const char* memory_kind_name(MemoryKind kind) {
+  switch (kind) {
+    case MemoryKind::pageable: return "pageable";
+    case MemoryKind::pinned: return "pinned";
+    case MemoryKind::device: return "device";
+  }
+  return "invalid";
+}
+
+MemoryStats memory_stats(Device device) {
+  if (device.is_cpu()) return g_pageable.snapshot();
+  require_usable(device);
+  MemoryStats s = g_device[static_cast<std::size_t>(device.index)].snapshot();
+#if EMBER_WITH_CUDA
+  s.reserved_bytes = pool_attribute(device, cudaMemPoolAttrReservedMemCurrent);
+  s.peak_reserved_bytes = pool_attribute(device, cudaMemPoolAttrReservedMemHigh);
+#endif
+  return s;
+}
+
+MemoryStats pinned_memory_stats() { return g_pinned.snapshot(); }
+
+void reset_peak_memory_stats(Device device) {
+  Counters& c = counters(device, device.is_cpu() ? MemoryKind::pageable : MemoryKind::device);
+  c.peak.store(c.in_use.load());
+}
+
+namespace cuda {
+void empty_cache(Device device) {
+  require_usable(device);
+#if EMBER_WITH_CUDA
+  DeviceGuard guard(device);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  CUDA_CHECK(cudaMemPoolTrimTo(device_pool(device), 0));
+#endif
+}
+}  // namespace cuda
+
+Storage::Storage(std::size_t bytes, Device device, MemoryKind kind) : bytes_(bytes), device_(device), kind_(kind) {
+  if (device.is_cuda() && kind != MemoryKind::device)
+    throw ValueError(detail::concat("storage on ", device, " must be device memory, not ", memory_kind_name(kind)));
+  if (device.is_cpu() && kind == MemoryKind::device)
+    throw ValueError("device memory must belong to a CUDA device, not the cpu");
+  require_usable(device);
+  if (kind_ == MemoryKind::pinned && !cuda::is_available()) {
+    static std::once_flag warned;
+    std::call_once(warned, [] {
+      std::fprintf(stderr, "ember: warning: pinned memory requested but no CUDA device is usable (%s); using pageable "
+                           "memory\n", cuda::unavailable_reason().c_str());
+    });
+    kind_ = MemoryKind::pageable;
+  }
+  if (bytes_ == 0) return;
+  switch (kind_) {
+    case MemoryKind::pageable: data_ = allocate_pageable(bytes_); break;
+    case MemoryKind::pinned:
+#if EMBER_WITH_CUDA
+      CUDA_CHECK(cudaHostAlloc(&data_, bytes_, cudaHostAllocPortable));
+#endif
+      break;
+    case MemoryKind::device: {
+#if EMBER_WITH_CUDA
+      device_pool(device_);  // configures the pool on first use
+      stream_ = cuda::current_stream(device_);
+      const cudaError_t status = cudaMallocAsync(&data_, bytes_, stream_);
+      if (status == cudaErrorMemoryAllocation) throw_out_of_memory(device_, bytes_);
+      CUDA_CHECK(status);
+#endif
+      break;
+    }
+  }
+  counters(device_, kind_).on_allocate(bytes_);
+}
+
+void Storage::release() noexcept {
+  if (!data_) return;
+  switch (kind_) {
+    case MemoryKind::pageable: std::free(data_); break;
+    case MemoryKind::pinned:
+#if EMBER_WITH_CUDA
+      CUDA_CHECK_NOTHROW(cudaFreeHost(data_));
+#endif
+      break;
+    case MemoryKind::device:
+#if EMBER_WITH_CUDA
+      CUDA_CHECK_NOTHROW(cudaFreeAsync(data_, stream_));
+#endif
+      break;
+  }
+  counters(device_, kind_).on_free(bytes_);
+  data_ = nullptr;
+}
+
+Storage::~Storage() { release(); }
+
+Storage::Storage(Storage&& other) noexcept
+    : data_(other.data_), bytes_(other.bytes_), device_(other.device_), kind_(other.kind_), stream_(other.stream_),
+      ready_(std::move(other.ready_)) {
+  other.data_ = nullptr;
+  other.bytes_ = 0;
+}
+
+Storage& Storage::operator=(Storage&& other) noexcept {
+  if (this != &other) {
+    release();
+    data_ = other.data_;
+    bytes_ = other.bytes_;
+    device_ = other.device_;
+    kind_ = other.kind_;
+    stream_ = other.stream_;
+    ready_ = std::move(other.ready_);
+    other.data_ = nullptr;
+    other.bytes_ = 0;
+  }
+  return *this;
+}
+
+void Storage::wait_until_ready() const {
+  if (!ready_) return;
+  ready_->synchronize();
+  ready_.reset();
+}
+
+}  // namespace ember

@@ -1,0 +1,549 @@
+// Tensor: metadata, host access, views, copies between devices, and autograd entry points.
+#include "core/tensor.h"
+
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <sstream>
+
+#include "core/autograd.h"
+#include "core/config.h"
+#include "core/cuda.h"
+#include "core/op_helpers.h"
+#include "core/ops.h"
+#include "core/random.h"
+#include "kernels/elementwise.h"
+
+#if EMBER_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace ember {
+
+std::int64_t numel_of(const Shape& shape) {
+  std::int64_t n = 1;
+  for (std::int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string shape_str(const Shape& shape) {
+  std::ostringstream out;
+  out << '[';
+  for (std::size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << shape[i];
+  out << ']';
+  return out.str();
+}
+
+namespace {
+
+std::shared_ptr<TensorImpl> make_impl(const Shape& shape, DType dtype, Device device, MemoryKind kind) {
+  for (std::int64_t d : shape)
+    EMBER_CHECK(d >= 0, ShapeError, "invalid shape ", shape_str(shape), ": sizes must be non-negative");
+  auto impl = std::make_shared<TensorImpl>();
+  impl->shape = shape;
+  impl->dtype = dtype;
+  impl->storage = std::make_shared<Storage>(static_cast<std::size_t>(numel_of(shape)) * dtype_size(dtype), device, kind);
+  return impl;
+}
+
+MemoryKind kind_for(const TensorOptions& options) {
+  if (options.device.is_cuda()) return MemoryKind::device;
+  return options.pinned ? MemoryKind::pinned : MemoryKind::pageable;
+}
+
+char* byte_ptr(const Tensor& t) {
+  return static_cast<char*>(t.storage()->data()) + t.offset() * dtype_size(t.dtype());
+}
+
+void check_no_grad_inplace(const Tensor& t, const char* op) {
+  EMBER_CHECK(!(autograd::is_grad_enabled() && t.requires_grad()), AutogradError, op,
+              ": a tensor that requires grad cannot be modified in place while gradients are recorded; wrap the "
+              "update in NoGradGuard (as optimizers do), or detach() the tensor first");
+}
+
+// Copies src's bytes into dst (same byte count), whatever their devices.
+void copy_bytes(const Tensor& dst, const Tensor& src, bool non_blocking) {
+  const std::size_t bytes = src.nbytes();
+  if (bytes == 0) return;
+  src.storage()->wait_until_ready();
+  if (dst.device().is_cpu() && src.device().is_cpu()) {
+    dst.storage()->wait_until_ready();
+    std::memcpy(byte_ptr(dst), byte_ptr(src), bytes);
+    return;
+  }
+#if EMBER_WITH_CUDA
+  if (src.device().is_cpu()) {  // host → device
+    detail::CudaScope scope(dst.device());
+    CUDA_CHECK(cudaMemcpyAsync(byte_ptr(dst), byte_ptr(src), bytes, cudaMemcpyHostToDevice, scope.stream()));
+    // From pageable memory the copy must finish before the host may touch the source again.
+    if (!(non_blocking && src.is_pinned())) CUDA_CHECK(cudaStreamSynchronize(scope.stream()));
+    return;
+  }
+  if (dst.device().is_cpu()) {  // device → host
+    detail::CudaScope scope(src.device());
+    CUDA_CHECK(cudaMemcpyAsync(byte_ptr(dst), byte_ptr(src), bytes, cudaMemcpyDeviceToHost, scope.stream()));
+    if (non_blocking && dst.is_pinned()) {
+      auto done = std::make_shared<cuda::Event>(src.device());
+      done->record(scope.stream());
+      dst.storage()->set_ready_event(std::move(done));
+      return;
+    }
+    CUDA_CHECK(cudaStreamSynchronize(scope.stream()));
+    cuda::check_device_errors(src.device());
+    return;
+  }
+  // device → device
+  detail::CudaScope scope(src.device());
+  if (src.device() == dst.device()) {
+    CUDA_CHECK(cudaMemcpyAsync(byte_ptr(dst), byte_ptr(src), bytes, cudaMemcpyDeviceToDevice, scope.stream()));
+    return;
+  }
+  CUDA_CHECK(cudaMemcpyPeerAsync(byte_ptr(dst), dst.device().index, byte_ptr(src), src.device().index, bytes,
+                                 scope.stream()));
+  CUDA_CHECK(cudaStreamSynchronize(scope.stream()));  // dst's stream does not know about this copy
+#else
+  (void)non_blocking;
+  detail::throw_built_without_cuda();
+#endif
+}
+
+template <class To>
+To convert_scalar(const void* p, DType dtype) {
+  switch (dtype) {
+    case DType::f32: return static_cast<To>(*static_cast<const float*>(p));
+    case DType::f64: return static_cast<To>(*static_cast<const double*>(p));
+    case DType::i32: return static_cast<To>(*static_cast<const std::int32_t*>(p));
+    case DType::i64: return static_cast<To>(*static_cast<const std::int64_t*>(p));
+    case DType::u8: return static_cast<To>(*static_cast<const std::uint8_t*>(p));
+  }
+  return To{};
+}
+
+}  // namespace
+
+const TensorImpl& Tensor::checked() const {
+  EMBER_CHECK(impl_ != nullptr, ValueError, "use of an undefined tensor (default-constructed, or a gradient that "
+              "has not been computed yet)");
+  return *impl_;
+}
+
+std::int64_t Tensor::size(int dim) const {
+  const int nd = this->dim();
+  const int d = dim < 0 ? dim + nd : dim;
+  EMBER_CHECK(d >= 0 && d < nd, IndexError, "size(", dim, "): dim out of range for a tensor of shape ",
+              shape_str(shape()));
+  return shape()[static_cast<std::size_t>(d)];
+}
+
+void* Tensor::raw_bytes() const {
+  // A CPU tensor may be the target of a non_blocking device→host copy still in flight.
+  if (!is_cuda()) storage()->wait_until_ready();
+  return byte_ptr(*this);
+}
+
+void* Tensor::raw_data(DType expected) const {
+  EMBER_CHECK(dtype() == expected, DTypeError, "expected a tensor of dtype ", expected, ", but this tensor has dtype ",
+              dtype());
+  return raw_bytes();
+}
+
+void* Tensor::host_data(DType expected) const {
+  EMBER_CHECK(!is_cuda(), DeviceError, "cannot access the data of a tensor on ", device(),
+              " from the host: copy it first with .cpu() (e.g. t.cpu().data<T>()), or use item()/to_vector()");
+  void* p = raw_data(expected);
+  storage()->wait_until_ready();
+  return p;
+}
+
+std::size_t Tensor::flat_index(std::initializer_list<std::int64_t> index) const {
+  EMBER_CHECK(static_cast<int>(index.size()) == dim(), IndexError, "at(): ", index.size(),
+              " indices for a tensor of shape ", shape_str(shape()));
+  std::size_t flat = 0;
+  std::size_t d = 0;
+  for (std::int64_t i : index) {
+    const std::int64_t extent = shape()[d];
+    EMBER_CHECK(i >= 0 && i < extent, IndexError, "at(): index ", i, " is out of range for dim ", d, " of size ",
+                extent);
+    flat = flat * static_cast<std::size_t>(extent) + static_cast<std::size_t>(i);
+    ++d;
+  }
+  return flat;
+}
+
+template <class T>
+T Tensor::item() const {
+  EMBER_CHECK(numel() == 1, ValueError, "item(): the tensor has ", numel(), " elements (shape ", shape_str(shape()),
+              "); only one-element tensors can be converted to a number");
+  const Tensor host = detach().cpu();
+  host.storage()->wait_until_ready();
+  return convert_scalar<T>(host.raw_bytes(), host.dtype());
+}
+
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+  const Tensor host = detach().cpu();
+  host.storage()->wait_until_ready();
+  std::vector<T> out(static_cast<std::size_t>(numel()));
+  const char* p = static_cast<const char*>(host.raw_bytes());
+  const std::size_t step = dtype_size(dtype());
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = convert_scalar<T>(p + i * step, dtype());
+  return out;
+}
+
+#define EMBER_INSTANTIATE(T)                         \
+  template T Tensor::item<T>() const;                \
+  template std::vector<T> Tensor::to_vector<T>() const;
+EMBER_INSTANTIATE(float)
+EMBER_INSTANTIATE(double)
+EMBER_INSTANTIATE(std::int32_t)
+EMBER_INSTANTIATE(std::int64_t)
+EMBER_INSTANTIATE(std::uint8_t)
+#undef EMBER_INSTANTIATE
+
+Tensor Tensor::reshape(Shape new_shape) const {
+  const std::int64_t total = numel();
+  int inferred = -1;
+  std::int64_t known = 1;
+  for (std::size_t i = 0; i < new_shape.size(); ++i) {
+    if (new_shape[i] == -1) {
+      EMBER_CHECK(inferred < 0, ShapeError, "reshape: only one dimension can be -1, got ", shape_str(new_shape));
+      inferred = static_cast<int>(i);
+    } else {
+      EMBER_CHECK(new_shape[i] >= 0, ShapeError, "reshape: invalid size ", new_shape[i], " in ", shape_str(new_shape));
+      known *= new_shape[i];
+    }
+  }
+  if (inferred >= 0) {
+    EMBER_CHECK(known != 0 && total % known == 0, ShapeError, "reshape: cannot reshape a tensor of shape ",
+                shape_str(shape()), " (", total, " elements) into ", shape_str(new_shape));
+    new_shape[static_cast<std::size_t>(inferred)] = total / known;
+  }
+  EMBER_CHECK(numel_of(new_shape) == total, ShapeError, "reshape: cannot reshape a tensor of shape ",
+              shape_str(shape()), " (", total, " elements) into ", shape_str(new_shape), " (", numel_of(new_shape),
+              " elements)");
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = storage();
+  impl->offset = offset();
+  impl->shape = std::move(new_shape);
+  impl->dtype = dtype();
+  Tensor out(std::move(impl));
+  if (autograd::needs_recording({this})) {
+    autograd::record(out, "reshape", {this}, [old = shape()](const Tensor& g, autograd::NeedsGrad) {
+      return autograd::Gradients{g.reshape(old)};
+    });
+  }
+  return out;
+}
+
+Tensor Tensor::flatten(int start_dim) const {
+  const int d = detail::normalize_dim("flatten", start_dim, dim() == 0 ? 1 : dim());
+  Shape s(shape().begin(), shape().begin() + std::min<std::ptrdiff_t>(d, dim()));
+  s.push_back(-1);
+  if (numel() == 0) {  // -1 cannot be inferred from zero elements
+    s.back() = 1;
+    for (int i = d; i < dim(); ++i) s.back() *= shape()[static_cast<std::size_t>(i)];
+  }
+  return reshape(s);
+}
+
+Tensor Tensor::narrow(int dim, std::int64_t start, std::int64_t length) const {
+  EMBER_CHECK(this->dim() > 0, ShapeError, "narrow: cannot narrow a 0-dimensional tensor");
+  const int d = detail::normalize_dim("narrow", dim, this->dim());
+  EMBER_CHECK(d == 0, ShapeError, "narrow: only dim 0 shares storage in ember (storage is dense row-major); use "
+              "ember::slice(t, ", dim, ", start, length) for a copy along another dim");
+  const std::int64_t rows = shape()[0];
+  EMBER_CHECK(start >= 0 && length >= 0 && start + length <= rows, IndexError, "narrow: rows [", start, ", ",
+              start + length, ") are out of range for dim 0 of size ", rows);
+  const std::int64_t row_elems = rows == 0 ? 0 : numel() / rows;
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = storage();
+  impl->offset = offset() + static_cast<std::size_t>(start * row_elems);
+  impl->shape = shape();
+  impl->shape[0] = length;
+  impl->dtype = dtype();
+  Tensor out(std::move(impl));
+  if (autograd::needs_recording({this})) {
+    autograd::record(out, "narrow", {this}, [full = shape(), start, length](const Tensor& g, autograd::NeedsGrad) {
+      Tensor grad_in = zeros(full, {.dtype = g.dtype(), .device = g.device()});
+      grad_in.narrow(0, start, length).copy_(g);
+      return autograd::Gradients{grad_in};
+    });
+  }
+  return out;
+}
+
+Tensor Tensor::to(Device target, bool non_blocking) const {
+  if (target == device()) return *this;
+  require_usable(target);
+  // Device → host with non_blocking lands in pinned memory, so the copy can really be async.
+  const MemoryKind kind = target.is_cuda() ? MemoryKind::device
+                          : (non_blocking && cuda::is_available()) ? MemoryKind::pinned
+                                                                   : MemoryKind::pageable;
+  Tensor out(make_impl(shape(), dtype(), target, kind));
+  copy_bytes(out, *this, non_blocking);
+  if (autograd::needs_recording({this})) {
+    autograd::record(out, "to", {this}, [source = device()](const Tensor& g, autograd::NeedsGrad) {
+      return autograd::Gradients{g.to(source)};
+    });
+  }
+  return out;
+}
+
+Tensor Tensor::to(DType target) const {
+  if (target == dtype()) return *this;
+  Tensor out(make_impl(shape(), target, device(), is_cuda() ? MemoryKind::device : MemoryKind::pageable));
+  const std::size_t n = static_cast<std::size_t>(numel());
+  // Two nested visits pick the (from, to) instantiation of the cast kernel.
+  auto visit = [](DType d, auto&& f) {
+    switch (d) {
+      case DType::f32: return f(float{});
+      case DType::f64: return f(double{});
+      case DType::i32: return f(std::int32_t{});
+      case DType::i64: return f(std::int64_t{});
+      case DType::u8: return f(std::uint8_t{});
+    }
+  };
+  visit(dtype(), [&](auto from) {
+    visit(target, [&](auto to) {
+      using From = decltype(from);
+      using To = decltype(to);
+      if (is_cuda()) {
+        EMBER_CUDA_ONLY(detail::CudaScope scope(device());
+                        kernels::cuda::cast<From, To>(raw<From>(), out.raw<To>(), n, scope.stream()));
+      } else {
+        storage()->wait_until_ready();
+        kernels::cpu::cast<From, To>(raw<From>(), out.raw<To>(), n);
+      }
+    });
+  });
+  return out;
+}
+
+Tensor Tensor::pin_memory() const {
+  EMBER_CHECK(!is_cuda(), DeviceError, "pin_memory(): the tensor is on ", device(),
+              "; only host tensors can be pinned");
+  if (is_pinned()) return *this;
+  Tensor out(make_impl(shape(), dtype(), Device::cpu(), MemoryKind::pinned));
+  copy_bytes(out, *this, false);
+  return out;
+}
+
+Tensor Tensor::clone() const {
+  Tensor out(make_impl(shape(), dtype(), device(), is_cuda() ? MemoryKind::device : MemoryKind::pageable));
+  copy_bytes(out, *this, false);
+  if (autograd::needs_recording({this})) {
+    autograd::record(out, "clone", {this}, [](const Tensor& g, autograd::NeedsGrad) {
+      return autograd::Gradients{g};
+    });
+  }
+  return out;
+}
+
+Tensor& Tensor::copy_(const Tensor& src, bool non_blocking) {
+  check_no_grad_inplace(*this, "copy_");
+  EMBER_CHECK(src.numel() == numel(), ShapeError, "copy_: the source has shape ", shape_str(src.shape()), " (",
+              src.numel(), " elements) but the destination has shape ", shape_str(shape()), " (", numel(),
+              " elements)");
+  const Tensor converted = src.dtype() == dtype() ? src : src.detach().to(dtype());
+  copy_bytes(*this, converted, non_blocking);
+  return *this;
+}
+
+Tensor& Tensor::fill_(double value) {
+  check_no_grad_inplace(*this, "fill_");
+  const std::size_t n = static_cast<std::size_t>(numel());
+  auto fill_as = [&](auto zero) {
+    using T = decltype(zero);
+    const T v = static_cast<T>(value);
+    if (is_cuda()) {
+      EMBER_CUDA_ONLY(detail::CudaScope scope(device()); kernels::cuda::fill<T>(raw<T>(), v, n, scope.stream()));
+    } else {
+      storage()->wait_until_ready();
+      kernels::cpu::fill<T>(raw<T>(), v, n);
+    }
+  };
+  switch (dtype()) {
+    case DType::f32: fill_as(float{}); break;
+    case DType::f64: fill_as(double{}); break;
+    case DType::i32: fill_as(std::int32_t{}); break;
+    case DType::i64: fill_as(std::int64_t{}); break;
+    case DType::u8: fill_as(std::uint8_t{}); break;
+  }
+  return *this;
+}
+
+Tensor& Tensor::set_requires_grad(bool enabled) {
+  EMBER_CHECK(is_leaf() || enabled, AutogradError,
+              "set_requires_grad(false) on a non-leaf tensor: use detach() to take it out of the graph");
+  EMBER_CHECK(!enabled || is_floating(dtype()), DTypeError, "only floating-point tensors can require gradients, "
+              "this one has dtype ", dtype());
+  impl_->requires_grad = enabled;
+  return *this;
+}
+
+Tensor Tensor::grad() const { return checked().grad ? Tensor(impl_->grad) : Tensor(); }
+
+void Tensor::set_grad(const Tensor& grad) {
+  checked();
+  if (grad.defined())
+    EMBER_CHECK(grad.shape() == shape() && grad.dtype() == dtype() && grad.device() == device(), ShapeError,
+                "set_grad: the gradient has shape ", shape_str(grad.shape()), ", dtype ", grad.dtype(), " on ",
+                grad.device(), " but the tensor has shape ", shape_str(shape()), ", dtype ", dtype(), " on ",
+                device());
+  impl_->grad = grad.defined() ? grad.impl_ptr() : nullptr;
+}
+
+void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+  autograd::backward(*this, gradient, retain_graph);
+}
+
+Tensor Tensor::detach() const {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = storage();
+  impl->offset = offset();
+  impl->shape = shape();
+  impl->dtype = dtype();
+  return Tensor(std::move(impl));
+}
+
+// ---- printing ----------------------------------------------------------------------------------
+
+namespace {
+void print_values(std::ostream& out, const Tensor& t, const char* base, std::size_t dim) {
+  const Shape& shape = t.shape();
+  const std::int64_t extent = shape[dim];
+  const std::size_t elem = dtype_size(t.dtype());
+  std::size_t inner = 1;
+  for (std::size_t d = dim + 1; d < shape.size(); ++d) inner *= static_cast<std::size_t>(shape[d]);
+  out << '[';
+  constexpr std::int64_t kEdge = 3;  // first and last three entries of long dims
+  for (std::int64_t i = 0; i < extent; ++i) {
+    if (extent > 2 * kEdge && i == kEdge) {
+      out << (dim + 1 == shape.size() ? ", ..." : ",\n ...");
+      i = extent - kEdge;
+    }
+    if (i > 0) out << (dim + 1 == shape.size() ? ", " : ",\n ");
+    const char* p = base + static_cast<std::size_t>(i) * inner * elem;
+    if (dim + 1 == shape.size()) {
+      switch (t.dtype()) {
+        case DType::f32: out << *reinterpret_cast<const float*>(p); break;
+        case DType::f64: out << *reinterpret_cast<const double*>(p); break;
+        case DType::i32: out << *reinterpret_cast<const std::int32_t*>(p); break;
+        case DType::i64: out << *reinterpret_cast<const std::int64_t*>(p); break;
+        case DType::u8: out << static_cast<int>(*reinterpret_cast<const std::uint8_t*>(p)); break;
+      }
+    } else {
+      print_values(out, t, p, dim + 1);
+    }
+  }
+  out << ']';
+}
+}  // namespace
+
+std::ostream& operator<<(std::ostream& out, const Tensor& t) {
+  if (!t.defined()) return out << "tensor(undefined)";
+  EMBER_CHECK(!t.is_cuda(), DeviceError, "cannot print the values of a tensor on ", t.device(),
+              " from the host: print t.cpu() instead");
+  out << "tensor(";
+  const char* base = static_cast<const char*>(t.storage()->data()) + t.offset() * dtype_size(t.dtype());
+  t.storage()->wait_until_ready();
+  if (t.dim() == 0) {
+    Tensor one = t.reshape({1});
+    std::ostringstream tmp;
+    print_values(tmp, one, base, 0);
+    const std::string s = tmp.str();
+    out << s.substr(1, s.size() - 2);
+  } else {
+    print_values(out, t, base, 0);
+  }
+  out << ", shape=" << shape_str(t.shape()) << ", dtype=" << t.dtype() << ", device=" << t.device();
+  if (t.requires_grad()) out << ", requires_grad=true";
+  return out << ')';
+}
+
+// ---- factories ---------------------------------------------------------------------------------
+
+Tensor empty(const Shape& shape, const TensorOptions& options) {
+  Tensor t(make_impl(shape, options.dtype, options.device, kind_for(options)));
+  if (options.requires_grad) t.set_requires_grad(true);
+  return t;
+}
+
+Tensor full(const Shape& shape, double value, const TensorOptions& options) {
+  Tensor t(make_impl(shape, options.dtype, options.device, kind_for(options)));
+  t.fill_(value);
+  if (options.requires_grad) t.set_requires_grad(true);
+  return t;
+}
+
+Tensor zeros(const Shape& shape, const TensorOptions& options) { return full(shape, 0.0, options); }
+Tensor ones(const Shape& shape, const TensorOptions& options) { return full(shape, 1.0, options); }
+Tensor scalar_tensor(double value, const TensorOptions& options) { return full({}, value, options); }
+
+template <class T>
+Tensor from_vector(const std::vector<T>& values, const Shape& shape, const TensorOptions& options) {
+  EMBER_CHECK(static_cast<std::int64_t>(values.size()) == numel_of(shape), ShapeError, "from_vector: ", values.size(),
+              " values do not fill shape ", shape_str(shape), " (", numel_of(shape), " elements)");
+  TensorOptions host = options;
+  host.dtype = dtype_of<T>;
+  host.device = Device::cpu();
+  host.requires_grad = false;
+  Tensor t(make_impl(shape, host.dtype, host.device, kind_for(host)));
+  if (!values.empty()) std::memcpy(t.raw_bytes(), values.data(), values.size() * sizeof(T));
+  Tensor out = t.to(options.device);
+  if (options.requires_grad) out.set_requires_grad(true);
+  return out;
+}
+template Tensor from_vector<float>(const std::vector<float>&, const Shape&, const TensorOptions&);
+template Tensor from_vector<double>(const std::vector<double>&, const Shape&, const TensorOptions&);
+template Tensor from_vector<std::int32_t>(const std::vector<std::int32_t>&, const Shape&, const TensorOptions&);
+template Tensor from_vector<std::int64_t>(const std::vector<std::int64_t>&, const Shape&, const TensorOptions&);
+template Tensor from_vector<std::uint8_t>(const std::vector<std::uint8_t>&, const Shape&, const TensorOptions&);
+
+namespace {
+// Values computed on the host as doubles, stored as options.dtype, then moved to the device.
+template <class Fill>
+Tensor host_generated(const Shape& shape, const TensorOptions& options, Fill&& next) {
+  std::vector<double> values(static_cast<std::size_t>(numel_of(shape)));
+  for (double& v : values) v = next();
+  Tensor t = from_vector(values, shape).to(options.dtype).to(options.device);
+  if (options.requires_grad) t.set_requires_grad(true);
+  return t;
+}
+}  // namespace
+
+Tensor arange(double start, double end, double step, const TensorOptions& options) {
+  EMBER_CHECK(step != 0.0, ValueError, "arange: step must be non-zero");
+  const double count = std::ceil((end - start) / step);
+  const std::int64_t n = count > 0 ? static_cast<std::int64_t>(count) : 0;
+  std::int64_t i = 0;
+  return host_generated({n}, options, [&] { return start + step * static_cast<double>(i++); });
+}
+
+Tensor arange(std::int64_t end, const TensorOptions& options) {
+  return arange(0.0, static_cast<double>(end), 1.0, options);
+}
+
+Tensor uniform(const Shape& shape, double low, double high, const TensorOptions& options, Generator* generator) {
+  Generator& g = generator ? *generator : default_generator();
+  return host_generated(shape, options, [&] { return low + (high - low) * g.uniform(); });
+}
+
+Tensor rand(const Shape& shape, const TensorOptions& options, Generator* generator) {
+  return uniform(shape, 0.0, 1.0, options, generator);
+}
+
+Tensor randn(const Shape& shape, const TensorOptions& options, Generator* generator) {
+  Generator& g = generator ? *generator : default_generator();
+  return host_generated(shape, options, [&] { return g.normal(); });
+}
+
+Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, const TensorOptions& options,
+               Generator* generator) {
+  EMBER_CHECK(high > low, ValueError, "randint: empty range [", low, ", ", high, ")");
+  Generator& g = generator ? *generator : default_generator();
+  const auto span = static_cast<std::uint64_t>(high - low);
+  return host_generated(shape, options, [&] { return static_cast<double>(low + static_cast<std::int64_t>(g.below(span))); });
+}
+
+}  // namespace ember

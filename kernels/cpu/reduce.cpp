@@ -1,0 +1,83 @@
+// CPU twins of the reductions. Float sums accumulate in double: more accurate than the CUDA
+// tree, and still deterministic.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/reduce.h"
+
+namespace ember::kernels {
+
+std::size_t sum_workspace_size(std::size_t outer, std::size_t reduce, std::size_t inner) {
+  // Mirrors the CUDA launcher's choice: a long reduction over few rows is split into chunks of
+  // kChunk elements, one partial sum per (row, chunk).
+  constexpr std::size_t kChunk = 8192, kMaxChunks = 512, kFewRows = 64;
+  if (inner != 1 || outer >= kFewRows || reduce < 2 * kChunk) return 0;
+  std::size_t chunks = ceil_div(reduce, kChunk);
+  if (chunks > kMaxChunks) chunks = kMaxChunks;
+  return outer * chunks;
+}
+
+}  // namespace ember::kernels
+
+namespace ember::kernels::cpu {
+namespace {
+template <class T> struct Accumulator { using type = double; };
+}  // namespace
+
+template <class T>
+void sum(const T* x, T* out, std::size_t outer, std::size_t reduce, std::size_t inner, T scale) {
+  using Acc = typename Accumulator<T>::type;
+  if (inner == 1) {
+    for (std::size_t o = 0; o < outer; ++o) {
+      const T* row = x + o * reduce;
+      Acc acc = 0;
+      for (std::size_t r = 0; r < reduce; ++r) acc += row[r];
+      out[o] = static_cast<T>(acc * scale);
+    }
+    return;
+  }
+  // Reduce the middle dim row by row, so the inner loop runs over contiguous memory.
+  std::vector<Acc> acc(inner);
+  for (std::size_t o = 0; o < outer; ++o) {
+    std::fill(acc.begin(), acc.end(), Acc(0));
+    const T* block = x + o * reduce * inner;
+    for (std::size_t r = 0; r < reduce; ++r) {
+      const T* row = block + r * inner;
+      for (std::size_t i = 0; i < inner; ++i) acc[i] += row[i];
+    }
+    for (std::size_t i = 0; i < inner; ++i) out[o * inner + i] = static_cast<T>(acc[i] * scale);
+  }
+}
+
+template <class T>
+void max_last_dim(const T* x, T* values, std::int64_t* indices, std::size_t rows, std::size_t cols) {
+  for (std::size_t r = 0; r < rows; ++r) {
+    const T* row = x + r * cols;
+    std::size_t best = 0;
+    for (std::size_t c = 1; c < cols; ++c) {
+      if (std::isnan(row[best])) break;
+      if (row[c] > row[best] || std::isnan(row[c])) best = c;
+    }
+    if (values) values[r] = row[best];
+    if (indices) indices[r] = static_cast<std::int64_t>(best);
+  }
+}
+
+template <class A, class B>
+void count_equal(const A* a, const B* b, std::int64_t* count, std::size_t n) {
+  std::int64_t equal = 0;
+  for (std::size_t i = 0; i < n; ++i) equal += static_cast<std::int64_t>(a[i]) == static_cast<std::int64_t>(b[i]);
+  *count = equal;
+}
+
+template void sum<float>(const float*, float*, std::size_t, std::size_t, std::size_t, float);
+template void sum<double>(const double*, double*, std::size_t, std::size_t, std::size_t, double);
+template void max_last_dim<float>(const float*, float*, std::int64_t*, std::size_t, std::size_t);
+template void max_last_dim<double>(const double*, double*, std::int64_t*, std::size_t, std::size_t);
+template void count_equal<std::int64_t, std::int32_t>(const std::int64_t*, const std::int32_t*, std::int64_t*, std::size_t);
+template void count_equal<std::int64_t, std::int64_t>(const std::int64_t*, const std::int64_t*, std::int64_t*, std::size_t);
+template void count_equal<std::int32_t, std::int32_t>(const std::int32_t*, const std::int32_t*, std::int64_t*, std::size_t);
+
+}  // namespace ember::kernels::cpu

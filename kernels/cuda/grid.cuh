@@ -1,0 +1,39 @@
+// Launch-shape helpers shared by the CUDA kernel files (device code only, never included by C++).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+#include "kernels/common.h"
+
+namespace ember::kernels::cuda {
+
+constexpr unsigned kBlock = 256;
+constexpr unsigned kWarp = 32;
+
+// Blocks for a grid-stride loop over n elements: enough to fill the GPU, capped so that the
+// launch is valid for any n and each thread does a few elements when n is huge.
+inline unsigned grid_for(std::size_t n, unsigned block = kBlock) {
+  const std::size_t blocks = ceil_div(n, block);
+  constexpr std::size_t kMaxBlocks = 65536;
+  return static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
+}
+
+__device__ inline std::size_t global_thread() {
+  return static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ inline std::size_t grid_stride() {
+  return static_cast<std::size_t>(gridDim.x) * blockDim.x;
+}
+
+__device__ inline float warp_sum(float v) {
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+__device__ inline float warp_max(float v) {
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
+}  // namespace ember::kernels::cuda

@@ -1,0 +1,182 @@
+// CUDA reductions. Every result comes from a fixed tree (warp shuffles, then a fixed combination
+// order), never from floating-point atomics, so repeated runs give bit-identical sums.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "core/error.h"
+#include "kernels/cuda/grid.cuh"
+#include "kernels/elementwise.h"
+#include "kernels/reduce.h"
+
+namespace ember::kernels::cuda {
+namespace {
+
+constexpr std::size_t kChunk = 8192;  // must match sum_workspace_size in kernels/cpu/reduce.cpp
+constexpr unsigned kWarpsPerBlock = kBlock / kWarp;
+
+// Block-wide sum of one value per thread; the result is valid in thread 0.
+__device__ float block_sum(float v) {
+  __shared__ float partial[kWarpsPerBlock];
+  v = warp_sum(v);
+  const unsigned lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  v = threadIdx.x < kWarpsPerBlock ? partial[threadIdx.x] : 0.0f;
+  if (warp == 0) v = warp_sum(v);
+  return v;
+}
+
+// One warp per row of `reduce` contiguous elements (inner == 1).
+__global__ void sum_rows_kernel(const float* x, float* out, std::size_t outer, std::size_t reduce, float scale) {
+  const std::size_t row = global_thread() / kWarp;
+  const unsigned lane = threadIdx.x % kWarp;
+  if (row >= outer) return;
+  const float* r = x + row * reduce;
+  float acc = 0.0f;
+  for (std::size_t i = lane; i < reduce; i += kWarp) acc += r[i];
+  acc = warp_sum(acc);
+  if (lane == 0) out[row] = acc * scale;
+}
+
+// First pass of a long reduction over few rows: block (chunk, row) sums its chunk.
+__global__ void sum_chunks_kernel(const float* x, float* partials, std::size_t reduce, std::size_t chunks) {
+  const std::size_t row = blockIdx.y, chunk = blockIdx.x;
+  const std::size_t per_chunk = ceil_div(reduce, chunks);
+  const std::size_t begin = chunk * per_chunk;
+  const std::size_t end = begin + per_chunk < reduce ? begin + per_chunk : reduce;
+  const float* r = x + row * reduce;
+  float acc = 0.0f;
+  for (std::size_t i = begin + threadIdx.x; i < end; i += blockDim.x) acc += r[i];
+  acc = block_sum(acc);
+  if (threadIdx.x == 0) partials[row * chunks + chunk] = acc;
+}
+
+// Second pass: one block per row sums that row's chunk partials.
+__global__ void sum_partials_kernel(const float* partials, float* out, std::size_t chunks, float scale) {
+  const float* p = partials + blockIdx.x * chunks;
+  float acc = 0.0f;
+  for (std::size_t i = threadIdx.x; i < chunks; i += blockDim.x) acc += p[i];
+  acc = block_sum(acc);
+  if (threadIdx.x == 0) out[blockIdx.x] = acc * scale;
+}
+
+// inner > 1: one thread per output column; neighbouring threads read neighbouring addresses.
+__global__ void sum_columns_kernel(const float* x, float* out, std::size_t outer, std::size_t reduce,
+                                   std::size_t inner, float scale) {
+  const std::size_t n = outer * inner;
+  for (std::size_t idx = global_thread(); idx < n; idx += grid_stride()) {
+    const std::size_t o = idx / inner, i = idx % inner;
+    const float* col = x + o * reduce * inner + i;
+    float acc = 0.0f;
+    for (std::size_t r = 0; r < reduce; ++r) acc += col[r * inner];
+    out[idx] = acc * scale;
+  }
+}
+
+// (value, index) maximum with NaN counted as largest and ties going to the lower index — the
+// same order as the CPU twin's left-to-right scan.
+__device__ bool better(float v, long long i, float best_v, long long best_i) {
+  const bool v_nan = isnan(v), b_nan = isnan(best_v);
+  if (v_nan != b_nan) return v_nan;
+  if (!v_nan && v != best_v) return v > best_v;
+  return i < best_i;
+}
+
+__global__ void max_rows_kernel(const float* x, float* values, std::int64_t* indices, std::size_t rows,
+                                std::size_t cols) {
+  const std::size_t row = global_thread() / kWarp;
+  const unsigned lane = threadIdx.x % kWarp;
+  if (row >= rows) return;
+  const float* r = x + row * cols;
+  float best_v = -INFINITY;
+  long long best_i = static_cast<long long>(cols);  // "none yet": loses every tie
+  for (std::size_t c = lane; c < cols; c += kWarp)
+    if (better(r[c], static_cast<long long>(c), best_v, best_i)) {
+      best_v = r[c];
+      best_i = static_cast<long long>(c);
+    }
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+    const float other_v = __shfl_xor_sync(0xffffffffu, best_v, offset);
+    const long long other_i = __shfl_xor_sync(0xffffffffu, best_i, offset);
+    if (better(other_v, other_i, best_v, best_i)) {
+      best_v = other_v;
+      best_i = other_i;
+    }
+  }
+  if (lane == 0) {
+    if (values) values[row] = best_v;
+    if (indices) indices[row] = best_i;
+  }
+}
+
+template <class A, class B>
+__global__ void count_equal_kernel(const A* a, const B* b, std::int64_t* count, std::size_t n) {
+  __shared__ unsigned long long block_count;
+  if (threadIdx.x == 0) block_count = 0;
+  __syncthreads();
+  unsigned long long mine = 0;
+  for (std::size_t i = global_thread(); i < n; i += grid_stride())
+    mine += static_cast<long long>(a[i]) == static_cast<long long>(b[i]);
+  // Integer atomics are exact and order-independent, so the count is deterministic.
+  if (mine) atomicAdd(&block_count, mine);
+  __syncthreads();
+  if (threadIdx.x == 0 && block_count)
+    atomicAdd(reinterpret_cast<unsigned long long*>(count), block_count);
+}
+
+}  // namespace
+
+void sum(const float* x, float* out, std::size_t outer, std::size_t reduce, std::size_t inner, float scale,
+         float* workspace, cudaStream_t stream) {
+  const std::size_t n_out = outer * inner;
+  if (n_out == 0) return;
+  if (reduce == 0) {
+    fill(out, 0.0f, n_out, stream);
+    return;
+  }
+  if (inner > 1) {
+    sum_columns_kernel<<<grid_for(n_out), kBlock, 0, stream>>>(x, out, outer, reduce, inner, scale);
+    check_launch("sum_columns", stream);
+    return;
+  }
+  const std::size_t partials = sum_workspace_size(outer, reduce, inner);
+  if (partials > 0) {
+    const std::size_t chunks = partials / outer;
+    sum_chunks_kernel<<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(outer)), kBlock, 0, stream>>>(
+        x, workspace, reduce, chunks);
+    check_launch("sum_chunks", stream);
+    sum_partials_kernel<<<static_cast<unsigned>(outer), kBlock, 0, stream>>>(workspace, out, chunks, scale);
+    check_launch("sum_partials", stream);
+    return;
+  }
+  sum_rows_kernel<<<static_cast<unsigned>(ceil_div(outer, kWarpsPerBlock)), kBlock, 0, stream>>>(
+      x, out, outer, reduce, scale);
+  check_launch("sum_rows", stream);
+}
+
+void max_last_dim(const float* x, float* values, std::int64_t* indices, std::size_t rows, std::size_t cols,
+                  cudaStream_t stream) {
+  if (rows == 0) return;
+  max_rows_kernel<<<static_cast<unsigned>(ceil_div(rows, kWarpsPerBlock)), kBlock, 0, stream>>>(
+      x, values, indices, rows, cols);
+  check_launch("max_last_dim", stream);
+}
+
+template <class A, class B>
+void count_equal(const A* a, const B* b, std::int64_t* count, std::size_t n, cudaStream_t stream) {
+  CUDA_CHECK(cudaMemsetAsync(count, 0, sizeof(std::int64_t), stream));
+  if (n == 0) return;
+  count_equal_kernel<<<grid_for(n), kBlock, 0, stream>>>(a, b, count, n);
+  check_launch("count_equal", stream);
+}
+
+template void count_equal<std::int64_t, std::int32_t>(const std::int64_t*, const std::int32_t*, std::int64_t*,
+                                                      std::size_t, cudaStream_t);
+template void count_equal<std::int64_t, std::int64_t>(const std::int64_t*, const std::int64_t*, std::int64_t*,
+                                                      std::size_t, cudaStream_t);
+template void count_equal<std::int32_t, std::int32_t>(const std::int32_t*, const std::int32_t*, std::int64_t*,
+                                                      std::size_t, cudaStream_t);
+
+}  // namespace ember::kernels::cuda

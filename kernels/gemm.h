@@ -1,0 +1,41 @@
+// Matrix multiply C = α·op(A)·op(B) + β·C on row-major matrices, op = identity or transpose.
+// op(A) is [m, k], op(B) is [k, n], C is [m, n]; lda, ldb, ldc are the row strides of A, B, C
+// as stored (so A stored [k, m] with Transpose::yes has lda ≥ m).
+// CPU: OpenBLAS cblas_?gemm, or the builtin blocked GEMM when built with EMBER_BLAS=builtin;
+// float and double. CUDA: cuBLAS SGEMM on `stream`, exact fp32 unless TF32 is allowed.
+// β = 0 means C is not read (NaN in C does not propagate), as in BLAS.
+#pragma once
+
+#include "kernels/common.h"
+
+namespace ember::kernels {
+enum class Transpose : std::uint8_t { no, yes };
+}
+
+namespace ember::kernels::cpu {
+
+template <class T>
+void gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, T alpha,
+          const T* a, std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc);
+// The builtin GEMM, always compiled, so that tests can compare it with OpenBLAS.
+template <class T>
+void gemm_builtin(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, T alpha,
+                  const T* a, std::size_t lda, const T* b, std::size_t ldb, T beta, T* c,
+                  std::size_t ldc);
+// Threads for CPU compute (OpenBLAS); 0 leaves the library's default.
+void set_num_threads(int threads);
+int num_threads();
+const char* blas_name();  // "openblas" or "builtin"
+
+}  // namespace ember::kernels::cpu
+
+namespace ember::kernels::cuda {
+
+void gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, float alpha,
+          const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta, float* c,
+          std::size_t ldc, cudaStream_t stream);
+// TF32 tensor-core math for SGEMM (about 10 mantissa bits): off by default.
+void set_allow_tf32(bool allow);
+bool allow_tf32();
+
+}  // namespace ember::kernels::cuda

@@ -1,0 +1,43 @@
+// Reductions. Deterministic: the same input gives bit-identical output run after run (fixed
+// reduction trees, no floating-point atomics), because their results feed training.
+//
+// The general sum views the input as row-major [outer, reduce, inner] and writes
+// out[o, i] = scale · Σ_r x[o, r, i], overwriting `out` ([outer, inner]); scale = 1 gives the
+// sum, 1/reduce the mean. Sum over everything is outer = inner = 1; the bias gradient of a
+// [B, N] activation is outer = 1, reduce = B, inner = N.
+// CPU: float sums accumulate in double. CUDA: float throughout, and a long reduction over few
+// rows is split in two passes through `workspace` (sum_workspace_size elements; may be null
+// when that is 0).
+#pragma once
+
+#include "kernels/common.h"
+
+namespace ember::kernels {
+std::size_t sum_workspace_size(std::size_t outer, std::size_t reduce, std::size_t inner);
+}
+
+namespace ember::kernels::cpu {
+
+template <class T>
+void sum(const T* x, T* out, std::size_t outer, std::size_t reduce, std::size_t inner, T scale);
+// For each of `rows` rows of length `cols` (cols ≥ 1): the largest value and the index of its
+// first occurrence. NaN counts as larger than any number. Either output may be null.
+template <class T>
+void max_last_dim(const T* x, T* values, std::int64_t* indices, std::size_t rows, std::size_t cols);
+// *count = number of i with a[i] == b[i]: accuracy from predictions and targets.
+template <class A, class B>
+void count_equal(const A* a, const B* b, std::int64_t* count, std::size_t n);
+
+}  // namespace ember::kernels::cpu
+
+namespace ember::kernels::cuda {
+
+void sum(const float* x, float* out, std::size_t outer, std::size_t reduce, std::size_t inner,
+         float scale, float* workspace, cudaStream_t stream);
+void max_last_dim(const float* x, float* values, std::int64_t* indices, std::size_t rows,
+                  std::size_t cols, cudaStream_t stream);
+// `count` is a device pointer; it is overwritten (integer atomics inside are exact).
+template <class A, class B>
+void count_equal(const A* a, const B* b, std::int64_t* count, std::size_t n, cudaStream_t stream);
+
+}  // namespace ember::kernels::cuda

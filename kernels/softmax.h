@@ -1,0 +1,57 @@
+// Row-wise softmax and log-softmax over the last dim, and the fused softmax cross-entropy.
+//
+// Shapes: x, y, dy, dx are [rows, cols]; targets and per-row outputs are [rows].
+// Numerically stable: the row maximum is subtracted before exponentiating, so logits of 1e4
+// give finite results.
+// Cross-entropy: a target outside [0, cols) is not read from memory: the kernel writes 0 for
+// that row's loss and fills in `error` (DeviceErrorCode::target_out_of_range, the target, its
+// row, cols). On CUDA `error` is a device-visible pointer and nothing synchronizes; the caller
+// checks it at its next synchronization.
+#pragma once
+
+#include "kernels/common.h"
+
+namespace ember::kernels {
+enum class SoftmaxKind : std::uint8_t { softmax, log_softmax };
+}
+
+namespace ember::kernels::cpu {
+
+template <class T>
+void softmax_forward(SoftmaxKind kind, const T* x, T* y, std::size_t rows, std::size_t cols);
+// From the forward output y: softmax dx = y·(dy − Σ dy·y); log_softmax dx = dy − exp(y)·Σ dy.
+template <class T>
+void softmax_backward(SoftmaxKind kind, const T* dy, const T* y, T* dx, std::size_t rows,
+                      std::size_t cols, WriteMode mode);
+
+// loss[r] = logsumexp(x[r]) − x[r, target[r]]; lse[r] = logsumexp(x[r]) (kept for backward).
+template <class T, class Target>
+void cross_entropy_forward(const T* logits, const Target* targets, T* loss, T* lse,
+                           std::size_t rows, std::size_t cols, DeviceErrorRecord* error);
+// dlogits = (softmax(x) − onehot(target)) · (*grad_scale) · row_scale, in one pass; grad_scale
+// points at the upstream gradient (a scalar in the backend's memory), row_scale is 1/rows for a
+// mean-reduced loss.
+template <class T, class Target>
+void cross_entropy_backward(const T* logits, const Target* targets, const T* lse,
+                            const T* grad_scale, T row_scale, T* dlogits, std::size_t rows,
+                            std::size_t cols, WriteMode mode);
+
+}  // namespace ember::kernels::cpu
+
+namespace ember::kernels::cuda {
+
+void softmax_forward(SoftmaxKind kind, const float* x, float* y, std::size_t rows, std::size_t cols,
+                     cudaStream_t stream);
+void softmax_backward(SoftmaxKind kind, const float* dy, const float* y, float* dx,
+                      std::size_t rows, std::size_t cols, WriteMode mode, cudaStream_t stream);
+template <class Target>
+void cross_entropy_forward(const float* logits, const Target* targets, float* loss, float* lse,
+                           std::size_t rows, std::size_t cols, DeviceErrorRecord* error,
+                           cudaStream_t stream);
+template <class Target>
+void cross_entropy_backward(const float* logits, const Target* targets, const float* lse,
+                            const float* grad_scale, float row_scale, float* dlogits,
+                            std::size_t rows, std::size_t cols, WriteMode mode,
+                            cudaStream_t stream);
+
+}  // namespace ember::kernels::cuda
