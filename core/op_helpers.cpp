@@ -21,11 +21,16 @@ void check_same_device(const std::string& op, std::initializer_list<Arg> args) {
       first = &a;
       continue;
     }
-    EMBER_CHECK(a.tensor.device() == first->tensor.device(), DeviceError,
-                "Expected all tensors to be on the same device, but found ", first->tensor.device(), " and ",
-                a.tensor.device(), " (argument '", a.name, "' of ", op, "). Move every input to one device with "
-                ".to(device) — the model's parameters with model.to(device), each batch's inputs and labels too");
+    if (a.tensor.device() != first->tensor.device())
+      throw DeviceError(device_mismatch_message(op, a.name, first->tensor.device(), a.tensor.device()));
   }
+}
+
+std::string device_mismatch_message(const std::string& op, const std::string& argument, Device expected,
+                                    Device found) {
+  return concat("Expected all tensors to be on the same device, but found ", expected, " and ", found,
+                " (argument '", argument, "' of ", op, "). Move every input to one device with .to(device): the "
+                "model with model.to(device) once, and each batch's inputs and labels at every step");
 }
 
 void check_same_dtype(const std::string& op, const Arg& a, const Arg& b) {

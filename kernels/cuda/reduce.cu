@@ -13,7 +13,6 @@
 namespace ember::kernels::cuda {
 namespace {
 
-constexpr std::size_t kChunk = 8192;  // must match sum_workspace_size in kernels/cpu/reduce.cpp
 constexpr unsigned kWarpsPerBlock = kBlock / kWarp;
 
 // Block-wide sum of one value per thread; the result is valid in thread 0.
@@ -40,7 +39,8 @@ __global__ void sum_rows_kernel(const float* x, float* out, std::size_t outer, s
   if (lane == 0) out[row] = acc * scale;
 }
 
-// First pass of a long reduction over few rows: block (chunk, row) sums its chunk.
+// First pass of a long reduction over few rows (split as sum_workspace_size decides): block
+// (chunk, row) sums its chunk.
 __global__ void sum_chunks_kernel(const float* x, float* partials, std::size_t reduce, std::size_t chunks) {
   const std::size_t row = blockIdx.y, chunk = blockIdx.x;
   const std::size_t per_chunk = ceil_div(reduce, chunks);

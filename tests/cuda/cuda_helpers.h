@@ -1,0 +1,47 @@
+// Helpers of the GPU tests: device buffers filled from host vectors, read back, NaN poisoning.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "core/cuda.h"
+#include "core/tensor.h"
+#include "support/helpers.h"
+
+namespace ember::testing {
+
+inline const Device kGpu = Device::cuda(0);
+
+inline cudaStream_t gpu_stream() { return cuda::current_stream(kGpu); }
+
+// A device copy of `values`, preceded by `offset` unused elements so that raw<T>() + offset is a
+// deliberately misaligned pointer when offset is odd.
+template <class T>
+Tensor device_copy(const std::vector<T>& values, std::size_t offset = 0) {
+  std::vector<T> padded(offset + values.size(), T{});
+  for (std::size_t i = 0; i < values.size(); ++i) padded[offset + i] = values[i];
+  return from_vector<T>(padded, {static_cast<std::int64_t>(padded.size())}).to(kGpu);
+}
+
+// A device buffer of n + offset elements, all NaN (or the type's maximum for integers), so an
+// element a kernel fails to write is caught.
+template <class T>
+Tensor poisoned(std::size_t n, std::size_t offset = 0) {
+  std::vector<T> values(n + offset, std::numeric_limits<T>::has_quiet_NaN ? std::numeric_limits<T>::quiet_NaN()
+                                                                          : std::numeric_limits<T>::max());
+  return from_vector<T>(values, {static_cast<std::int64_t>(values.size())}).to(kGpu);
+}
+
+template <class T>
+std::vector<T> read_back(const Tensor& t, std::size_t offset = 0) {
+  std::vector<T> all = t.to_vector<T>();
+  return std::vector<T>(all.begin() + static_cast<std::ptrdiff_t>(offset), all.end());
+}
+
+// The sizes every kernel is checked at: empty, one, odd, not a multiple of the block size, and
+// over four million elements.
+inline const std::vector<std::size_t> kSizes{0, 1, 31, 1000, 65537, 4194319};
+
+}  // namespace ember::testing

@@ -1,0 +1,314 @@
+// Every CUDA kernel against its CPU twin on fresh random inputs: sizes 0, 1, 31, 1000, 65,537 and
+// over 4 million, a misaligned offset, and outputs poisoned with NaN before the call.
+//
+// Tolerances. Plain arithmetic (add, mul, affine, relu, casts): nvcc contracts a*b+c into one
+// fused multiply-add and GCC does not, so results may differ in the last bit: rtol 1e-6 (about
+// 8 ulp of float) with atol 1e-7 for values near zero. Transcendentals (exp, log, tanh, sigmoid,
+// pow, sqrt): CUDA's expf/logf/tanhf/powf are accurate to 1–4 ulp (CUDA C++ Programming Guide,
+// "Mathematical Functions") and glibc's to about 1, so they may differ by up to ~5 ulp: rtol 2e-6
+// (about 16 ulp). Sums and GEMMs: a length-K reduction in float may differ from the CPU's
+// double-accumulated result by K·ε·Σ|terms|, so each element gets that bound.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "cuda/cuda_helpers.h"
+#include "kernels/elementwise.h"
+#include "kernels/gemm.h"
+#include "kernels/layout.h"
+#include "kernels/reduce.h"
+#include "kernels/softmax.h"
+
+using namespace ember::kernels;
+using namespace ember::testing;
+using ember::Tensor;
+namespace kcuda = ember::kernels::cuda;
+namespace kcpu = ember::kernels::cpu;
+
+namespace {
+constexpr double kArithRtol = 1e-6, kArithAtol = 1e-7;
+constexpr double kTranscRtol = 2e-6, kTranscAtol = 1e-7;
+constexpr float kEps = std::numeric_limits<float>::epsilon();
+
+const char* unary_name(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::neg: return "neg";
+    case UnaryOp::exp: return "exp";
+    case UnaryOp::log: return "log";
+    case UnaryOp::sqrt: return "sqrt";
+    case UnaryOp::sigmoid: return "sigmoid";
+    case UnaryOp::tanh: return "tanh";
+    case UnaryOp::relu: return "relu";
+  }
+  return "?";
+}
+}  // namespace
+
+TEST_CASE("unary kernels match the CPU twins") {
+  for (UnaryOp op : {UnaryOp::neg, UnaryOp::exp, UnaryOp::log, UnaryOp::sqrt, UnaryOp::sigmoid, UnaryOp::tanh,
+                     UnaryOp::relu}) {
+    const bool positive_only = op == UnaryOp::log || op == UnaryOp::sqrt;
+    const bool plain = op == UnaryOp::neg || op == UnaryOp::relu;
+    for (std::size_t n : kSizes)
+      for (std::size_t offset : {0, 1}) {
+        INFO(unary_name(op) << " n=" << n << " offset=" << offset);
+        const auto x = random_floats(n, n + offset, positive_only ? 0.01f : -5.0f, 5.0f);
+        Tensor dx = device_copy(x, offset);
+        Tensor dy = poisoned<float>(n, offset);
+        kcuda::unary(op, dx.raw<float>() + offset, dy.raw<float>() + offset, n, gpu_stream());
+        std::vector<float> expected(n);
+        kcpu::unary(op, x.data(), expected.data(), n);
+        EMBER_REQUIRE_CLOSE(read_back<float>(dy, offset), expected, plain ? kArithAtol : kTranscAtol,
+                            plain ? kArithRtol : kTranscRtol);
+      }
+  }
+}
+
+TEST_CASE("pow_scalar and affine match the CPU twins") {
+  for (std::size_t n : kSizes)
+    for (float exponent : {2.0f, 3.0f, 0.5f}) {
+      INFO("n=" << n << " exponent=" << exponent);
+      const auto x = random_floats(n, n + 7, 0.1f, 3.0f);
+      Tensor dx = device_copy(x, 1), dy = poisoned<float>(n, 1);
+      kcuda::pow_scalar(dx.raw<float>() + 1, exponent, dy.raw<float>() + 1, n, gpu_stream());
+      std::vector<float> expected(n);
+      kcpu::pow_scalar(x.data(), exponent, expected.data(), n);
+      EMBER_REQUIRE_CLOSE(read_back<float>(dy, 1), expected, kTranscAtol, kTranscRtol);
+      Tensor da = poisoned<float>(n);
+      kcuda::affine(dx.raw<float>() + 1, -1.5f, 0.25f, da.raw<float>(), n, gpu_stream());
+      kcpu::affine(x.data(), -1.5f, 0.25f, expected.data(), n);
+      EMBER_REQUIRE_CLOSE(read_back<float>(da), expected, kArithAtol, kArithRtol);
+    }
+}
+
+TEST_CASE("binary kernels, same shape and broadcast, match the CPU twins") {
+  for (BinaryOp op : {BinaryOp::add, BinaryOp::sub, BinaryOp::mul, BinaryOp::div})
+    for (std::size_t n : kSizes) {
+      INFO("op=" << int(op) << " n=" << n);
+      const auto a = random_floats(n, n + 1), b = random_floats(n, n + 2, 0.5f, 2.0f);
+      Tensor da = device_copy(a, 1), db = device_copy(b), dout = poisoned<float>(n);
+      kcuda::binary(op, da.raw<float>() + 1, db.raw<float>(), dout.raw<float>(), n, gpu_stream());
+      std::vector<float> expected(n);
+      kcpu::binary(op, a.data(), b.data(), expected.data(), n);
+      EMBER_REQUIRE_CLOSE(read_back<float>(dout), expected, kArithAtol, kArithRtol);
+    }
+  // [rows, 1, cols] ∘ [k, 1] → [rows, k, cols], with sizes that are not multiples of anything.
+  for (auto [rows, k, cols] : {std::tuple<long long, long long, long long>{1, 1, 1}, {3, 31, 7}, {257, 5, 1000}}) {
+    const std::size_t n = static_cast<std::size_t>(rows * k * cols);
+    INFO("broadcast " << rows << "x" << k << "x" << cols);
+    const auto a = random_floats(static_cast<std::size_t>(rows * cols), 11), b = random_floats(static_cast<std::size_t>(k), 12);
+    BroadcastLayout layout;
+    layout.ndim = 3;
+    const long long shape[3] = {rows, k, cols}, sa[3] = {cols, 0, 1}, sb[3] = {0, 1, 0};
+    for (int d = 0; d < 3; ++d) {
+      layout.out_shape[d] = shape[d];
+      layout.a_stride[d] = sa[d];
+      layout.b_stride[d] = sb[d];
+    }
+    Tensor da = device_copy(a), db = device_copy(b), dout = poisoned<float>(n), dexp = poisoned<float>(n);
+    kcuda::binary_broadcast(BinaryOp::mul, da.raw<float>(), db.raw<float>(), dout.raw<float>(), layout, gpu_stream());
+    kcuda::expand(da.raw<float>(), dexp.raw<float>(), layout, 0.5f, gpu_stream());
+    std::vector<float> expected(n), expanded(n);
+    kcpu::binary_broadcast(BinaryOp::mul, a.data(), b.data(), expected.data(), layout);
+    kcpu::expand(a.data(), expanded.data(), layout, 0.5f);
+    EMBER_REQUIRE_CLOSE(read_back<float>(dout), expected, kArithAtol, kArithRtol);
+    EMBER_REQUIRE_CLOSE(read_back<float>(dexp), expanded, 0.0, 0.0);
+  }
+}
+
+TEST_CASE("activation gradients match the CPU twins, overwriting and accumulating") {
+  for (ActivationGrad op : {ActivationGrad::relu, ActivationGrad::sigmoid, ActivationGrad::tanh})
+    for (WriteMode mode : {WriteMode::overwrite, WriteMode::accumulate})
+      for (std::size_t n : kSizes) {
+        INFO("op=" << int(op) << " mode=" << int(mode) << " n=" << n);
+        const auto dy = random_floats(n, n + 3), y = random_floats(n, n + 4), start = random_floats(n, n + 5);
+        Tensor ddy = device_copy(dy), dyv = device_copy(y, 1);
+        Tensor ddx = mode == WriteMode::overwrite ? poisoned<float>(n) : device_copy(start);
+        kcuda::activation_grad(op, ddy.raw<float>(), dyv.raw<float>() + 1, ddx.raw<float>(), n, mode, gpu_stream());
+        std::vector<float> expected = start;
+        kcpu::activation_grad(op, dy.data(), y.data(), expected.data(), n, mode);
+        EMBER_REQUIRE_CLOSE(read_back<float>(ddx), expected, kArithAtol, kArithRtol);
+      }
+}
+
+TEST_CASE("fill, cast and normalize_u8 match the CPU twins") {
+  for (std::size_t n : kSizes) {
+    INFO("n=" << n);
+    Tensor f = poisoned<float>(n);
+    kcuda::fill(f.raw<float>(), 2.5f, n, gpu_stream());
+    CHECK(read_back<float>(f) == std::vector<float>(n, 2.5f));
+    const auto x = random_floats(n, n, -300.0f, 300.0f);
+    Tensor dx = device_copy(x, 1);
+    Tensor di = poisoned<std::int32_t>(n);
+    kcuda::cast(dx.raw<float>() + 1, di.raw<std::int32_t>(), n, gpu_stream());
+    std::vector<std::int32_t> expected_i(n);
+    kcpu::cast(x.data(), expected_i.data(), n);
+    CHECK(read_back<std::int32_t>(di) == expected_i);
+    std::vector<std::uint8_t> pixels(n);
+    for (std::size_t i = 0; i < n; ++i) pixels[i] = static_cast<std::uint8_t>((i * 37 + n) % 256);
+    Tensor dp = device_copy(pixels, 3), dn = poisoned<float>(n);
+    kcuda::normalize_u8(dp.raw<std::uint8_t>() + 3, dn.raw<float>(), n, 0.1307f, 0.3081f, gpu_stream());
+    std::vector<float> expected(n);
+    kcpu::normalize_u8(pixels.data(), expected.data(), n, 0.1307f, 0.3081f);
+    EMBER_REQUIRE_CLOSE(read_back<float>(dn), expected, kArithAtol, kArithRtol);
+  }
+}
+
+TEST_CASE("transpose and copy_2d match the CPU twins exactly") {
+  for (auto [batch, rows, cols] : {std::tuple<std::size_t, std::size_t, std::size_t>{1, 1, 1}, {2, 31, 33},
+                                   {3, 1000, 65}, {1, 65537, 3}, {1, 2048, 2049}}) {
+    INFO(batch << "x" << rows << "x" << cols);
+    const std::size_t n = batch * rows * cols;
+    const auto x = random_floats(n, n);
+    Tensor dx = device_copy(x, 1), dy = poisoned<float>(n);
+    kcuda::transpose_last2(dx.raw<float>() + 1, dy.raw<float>(), batch, rows, cols, gpu_stream());
+    std::vector<float> expected(n);
+    kcpu::transpose_last2(x.data(), expected.data(), batch, rows, cols);
+    CHECK(read_back<float>(dy) == expected);
+    // Copy the middle third of each row into a wider destination.
+    const std::size_t width = cols / 3 + 1, dst_ld = width + 5;
+    Tensor dd = poisoned<float>(rows * dst_ld);
+    std::vector<float> host_dst(rows * dst_ld, std::numeric_limits<float>::quiet_NaN());
+    kcuda::copy_2d(dx.raw<float>() + 1 + cols / 3, cols, dd.raw<float>() + 2, dst_ld, rows, width, gpu_stream());
+    kcpu::copy_2d(x.data() + cols / 3, cols, host_dst.data() + 2, dst_ld, rows, width);
+    const auto got = read_back<float>(dd);
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      if (std::isnan(host_dst[i])) CHECK(std::isnan(got[i]));
+      else REQUIRE(got[i] == host_dst[i]);
+    }
+  }
+}
+
+TEST_CASE("sum matches the CPU twin within K·eps·sum|x| and is bit-identical run to run") {
+  for (auto [outer, reduce, inner] : {std::tuple<std::size_t, std::size_t, std::size_t>{1, 0, 1}, {1, 1, 1},
+                                      {1, 31, 1}, {1, 4194319, 1}, {3, 65537, 1}, {1000, 31, 1},
+                                      {1, 128, 10}, {7, 1000, 33}, {65537, 3, 1}, {1, 16385, 1}}) {
+    INFO(outer << "x" << reduce << "x" << inner);
+    const std::size_t n = outer * reduce * inner, n_out = outer * inner;
+    const auto x = random_floats(n, n + outer);
+    Tensor dx = device_copy(x, 1), dout = poisoned<float>(n_out);
+    const std::size_t ws = sum_workspace_size(outer, reduce, inner);
+    Tensor workspace = ws ? poisoned<float>(ws) : Tensor();
+    const float scale = reduce ? 1.0f / static_cast<float>(reduce) : 1.0f;
+    kcuda::sum(dx.raw<float>() + 1, dout.raw<float>(), outer, reduce, inner, scale,
+              ws ? workspace.raw<float>() : nullptr, gpu_stream());
+    std::vector<float> expected(n_out);
+    kcpu::sum(x.data(), expected.data(), outer, reduce, inner, scale);
+    const auto got = read_back<float>(dout);
+    for (std::size_t o = 0; o < outer; ++o)
+      for (std::size_t i = 0; i < inner; ++i) {
+        double abs_sum = 0;
+        for (std::size_t r = 0; r < reduce; ++r) abs_sum += std::abs(x[(o * reduce + r) * inner + i]);
+        const double bound = (static_cast<double>(reduce) + 2) * kEps * abs_sum * scale + 1e-30;
+        const std::size_t j = o * inner + i;
+        INFO("element " << j << ": got " << got[j] << ", expected " << expected[j] << ", bound " << bound);
+        REQUIRE(std::abs(static_cast<double>(got[j]) - expected[j]) <= bound);
+      }
+    kcuda::sum(dx.raw<float>() + 1, dout.raw<float>(), outer, reduce, inner, scale,
+              ws ? workspace.raw<float>() : nullptr, gpu_stream());
+    const auto again = read_back<float>(dout);
+    REQUIRE(std::memcmp(again.data(), got.data(), got.size() * sizeof(float)) == 0);
+  }
+}
+
+TEST_CASE("max, argmax and count_equal match the CPU twins") {
+  for (auto [rows, cols] : {std::pair<std::size_t, std::size_t>{1, 1}, {31, 10}, {1000, 33}, {65537, 10}, {3, 100003}}) {
+    INFO(rows << "x" << cols);
+    auto x = random_floats(rows * cols, rows + cols);
+    if (cols > 3) x[2] = x[cols - 1] = 7.0f;  // a tie: the first index must win
+    Tensor dx = device_copy(x, 1), dv = poisoned<float>(rows), di = poisoned<std::int64_t>(rows);
+    kcuda::max_last_dim(dx.raw<float>() + 1, dv.raw<float>(), di.raw<std::int64_t>(), rows, cols, gpu_stream());
+    std::vector<float> values(rows);
+    std::vector<std::int64_t> indices(rows);
+    kcpu::max_last_dim(x.data(), values.data(), indices.data(), rows, cols);
+    CHECK(read_back<float>(dv) == values);
+    CHECK(read_back<std::int64_t>(di) == indices);
+    std::vector<std::int32_t> targets(rows);
+    for (std::size_t r = 0; r < rows; ++r) targets[r] = static_cast<std::int32_t>((r * 7) % cols);
+    Tensor dt = device_copy(targets), dc = poisoned<std::int64_t>(1);
+    kcuda::count_equal(di.raw<std::int64_t>(), dt.raw<std::int32_t>(), dc.raw<std::int64_t>(), rows, gpu_stream());
+    std::int64_t expected = 0;
+    kcpu::count_equal(indices.data(), targets.data(), &expected, rows);
+    CHECK(read_back<std::int64_t>(dc)[0] == expected);
+  }
+}
+
+TEST_CASE("softmax, log-softmax and their backward match the CPU twins") {
+  for (SoftmaxKind kind : {SoftmaxKind::softmax, SoftmaxKind::log_softmax})
+    for (auto [rows, cols] : {std::pair<std::size_t, std::size_t>{1, 1}, {31, 10}, {1000, 33}, {65537, 10}, {2, 5000}}) {
+      INFO("kind=" << int(kind) << " " << rows << "x" << cols);
+      const auto x = random_floats(rows * cols, rows * cols, -8.0f, 8.0f);
+      const auto dy = random_floats(rows * cols, rows + cols);
+      Tensor dx = device_copy(x, 1), dyv = poisoned<float>(rows * cols);
+      kcuda::softmax_forward(kind, dx.raw<float>() + 1, dyv.raw<float>(), rows, cols, gpu_stream());
+      std::vector<float> y(rows * cols);
+      kcpu::softmax_forward(kind, x.data(), y.data(), rows, cols);
+      // Row sums of cols terms: the bound grows with cols.
+      const double rtol = kTranscRtol * (1 + std::log2(static_cast<double>(cols)));
+      EMBER_REQUIRE_CLOSE(read_back<float>(dyv), y, 1e-6, rtol);
+      Tensor ddy = device_copy(dy), dyh = device_copy(y), dgrad = poisoned<float>(rows * cols);
+      kcuda::softmax_backward(kind, ddy.raw<float>(), dyh.raw<float>(), dgrad.raw<float>(), rows, cols,
+                             WriteMode::overwrite, gpu_stream());
+      std::vector<float> grad(rows * cols);
+      kcpu::softmax_backward(kind, dy.data(), y.data(), grad.data(), rows, cols, WriteMode::overwrite);
+      EMBER_REQUIRE_CLOSE(read_back<float>(dgrad), grad, 1e-5, rtol);
+    }
+}
+
+TEMPLATE_TEST_CASE("cross-entropy forward and backward match the CPU twin", "", std::int32_t, std::int64_t) {
+  using Target = TestType;
+  for (auto [rows, cols] : {std::pair<std::size_t, std::size_t>{1, 1}, {31, 10}, {1000, 33}, {65537, 10}}) {
+    INFO(rows << "x" << cols);
+    const auto x = random_floats(rows * cols, rows, -6.0f, 6.0f);
+    std::vector<Target> t(rows);
+    for (std::size_t r = 0; r < rows; ++r) t[r] = static_cast<Target>((r * 13 + 1) % cols);
+    Tensor dx = device_copy(x, 1), dt = device_copy(t), dloss = poisoned<float>(rows), dlse = poisoned<float>(rows);
+    DeviceErrorRecord* record = ember::cuda::device_error_record(kGpu);
+    kcuda::cross_entropy_forward(dx.raw<float>() + 1, dt.raw<Target>(), dloss.raw<float>(), dlse.raw<float>(), rows,
+                                cols, record, gpu_stream());
+    std::vector<float> loss(rows), lse(rows);
+    kcpu::cross_entropy_forward(x.data(), t.data(), loss.data(), lse.data(), rows, cols, nullptr);
+    EMBER_REQUIRE_CLOSE(read_back<float>(dloss), loss, 1e-5, 1e-5);
+    EMBER_REQUIRE_CLOSE(read_back<float>(dlse), lse, 1e-5, 1e-5);
+    ember::cuda::check_device_errors(kGpu);  // nothing raised
+    const std::vector<float> upstream{2.0f};
+    Tensor dup = device_copy(upstream), dgrad = poisoned<float>(rows * cols);
+    kcuda::cross_entropy_backward(dx.raw<float>() + 1, dt.raw<Target>(), dlse.raw<float>(), dup.raw<float>(),
+                                 1.0f / rows, dgrad.raw<float>(), rows, cols, WriteMode::overwrite, gpu_stream());
+    std::vector<float> grad(rows * cols);
+    kcpu::cross_entropy_backward(x.data(), t.data(), lse.data(), upstream.data(), 1.0f / rows, grad.data(), rows, cols,
+                                WriteMode::overwrite);
+    EMBER_REQUIRE_CLOSE(read_back<float>(dgrad), grad, 1e-7, 1e-5);
+  }
+}
+
+TEST_CASE("cuBLAS GEMM matches the CPU GEMM within K·eps·sum|a||b|, every transpose combination") {
+  for (auto [m, n, k] : {std::tuple<std::size_t, std::size_t, std::size_t>{1, 1, 1}, {3, 5, 7}, {128, 10, 784},
+                         {31, 65, 1000}, {257, 129, 33}, {4, 4, 0}})
+    for (Transpose ta : {Transpose::no, Transpose::yes})
+      for (Transpose tb : {Transpose::no, Transpose::yes}) {
+        INFO("m=" << m << " n=" << n << " k=" << k << " ta=" << int(ta) << " tb=" << int(tb));
+        const auto a = random_floats(m * k, m + k), b = random_floats(k * n, n + k), c0 = random_floats(m * n, m * n);
+        const std::size_t lda = ta == Transpose::no ? k : m, ldb = tb == Transpose::no ? n : k;
+        Tensor da = device_copy(a), db = device_copy(b), dc = device_copy(c0);
+        ember::kernels::cuda::gemm(ta, tb, m, n, k, 1.0f, da.raw<float>(), lda, db.raw<float>(), ldb, 0.5f,
+                                   dc.raw<float>(), n, gpu_stream());
+        std::vector<float> expected = c0;
+        kcpu::gemm(ta, tb, m, n, k, 1.0f, a.data(), lda, b.data(), ldb, 0.5f, expected.data(), n);
+        const auto got = read_back<float>(dc);
+        for (std::size_t i = 0; i < m; ++i)
+          for (std::size_t j = 0; j < n; ++j) {
+            double abs_dot = 0;
+            for (std::size_t p = 0; p < k; ++p) {
+              const float av = ta == Transpose::no ? a[i * k + p] : a[p * m + i];
+              const float bv = tb == Transpose::no ? b[p * n + j] : b[j * k + p];
+              abs_dot += std::abs(av * bv);
+            }
+            const double bound = 2.0 * (static_cast<double>(k) + 2) * kEps * (abs_dot + 0.5 * std::abs(c0[i * n + j]));
+            INFO("C[" << i << "," << j << "]: got " << got[i * n + j] << ", expected " << expected[i * n + j]);
+            REQUIRE(std::abs(static_cast<double>(got[i * n + j]) - expected[i * n + j]) <= bound + 1e-30);
+          }
+      }
+}

@@ -1,0 +1,245 @@
+// The CPU kernels against independent references: naive loops and hand-computed values. The
+// CUDA kernels are compared with these CPU twins in tests/cuda/.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "kernels/elementwise.h"
+#include "kernels/gemm.h"
+#include "kernels/layout.h"
+#include "kernels/reduce.h"
+#include "kernels/softmax.h"
+#include "support/helpers.h"
+
+using namespace ember::kernels;
+using ember::testing::random_doubles;
+using ember::testing::random_floats;
+
+namespace {
+
+// Row-major reference: C = alpha·op(A)·op(B) + beta·C, in long double.
+template <class T>
+std::vector<T> naive_gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, T alpha,
+                          const std::vector<T>& a, const std::vector<T>& b, T beta, std::vector<T> c) {
+  for (std::size_t i = 0; i < m; ++i)
+    for (std::size_t j = 0; j < n; ++j) {
+      long double acc = 0;
+      for (std::size_t p = 0; p < k; ++p) {
+        const T av = ta == Transpose::no ? a[i * k + p] : a[p * m + i];
+        const T bv = tb == Transpose::no ? b[p * n + j] : b[j * k + p];
+        acc += static_cast<long double>(av) * bv;
+      }
+      c[i * n + j] = static_cast<T>(alpha * acc + (beta == T(0) ? 0 : beta * c[i * n + j]));
+    }
+  return c;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("GEMM matches a naive triple loop for every transpose combination and odd shapes", "", float,
+                   double) {
+  using T = TestType;
+  const T eps = std::numeric_limits<T>::epsilon();
+  for (auto [m, n, k] : {std::tuple<std::size_t, std::size_t, std::size_t>{1, 1, 1}, {3, 5, 7}, {17, 1, 33},
+                         {64, 31, 129}, {2, 300, 3}, {5, 4, 0}}) {
+    for (Transpose ta : {Transpose::no, Transpose::yes})
+      for (Transpose tb : {Transpose::no, Transpose::yes})
+        for (bool builtin : {false, true}) {
+          INFO("m=" << m << " n=" << n << " k=" << k << " ta=" << int(ta) << " tb=" << int(tb)
+                    << " builtin=" << builtin);
+          std::vector<T> a(m * k), b(k * n), c0(m * n);
+          std::mt19937_64 rng(m * 1000 + n * 10 + k);
+          std::uniform_real_distribution<double> dist(-1, 1);
+          for (T& v : a) v = static_cast<T>(dist(rng));
+          for (T& v : b) v = static_cast<T>(dist(rng));
+          for (T& v : c0) v = static_cast<T>(dist(rng));
+          const std::size_t lda = ta == Transpose::no ? k : m, ldb = tb == Transpose::no ? n : k;
+          for (T beta : {T(0), T(0.5)}) {
+            std::vector<T> c = c0;
+            if (beta == T(0)) std::fill(c.begin(), c.end(), std::numeric_limits<T>::quiet_NaN());  // must not be read
+            auto gemm_fn = builtin ? &cpu::gemm_builtin<T> : &cpu::gemm<T>;
+            gemm_fn(ta, tb, m, n, k, T(1.5), a.data(), lda, b.data(), ldb, beta, c.data(), n);
+            const auto expected = naive_gemm(ta, tb, m, n, k, T(1.5), a, b, beta, c0);
+            // Rounding of a length-k dot product is bounded by k·ε·Σ|a·b|; with |a|, |b| ≤ 1 and
+            // alpha = 1.5 that is at most 1.5·k²·ε. Twice that (plus ε for beta·C) is the bound.
+            const double atol = 3.0 * static_cast<double>(k * k + 1) * eps;
+            EMBER_REQUIRE_CLOSE(c, expected, atol, 0.0);
+          }
+        }
+  }
+}
+
+TEST_CASE("softmax cross-entropy: hand-computed cases") {
+  SECTION("all-equal logits give log(C) and a uniform softmax") {
+    const std::vector<float> logits(2 * 4, 3.0f);
+    const std::vector<std::int32_t> targets{0, 3};
+    std::vector<float> loss(2), lse(2), grad(8);
+    DeviceErrorRecord err;
+    cpu::cross_entropy_forward(logits.data(), targets.data(), loss.data(), lse.data(), 2, 4, &err);
+    CHECK(err.code == 0);
+    CHECK(loss[0] == Approx(std::log(4.0)).epsilon(1e-6));
+    CHECK(loss[1] == Approx(std::log(4.0)).epsilon(1e-6));
+    const float one = 1.0f;
+    cpu::cross_entropy_backward(logits.data(), targets.data(), lse.data(), &one, 0.5f, grad.data(), 2, 4,
+                                WriteMode::overwrite);
+    // (softmax − onehot)/B = (0.25 − [c == t])/2
+    CHECK(grad[0] == Approx(-0.375f));
+    CHECK(grad[1] == Approx(0.125f));
+    CHECK(grad[7] == Approx(-0.375f));
+  }
+  SECTION("large logits stay finite") {
+    const std::vector<double> logits{1e4, 0.0, -1e4};
+    const std::vector<std::int64_t> targets{0};
+    std::vector<double> loss(1), lse(1), grad(3);
+    cpu::cross_entropy_forward(logits.data(), targets.data(), loss.data(), lse.data(), 1, 3, nullptr);
+    CHECK(std::isfinite(loss[0]));
+    CHECK(loss[0] == Approx(0.0).margin(1e-12));
+    const std::vector<std::int64_t> other{1};
+    cpu::cross_entropy_forward(logits.data(), other.data(), loss.data(), lse.data(), 1, 3, nullptr);
+    CHECK(loss[0] == Approx(1e4));
+    const double one = 1.0;
+    cpu::cross_entropy_backward(logits.data(), other.data(), lse.data(), &one, 1.0, grad.data(), 1, 3,
+                                WriteMode::overwrite);
+    CHECK(grad[0] == Approx(1.0));
+    CHECK(grad[1] == Approx(-1.0));
+    CHECK(grad[2] == Approx(0.0).margin(1e-300));
+    const std::vector<float> big{1e4f, 1e4f};
+    std::vector<float> l(1), s(1);
+    const std::vector<std::int32_t> t{1};
+    cpu::cross_entropy_forward(big.data(), t.data(), l.data(), s.data(), 1, 2, nullptr);
+    CHECK(l[0] == Approx(std::log(2.0)));
+  }
+  SECTION("one class: zero loss and zero gradient") {
+    const std::vector<float> logits{5.0f, -7.0f};
+    const std::vector<std::int32_t> targets{0, 0};
+    std::vector<float> loss(2), lse(2), grad(2, 1.0f);
+    cpu::cross_entropy_forward(logits.data(), targets.data(), loss.data(), lse.data(), 2, 1, nullptr);
+    CHECK(loss == std::vector<float>{0.0f, 0.0f});
+    const float one = 1.0f;
+    cpu::cross_entropy_backward(logits.data(), targets.data(), lse.data(), &one, 0.5f, grad.data(), 2, 1,
+                                WriteMode::overwrite);
+    CHECK(grad == std::vector<float>{0.0f, 0.0f});
+  }
+  SECTION("a target out of range is recorded, never read") {
+    const std::vector<float> logits{1, 2, 3, 4, 5, 6};
+    const std::vector<std::int64_t> targets{1, 7};
+    std::vector<float> loss(2), lse(2);
+    DeviceErrorRecord err;
+    cpu::cross_entropy_forward(logits.data(), targets.data(), loss.data(), lse.data(), 2, 3, &err);
+    CHECK(err.code == static_cast<int>(DeviceErrorCode::target_out_of_range));
+    CHECK(err.value == 7);
+    CHECK(err.position == 1);
+    CHECK(err.bound == 3);
+    CHECK(loss[1] == 0.0f);
+  }
+}
+
+TEST_CASE("softmax and log-softmax rows sum to one and match the definition") {
+  const auto x = random_doubles(3 * 5, 7, -4, 4);
+  std::vector<double> y(15), ly(15);
+  cpu::softmax_forward(SoftmaxKind::softmax, x.data(), y.data(), 3, 5);
+  cpu::softmax_forward(SoftmaxKind::log_softmax, x.data(), ly.data(), 3, 5);
+  for (int r = 0; r < 3; ++r) {
+    double total = 0, denom = 0;
+    for (int c = 0; c < 5; ++c) denom += std::exp(x[r * 5 + c]);
+    for (int c = 0; c < 5; ++c) {
+      total += y[r * 5 + c];
+      CHECK(y[r * 5 + c] == Approx(std::exp(x[r * 5 + c]) / denom));
+      CHECK(ly[r * 5 + c] == Approx(x[r * 5 + c] - std::log(denom)));
+    }
+    CHECK(total == Approx(1.0));
+  }
+}
+
+TEST_CASE("sum over [outer, reduce, inner] and the bias-gradient layout") {
+  // x[o, r, i] = o·100 + r·10 + i
+  std::vector<double> x;
+  for (int o = 0; o < 2; ++o)
+    for (int r = 0; r < 3; ++r)
+      for (int i = 0; i < 4; ++i) x.push_back(o * 100 + r * 10 + i);
+  std::vector<double> out(8);
+  cpu::sum(x.data(), out.data(), 2, 3, 4, 1.0);
+  CHECK(out == std::vector<double>{30, 33, 36, 39, 330, 333, 336, 339});
+  std::vector<double> all(1);
+  cpu::sum(x.data(), all.data(), 1, x.size(), 1, 1.0 / x.size());
+  CHECK(all[0] == Approx((30 + 33 + 36 + 39 + 330 + 333 + 336 + 339) / 24.0));
+  std::vector<float> none(3, 9.0f);
+  cpu::sum<float>(nullptr, none.data(), 3, 0, 1, 1.0f);
+  CHECK(none == std::vector<float>{0, 0, 0});
+  // Deterministic: the same input gives bit-identical output.
+  const auto big = random_floats(100003, 3);
+  float s1 = 0, s2 = 0;
+  cpu::sum(big.data(), &s1, 1, big.size(), 1, 1.0f);
+  cpu::sum(big.data(), &s2, 1, big.size(), 1, 1.0f);
+  CHECK(std::memcmp(&s1, &s2, sizeof(float)) == 0);
+}
+
+TEST_CASE("max and argmax: first occurrence wins, NaN is largest") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> x{1, 3, 3, 2, -5, -4, -4, -9, 0, nan, 7, nan};
+  std::vector<float> values(3);
+  std::vector<std::int64_t> idx(3);
+  cpu::max_last_dim(x.data(), values.data(), idx.data(), 3, 4);
+  CHECK(idx == std::vector<std::int64_t>{1, 1, 1});
+  CHECK(values[0] == 3.0f);
+  CHECK(values[1] == -4.0f);
+  CHECK(std::isnan(values[2]));
+  std::int64_t count = -1;
+  const std::vector<std::int64_t> pred{1, 2, 3, 4};
+  const std::vector<std::int32_t> target{1, 0, 3, 4};
+  cpu::count_equal(pred.data(), target.data(), &count, 4);
+  CHECK(count == 3);
+}
+
+TEST_CASE("elementwise kernels: broadcasting walk, activations' gradients, casts, normalization") {
+  // a [2, 1, 3] ∘ b [4, 1] → [2, 4, 3]
+  std::vector<float> a{1, 2, 3, 4, 5, 6}, b{10, 20, 30, 40}, out(24);
+  BroadcastLayout layout;
+  layout.ndim = 3;
+  const long long shape[3] = {2, 4, 3}, sa[3] = {3, 0, 1}, sb[3] = {0, 1, 0};
+  for (int d = 0; d < 3; ++d) {
+    layout.out_shape[d] = shape[d];
+    layout.a_stride[d] = sa[d];
+    layout.b_stride[d] = sb[d];
+  }
+  cpu::binary_broadcast(BinaryOp::add, a.data(), b.data(), out.data(), layout);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 4; ++j)
+      for (int k = 0; k < 3; ++k) CHECK(out[(i * 4 + j) * 3 + k] == a[i * 3 + k] + b[j]);
+  std::vector<float> expanded(24);
+  cpu::expand(a.data(), expanded.data(), layout, 2.0f);
+  CHECK(expanded[(1 * 4 + 2) * 3 + 1] == 2.0f * a[1 * 3 + 1]);
+
+  const std::vector<double> y{-1, 0, 0.25, 0.5}, dy{1, 2, 3, 4};
+  std::vector<double> dx(4, 100.0);
+  cpu::activation_grad(ActivationGrad::relu, dy.data(), y.data(), dx.data(), 4, WriteMode::overwrite);
+  CHECK(dx == std::vector<double>{0, 0, 3, 4});
+  cpu::activation_grad(ActivationGrad::sigmoid, dy.data(), y.data(), dx.data(), 4, WriteMode::accumulate);
+  CHECK(dx[2] == Approx(3 + 3 * 0.25 * 0.75));
+  cpu::activation_grad(ActivationGrad::tanh, dy.data(), y.data(), dx.data(), 4, WriteMode::overwrite);
+  CHECK(dx[3] == Approx(4 * (1 - 0.25)));
+
+  const std::vector<std::uint8_t> pixels{0, 51, 255};
+  std::vector<float> norm(3);
+  cpu::normalize_u8(pixels.data(), norm.data(), 3, 0.1307f, 0.3081f);
+  for (int i = 0; i < 3; ++i) CHECK(norm[i] == Approx((pixels[i] / 255.0 - 0.1307) / 0.3081).epsilon(1e-6));
+  std::vector<std::int32_t> ints(3);
+  const std::vector<float> fl{-1.5f, 2.9f, 7.0f};
+  cpu::cast(fl.data(), ints.data(), 3);
+  CHECK(ints == std::vector<std::int32_t>{-1, 2, 7});
+}
+
+TEST_CASE("layout kernels: transpose and strided block copy") {
+  std::vector<std::int32_t> x(2 * 3 * 4), y(24);
+  for (int i = 0; i < 24; ++i) x[i] = i;
+  cpu::transpose_last2(x.data(), y.data(), 2, 3, 4);
+  for (int b = 0; b < 2; ++b)
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 4; ++j) CHECK(y[b * 12 + j * 3 + i] == x[b * 12 + i * 4 + j]);
+  std::vector<float> src{1, 2, 3, 4, 5, 6}, dst(10, 0.0f);
+  cpu::copy_2d(src.data(), 3, dst.data() + 1, 5, 2, 2);
+  CHECK(dst == std::vector<float>{0, 1, 2, 0, 0, 0, 4, 5, 0, 0});
+}

@@ -1,0 +1,91 @@
+// Helpers shared by the tests: closeness checks that report the largest error, and random data.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace ember::testing {
+
+// |a − b| ≤ atol + rtol·|b| for every element; on failure the message names the worst element.
+struct CloseReport {
+  bool ok = true;
+  std::size_t worst_index = 0;
+  double worst_error = 0;
+  double worst_actual = 0, worst_expected = 0;
+  std::string describe() const {
+    std::ostringstream out;
+    out << "largest error " << worst_error << " at element " << worst_index << " (got " << worst_actual
+        << ", expected " << worst_expected << ")";
+    return out.str();
+  }
+};
+
+template <class A, class B>
+CloseReport compare(const std::vector<A>& actual, const std::vector<B>& expected, double atol, double rtol) {
+  CloseReport r;
+  REQUIRE(actual.size() == expected.size());
+  double worst_excess = -INFINITY;
+  for (std::size_t i = 0; i < actual.size(); ++i) {
+    const double a = static_cast<double>(actual[i]), e = static_cast<double>(expected[i]);
+    const double err = std::abs(a - e);
+    const bool same_special = (std::isnan(a) && std::isnan(e)) || (std::isinf(a) && a == e);
+    double excess = same_special ? -INFINITY : err - (atol + rtol * std::abs(e));
+    if (std::isnan(excess)) excess = INFINITY;
+    if (excess > 0) r.ok = false;
+    if (i == 0 || excess > worst_excess) {
+      worst_excess = excess;
+      r.worst_index = i;
+      r.worst_error = err;
+      r.worst_actual = a;
+      r.worst_expected = e;
+    }
+  }
+  return r;
+}
+
+#define EMBER_REQUIRE_CLOSE(actual, expected, atol, rtol)                           \
+  do {                                                                              \
+    const auto ember_report_ = ::ember::testing::compare(actual, expected, atol, rtol); \
+    INFO(ember_report_.describe());                                                 \
+    REQUIRE(ember_report_.ok);                                                      \
+  } while (0)
+
+inline std::vector<float> random_floats(std::size_t n, std::uint64_t seed, float low = -1.0f, float high = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(low, high);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+inline std::vector<double> random_doubles(std::size_t n, std::uint64_t seed, double low = -1.0, double high = 1.0) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> dist(low, high);
+  std::vector<double> v(n);
+  for (double& x : v) x = dist(rng);
+  return v;
+}
+
+// Runs `fn` and returns the message of the ExceptionType it throws; fails the test otherwise.
+template <class ExceptionType, class Fn>
+std::string message_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const ExceptionType& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    FAIL("threw the wrong exception type: " << e.what());
+  }
+  FAIL("did not throw");
+  return {};
+}
+
+}  // namespace ember::testing
