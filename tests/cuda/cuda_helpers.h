@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -41,7 +43,15 @@ std::vector<T> read_back(const Tensor& t, std::size_t offset = 0) {
 }
 
 // The sizes every kernel is checked at: empty, one, odd, not a multiple of the block size, and
-// over four million elements.
-inline const std::vector<std::size_t> kSizes{0, 1, 31, 1000, 65537, 4194319};
+// over four million elements. EMBER_TEST_SIZES=small keeps the small ones, for runs under
+// compute-sanitizer, which slows kernels a hundredfold.
+inline const std::vector<std::size_t>& test_sizes() {
+  static const std::vector<std::size_t> sizes = [] {
+    const char* choice = std::getenv("EMBER_TEST_SIZES");
+    if (choice && std::string(choice) == "small") return std::vector<std::size_t>{0, 1, 31, 1000};
+    return std::vector<std::size_t>{0, 1, 31, 1000, 65537, 4194319};
+  }();
+  return sizes;
+}
 
 }  // namespace ember::testing

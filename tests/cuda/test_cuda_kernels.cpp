@@ -51,7 +51,7 @@ TEST_CASE("unary kernels match the CPU twins") {
                      UnaryOp::relu}) {
     const bool positive_only = op == UnaryOp::log || op == UnaryOp::sqrt;
     const bool plain = op == UnaryOp::neg || op == UnaryOp::relu;
-    for (std::size_t n : kSizes)
+    for (std::size_t n : test_sizes())
       for (std::size_t offset : {0, 1}) {
         INFO(unary_name(op) << " n=" << n << " offset=" << offset);
         const auto x = random_floats(n, n + offset, positive_only ? 0.01f : -5.0f, 5.0f);
@@ -67,7 +67,7 @@ TEST_CASE("unary kernels match the CPU twins") {
 }
 
 TEST_CASE("pow_scalar and affine match the CPU twins") {
-  for (std::size_t n : kSizes)
+  for (std::size_t n : test_sizes())
     for (float exponent : {2.0f, 3.0f, 0.5f}) {
       INFO("n=" << n << " exponent=" << exponent);
       const auto x = random_floats(n, n + 7, 0.1f, 3.0f);
@@ -85,7 +85,7 @@ TEST_CASE("pow_scalar and affine match the CPU twins") {
 
 TEST_CASE("binary kernels, same shape and broadcast, match the CPU twins") {
   for (BinaryOp op : {BinaryOp::add, BinaryOp::sub, BinaryOp::mul, BinaryOp::div})
-    for (std::size_t n : kSizes) {
+    for (std::size_t n : test_sizes()) {
       INFO("op=" << int(op) << " n=" << n);
       const auto a = random_floats(n, n + 1), b = random_floats(n, n + 2, 0.5f, 2.0f);
       Tensor da = device_copy(a, 1), db = device_copy(b), dout = poisoned<float>(n);
@@ -121,7 +121,7 @@ TEST_CASE("binary kernels, same shape and broadcast, match the CPU twins") {
 TEST_CASE("activation gradients match the CPU twins, overwriting and accumulating") {
   for (ActivationGrad op : {ActivationGrad::relu, ActivationGrad::sigmoid, ActivationGrad::tanh})
     for (WriteMode mode : {WriteMode::overwrite, WriteMode::accumulate})
-      for (std::size_t n : kSizes) {
+      for (std::size_t n : test_sizes()) {
         INFO("op=" << int(op) << " mode=" << int(mode) << " n=" << n);
         const auto dy = random_floats(n, n + 3), y = random_floats(n, n + 4), start = random_floats(n, n + 5);
         Tensor ddy = device_copy(dy), dyv = device_copy(y, 1);
@@ -134,7 +134,7 @@ TEST_CASE("activation gradients match the CPU twins, overwriting and accumulatin
 }
 
 TEST_CASE("fill, cast and normalize_u8 match the CPU twins") {
-  for (std::size_t n : kSizes) {
+  for (std::size_t n : test_sizes()) {
     INFO("n=" << n);
     Tensor f = poisoned<float>(n);
     kcuda::fill(f.raw<float>(), 2.5f, n, gpu_stream());

@@ -1,0 +1,226 @@
+#!/usr/bin/env bash
+# The full GPU check: on a Linux machine with an NVIDIA GPU, the CUDA toolkit and Python with
+# PyTorch, but no package registry (run scripts/prepare_gpu_check.sh beforehand where there is
+# one). Prints the machine's facts, builds Release for sm_90 against the unpacked .deps, runs
+# every test including the GPU binary, runs compute-sanitizer on the GPU binary, and writes a
+# report and logs under $OUT (or ./gpu-report), with a summary table printed last.
+#
+#   scripts/gpu_check.sh [--dry-run] [--only SECTION[,SECTION...]] [--list]
+#
+# --dry-run does everything up to running on a GPU: unpacks .deps and configures and builds
+# against it exactly as the GPU machine will. CI runs it, so a broken device build shows there.
+# Sections run in order, each within its time budget; the whole run stays under 6 minutes.
+set -uo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+# name:budget-seconds, in order
+all_sections=(facts:30 build:240 test:150 sanitize:150)
+dry_run=0
+only=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --dry-run) dry_run=1 ;;
+    --only) only=${2:-}; shift ;;
+    --only=*) only=${1#--only=} ;;
+    --list) for s in "${all_sections[@]}"; do echo "${s%%:*} (budget ${s##*:} s)"; done; exit 0 ;;
+    -h | --help) sed -n '2,12p' "$0"; exit 0 ;;
+    *) echo "gpu_check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+for s in ${only//,/ }; do
+  printf '%s\n' "${all_sections[@]}" | grep -q "^$s:" || { echo "gpu_check: unknown section '$s' (see --list)" >&2; exit 2; }
+done
+
+out=${OUT:-$root/gpu-report}
+mkdir -p "$out"
+deps=$root/.deps/root
+build=$root/build-gpu$([ $dry_run = 1 ] && echo -dryrun)
+jobs=$(nproc)
+started=$(date +%s)
+declare -a summary=()
+
+log() { echo "[gpu_check $(($(date +%s) - started))s] $*"; }
+record() { summary+=("$(printf '%-9s %-5s %5ss  %s' "$1" "$2" "$3" "$4")"); }
+wanted() { [ -z "$only" ] || [[ ",$only," == *",$1,"* ]]; }
+
+# Runs a section function under its time budget; the function prints its own log lines and
+# sets NOTE. Status: PASS, FAIL or SKIP (function returns 0, 1, 3); TIMEOUT when over budget.
+run_section() {
+  local name=$1 budget=$2 t0 status rc
+  t0=$(date +%s)
+  NOTE=""
+  log "section $name (budget ${budget}s)"
+  "section_$name" "$budget"
+  rc=$?
+  case $rc in
+    0) status=PASS ;;
+    3) status=SKIP ;;
+    124) status=TIMEOUT ;;
+    *) status=FAIL ;;
+  esac
+  record "$name" "$status" "$(($(date +%s) - t0))" "$NOTE"
+}
+
+# ---- facts -------------------------------------------------------------------------------------
+find_cudnn() {
+  local dir
+  for dir in /usr/local/cuda/include /usr/include $(python3 -c 'import nvidia.cudnn, os; print(os.path.dirname(nvidia.cudnn.__file__) + "/include")' 2>/dev/null); do
+    if [ -f "$dir/cudnn_version.h" ]; then
+      local v
+      v=$(awk '/#define CUDNN_MAJOR/{a=$3}/#define CUDNN_MINOR/{b=$3}/#define CUDNN_PATCHLEVEL/{c=$3}END{print a"."b"."c}' "$dir/cudnn_version.h")
+      echo "$v at $dir"
+      return
+    fi
+  done
+  echo "not found"
+}
+
+section_facts() {
+  {
+    echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "commit: $(git rev-parse HEAD 2>/dev/null || cat .deps/commit 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
+    echo "host: $(uname -srm), $(nproc) cores"
+    if command -v nvidia-smi >/dev/null; then
+      nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>&1 | sed 's/^/gpu: /'
+    else
+      echo "gpu: nvidia-smi not found"
+    fi
+    echo "nvcc: $(nvcc --version 2>/dev/null | tail -1 || echo 'not on PATH')"
+    echo "cublas: $(ls /usr/local/cuda/lib64/libcublas.so* 2>/dev/null | head -1 || echo 'not in /usr/local/cuda')"
+    echo "cudnn: $(find_cudnn)"
+    echo "compute-sanitizer: $(compute-sanitizer --version 2>/dev/null | head -1 || echo 'not found')"
+    echo "cmake: $(cmake --version | head -1)"
+    echo "c++: $(c++ --version | head -1)"
+    echo "python3: $(python3 -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.cuda.is_available())' 2>&1 | tail -1)"
+  } | tee "$out/facts.txt"
+  NOTE=$(grep '^gpu:' "$out/facts.txt" | head -1 | cut -c6-)
+  return 0
+}
+
+# ---- build -------------------------------------------------------------------------------------
+unpack_deps() {
+  [ -d .deps/debs ] || { echo "no .deps/debs: run scripts/prepare_gpu_check.sh first (where a registry is reachable)"; return 1; }
+  mkdir -p "$deps"
+  local deb
+  for deb in .deps/debs/*.deb; do
+    if command -v dpkg-deb >/dev/null; then
+      dpkg-deb -x "$deb" "$deps" || return 1
+    else  # no dpkg: a .deb is an ar archive holding data.tar.*
+      (tmp=$(mktemp -d) && cd "$tmp" && ar x "$root/$deb" && tar -xf data.tar.* -C "$deps" && rm -rf "$tmp") || return 1
+    fi
+  done
+  echo "unpacked $(ls .deps/debs/*.deb | wc -l) packages into .deps/root"
+}
+
+# Every dependency must come from .deps, as it will on the GPU machine, not from this system.
+check_deps_used() {
+  local key value bad=0
+  for key in Catch2_DIR CLI11_DIR nlohmann_json_DIR ZLIB_INCLUDE_DIR EMBER_OPENBLAS_LIBRARY EMBER_STB_INCLUDE_DIR; do
+    value=$(grep "^$key:" "$build/CMakeCache.txt" | cut -d= -f2-)
+    case "$value" in
+      "$deps"/*) echo "dependency $key = $value" ;;
+      *) echo "dependency $key = $value is NOT from .deps"; bad=1 ;;
+    esac
+  done
+  return $bad
+}
+
+section_build() {
+  local budget=$1 generator=()
+  command -v ninja >/dev/null && generator=(-G Ninja)
+  unpack_deps >"$out/build.log" 2>&1 || { NOTE="unpacking .deps failed"; cat "$out/build.log"; return 1; }
+  timeout "$budget" bash -c '
+    cmake -S "$0" -B "$1" "${@:3}" &&
+    cmake --build "$1" -j "$2"' "$root" "$build" "$jobs" "${generator[@]}" \
+    -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90-real -DEMBER_CUDA=ON \
+    -DEMBER_DEPS_ROOT="$deps" -DCMAKE_PREFIX_PATH="$deps/usr" >>"$out/build.log" 2>&1
+  local rc=$?
+  grep -E "ember: |error|Error" "$out/build.log" | grep -v "ptxas info" | head -20
+  if [ $rc -ne 0 ]; then
+    NOTE="build failed (rc $rc; build.log)"
+    tail -30 "$out/build.log"
+    return $rc
+  fi
+  check_deps_used | tee -a "$out/build.log" || { NOTE="dependencies not taken from .deps"; return 1; }
+  NOTE="Release, sm_90, $(grep -c 'bytes spill stores' "$out/build.log") kernels compiled without spills"
+  return 0
+}
+
+# ---- test --------------------------------------------------------------------------------------
+export LD_LIBRARY_PATH="$deps/usr/lib/x86_64-linux-gnu:$deps/usr/lib/x86_64-linux-gnu/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export MNIST_DIR=${MNIST_DIR:-$root/data/mnist}
+
+section_test() {
+  local budget=$1
+  [ -x "$build/tests/test_cuda" ] || { NOTE="not built"; return 1; }
+  (cd "$build" && timeout "$budget" ctest --output-on-failure -j 4) >"$out/test.log" 2>&1
+  local rc=$?
+  tail -25 "$out/test.log"
+  # On a GPU machine the GPU binary must run, not skip.
+  if grep -q "test_cuda.*Skipped" "$out/test.log"; then
+    NOTE="the GPU test binary was skipped: $(grep -m1 'skipped:' "$out/test.log")"
+    return 1
+  fi
+  NOTE=$(grep -E "tests passed" "$out/test.log" | tail -1)
+  return $rc
+}
+
+# ---- sanitize ----------------------------------------------------------------------------------
+section_sanitize() {
+  local budget=$1 rc=0 tool
+  command -v compute-sanitizer >/dev/null || { NOTE="compute-sanitizer not found"; return 3; }
+  [ -x "$build/tests/test_cuda" ] || { NOTE="not built"; return 1; }
+  : >"$out/sanitize.log"
+  for tool in memcheck racecheck; do
+    echo "== compute-sanitizer --tool $tool" >>"$out/sanitize.log"
+    EMBER_TEST_SIZES=small timeout $((budget / 2)) compute-sanitizer --tool "$tool" --error-exitcode 99 \
+      "$build/tests/test_cuda" >>"$out/sanitize.log" 2>&1
+    local r=$?
+    echo "== $tool exit $r" >>"$out/sanitize.log"
+    [ $r -ne 0 ] && rc=$r
+  done
+  grep -E "^== |ERROR SUMMARY|RACECHECK SUMMARY|test cases" "$out/sanitize.log"
+  NOTE=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$out/sanitize.log" | tr '\n' ' ')
+  return $rc
+}
+
+# ---- main --------------------------------------------------------------------------------------
+if [ $dry_run = 1 ]; then
+  log "dry run: unpack .deps, configure and build as the GPU machine will; nothing runs on a GPU"
+  wanted build || { echo "gpu_check: --dry-run needs the build section" >&2; exit 2; }
+  run_section facts 30
+  run_section build 1800  # two CI cores build far slower than the GPU machine's
+else
+  for entry in "${all_sections[@]}"; do
+    name=${entry%%:*}
+    budget=${entry##*:}
+    wanted "$name" && run_section "$name" "$budget"
+  done
+fi
+
+{
+  echo "# GPU check report"
+  echo
+  echo '```'
+  cat "$out/facts.txt" 2>/dev/null
+  echo '```'
+  echo
+  echo "| section | status | seconds | note |"
+  echo "| --- | --- | --- | --- |"
+  for line in "${summary[@]}"; do
+    read -r name status secs note <<<"$line"
+    echo "| $name | $status | ${secs%s} | $note |"
+  done
+  echo
+  echo "Mode: $([ $dry_run = 1 ] && echo 'dry run (no GPU work)' || echo full). Logs: $(cd "$out" && ls | grep -v report.md | tr '\n' ' ')"
+} >"$out/report.md"
+
+echo
+echo "==== gpu_check summary ($(($(date +%s) - started)) s; report: $out/report.md)"
+printf '%-9s %-5s %6s  %s\n' section status time note
+printf '%s\n' "${summary[@]}"
+printf '%s\n' "${summary[@]}" | grep -qE "^\S+\s+(FAIL|TIMEOUT)" && exit 1
+exit 0
