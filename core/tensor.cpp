@@ -328,6 +328,16 @@ Tensor Tensor::pin_memory() const {
   return out;
 }
 
+Tensor& Tensor::move_to_(Device target) {
+  EMBER_CHECK(is_leaf(), AutogradError, "move_to_: only leaf tensors (such as parameters) can be moved in place");
+  if (device() == target) return *this;
+  const Tensor moved = detach().to(target);
+  impl_->storage = moved.storage();
+  impl_->offset = moved.offset();
+  if (impl_->grad) Tensor(impl_->grad).move_to_(target);
+  return *this;
+}
+
 Tensor Tensor::clone() const {
   Tensor out(make_impl(shape(), dtype(), device(), is_cuda() ? MemoryKind::device : MemoryKind::pageable));
   copy_bytes(out, *this, false);

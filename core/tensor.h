@@ -101,6 +101,9 @@ class Tensor {
   Tensor cpu() const { return to(Device::cpu()); }
   Tensor cuda(int index = 0) const { return to(Device::cuda(index)); }
   Tensor pin_memory() const;  // a pinned host copy (pageable, with a warning, without CUDA)
+  // Moves this tensor's data (and its .grad) to `device` in place: every handle to the tensor
+  // sees the move. For leaves such as parameters (Module::to uses it); not differentiable.
+  Tensor& move_to_(Device device);
   Tensor clone() const;
   Tensor& copy_(const Tensor& src, bool non_blocking = false);  // same numel and dtype
   Tensor& fill_(double value);

@@ -1,0 +1,52 @@
+// Optimizer updates for many tensors in one call: on CUDA one launch updates every parameter of a
+// group (a multi-tensor kernel), instead of one launch per tensor.
+//
+// The learning rate and the step counts are read from memory (device memory on CUDA), not passed
+// as kernel arguments: a step captured once in a CUDA graph then still sees a changed rate or
+// count when replayed. Each parameter has its own step count, advanced by advance_steps() before
+// the update (PyTorch counts steps per parameter too).
+#pragma once
+
+#include "kernels/common.h"
+
+namespace ember::kernels {
+
+// One parameter: its values, its gradient, up to two state buffers (momentum; Adam's moments)
+// and its step count, all f32 in the backend's memory.
+struct ParamSlot {
+  float* param = nullptr;
+  const float* grad = nullptr;
+  float* state0 = nullptr;  // SGD: momentum buffer; Adam: exp_avg
+  float* state1 = nullptr;  // Adam: exp_avg_sq
+  float* step = nullptr;    // this parameter's step count, 1 at its first update
+  std::size_t n = 0;
+};
+
+struct SgdConfig {
+  float momentum = 0, dampening = 0, weight_decay = 0;
+  bool nesterov = false;
+};
+
+struct AdamConfig {
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0;
+  bool decoupled_weight_decay = false;  // AdamW
+};
+
+}  // namespace ember::kernels
+
+namespace ember::kernels::cpu {
+// slots is a host array of `count` slots; *lr is read from host memory.
+void advance_steps(const ParamSlot* slots, std::size_t count);
+void sgd_step(const ParamSlot* slots, std::size_t count, const SgdConfig& config, const float* lr);
+void adam_step(const ParamSlot* slots, std::size_t count, const AdamConfig& config, const float* lr);
+}  // namespace ember::kernels::cpu
+
+namespace ember::kernels::cuda {
+// slots is a device array of `count` slots; max_n the largest slot's n (sizes the grid); lr a
+// device pointer.
+void advance_steps(const ParamSlot* slots, std::size_t count, cudaStream_t stream);
+void sgd_step(const ParamSlot* slots, std::size_t count, std::size_t max_n, const SgdConfig& config,
+              const float* lr, cudaStream_t stream);
+void adam_step(const ParamSlot* slots, std::size_t count, std::size_t max_n, const AdamConfig& config,
+               const float* lr, cudaStream_t stream);
+}  // namespace ember::kernels::cuda

@@ -1,0 +1,71 @@
+// The built-in layers.
+#include "layers/layers.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "core/op_helpers.h"
+#include "core/ops.h"
+
+namespace ember::nn {
+
+Linear::Linear(std::int64_t in_features, std::int64_t out_features, bool bias, Generator* generator)
+    : in_(in_features), out_(out_features) {
+  EMBER_CHECK(in_features > 0 && out_features > 0, ValueError, "Linear: in_features and out_features must be "
+              "positive, got ", in_features, " and ", out_features);
+  Generator& g = generator ? *generator : default_generator();
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
+  weight_ = register_parameter("weight", uniform({out_features, in_features}, -bound, bound, {}, &g));
+  if (bias) bias_ = register_parameter("bias", uniform({out_features}, -bound, bound, {}, &g));
+}
+
+Tensor Linear::forward(const Tensor& input) { return linear(input, weight_, bias_); }
+
+std::string Linear::extra_repr() const {
+  std::ostringstream out;
+  out << "in_features=" << in_ << ", out_features=" << out_ << ", bias=" << (bias_.defined() ? "True" : "False");
+  return out.str();
+}
+
+Tensor ReLU::forward(const Tensor& input) { return relu(input); }
+
+Tensor Flatten::forward(const Tensor& input) { return input.flatten(start_dim_); }
+std::string Flatten::extra_repr() const { return detail::concat("start_dim=", start_dim_, ", end_dim=-1"); }
+
+Dropout::Dropout(double p, std::uint64_t seed) : p_(p), generator_(seed) {
+  EMBER_CHECK(p >= 0.0 && p <= 1.0, ValueError, "Dropout: p must be in [0, 1], got ", p);
+}
+
+Tensor Dropout::forward(const Tensor& input) {
+  if (!is_training() || p_ == 0.0) return input;
+  // The mask is drawn on the host from this layer's generator, so it is the same on every device.
+  std::vector<float> mask(static_cast<std::size_t>(input.numel()));
+  const float keep_scale = p_ < 1.0 ? static_cast<float>(1.0 / (1.0 - p_)) : 0.0f;
+  for (float& m : mask) m = generator_.uniform() >= p_ ? keep_scale : 0.0f;
+  Tensor m = from_vector(mask, input.shape()).to(input.dtype()).to(input.device());
+  return input * m;
+}
+
+std::string Dropout::extra_repr() const { return detail::concat("p=", p_, ", inplace=False"); }
+
+Sequential::Sequential(std::initializer_list<std::shared_ptr<Module>> modules) {
+  for (const auto& m : modules) append(m);
+}
+
+Sequential& Sequential::append(std::shared_ptr<Module> module) {
+  register_module(std::to_string(size()), std::move(module));
+  return *this;
+}
+
+Tensor Sequential::forward(const Tensor& input) {
+  Tensor x = input;
+  for (const auto& [name, child] : named_children()) x = (*child)(x);
+  return x;
+}
+
+Tensor CrossEntropyLoss::operator()(const Tensor& input, const Tensor& target) const {
+  detail::check_same_device("CrossEntropyLoss", {{"input", input}, {"target", target}});
+  return cross_entropy(input, target);
+}
+
+}  // namespace ember::nn

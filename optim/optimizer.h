@@ -1,0 +1,114 @@
+// Optimizers with PyTorch's semantics: parameter groups, step(), zero_grad(set_to_none),
+// state_dict()/load_state_dict() for an exact resume. Each group's update is one multi-tensor
+// kernel launch on CUDA; the learning rate and the step counts live in the parameters' memory
+// (device memory on CUDA), so a captured CUDA graph still sees a changed rate on replay.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/serialize.h"
+#include "core/tensor.h"
+#include "kernels/optim.h"
+
+namespace ember::optim {
+
+// Hyperparameters of one group. Each optimizer reads the ones it uses.
+struct GroupOptions {
+  double lr = 1e-3;
+  double momentum = 0, dampening = 0, weight_decay = 0;  // SGD (weight_decay: Adam, AdamW too)
+  bool nesterov = false;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // Adam, AdamW
+};
+
+struct ParamGroup {
+  std::vector<Tensor> params;
+  GroupOptions options;
+  double initial_lr = 0;  // the lr schedulers start from (set when the optimizer is made)
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer();
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // Updates every parameter that has a gradient; parameters without one are skipped, as in
+  // PyTorch. Gradients must be f32 and on the parameter's device.
+  void step();
+  void zero_grad(bool set_to_none = true);
+
+  std::vector<ParamGroup>& param_groups() { return groups_; }
+  const std::vector<ParamGroup>& param_groups() const { return groups_; }
+  virtual std::string type_name() const = 0;
+
+  // Tensors "state.<i>.<name>" (i numbers the parameters across groups, as in PyTorch; names
+  // like "momentum_buffer", "exp_avg", "exp_avg_sq", "step") and metadata "optimizer" (the type)
+  // and "param_groups" (the hyperparameters, as JSON).
+  Checkpoint state_dict() const;
+  // Restores state saved by state_dict() of the same kind of optimizer over the same parameters;
+  // anything else is a ValueError saying what does not match.
+  void load_state_dict(const Checkpoint& state);
+
+ protected:
+  explicit Optimizer(std::vector<ParamGroup> groups);
+  // The per-parameter state buffers a group needs, e.g. {"momentum_buffer"} for SGD with momentum.
+  virtual std::vector<std::string> buffer_names(const GroupOptions& options) const = 0;
+  // Runs the group's update over `slots` (host array for the CPU, device array on CUDA).
+  virtual void update(const ParamGroup& group, const kernels::ParamSlot* slots, std::size_t count,
+                      std::size_t max_n, Device device, const float* lr) = 0;
+
+ private:
+  struct ParamState {
+    std::vector<Tensor> buffers;  // one per state name, like the parameter
+    Tensor step;                  // f32 scalar
+  };
+  struct GroupCache;  // the slot table and the lr, in the parameters' memory
+  ParamState& state_for(std::size_t index, const Tensor& param, const GroupOptions& options);
+
+  std::vector<ParamGroup> groups_;
+  std::map<std::size_t, ParamState> state_;
+  std::vector<std::unique_ptr<GroupCache>> caches_;
+};
+
+// torch.optim.SGD: momentum, dampening, weight decay and Nesterov, exactly PyTorch's update.
+class SGD : public Optimizer {
+ public:
+  SGD(std::vector<Tensor> params, GroupOptions options);
+  SGD(std::vector<ParamGroup> groups);
+  std::string type_name() const override { return "SGD"; }
+
+ protected:
+  std::vector<std::string> buffer_names(const GroupOptions& options) const override;
+  void update(const ParamGroup& group, const kernels::ParamSlot* slots, std::size_t count, std::size_t max_n,
+              Device device, const float* lr) override;
+};
+
+// torch.optim.Adam (L2 weight decay added to the gradient), with bias correction.
+class Adam : public Optimizer {
+ public:
+  Adam(std::vector<Tensor> params, GroupOptions options);
+  Adam(std::vector<ParamGroup> groups);
+  std::string type_name() const override { return "Adam"; }
+
+ protected:
+  Adam(std::vector<ParamGroup> groups, bool decoupled);
+  std::vector<std::string> buffer_names(const GroupOptions& options) const override;
+  void update(const ParamGroup& group, const kernels::ParamSlot* slots, std::size_t count, std::size_t max_n,
+              Device device, const float* lr) override;
+
+ private:
+  bool decoupled_ = false;
+};
+
+// torch.optim.AdamW: Adam with decoupled weight decay (p ← p·(1 − lr·wd) before the update).
+class AdamW : public Adam {
+ public:
+  AdamW(std::vector<Tensor> params, GroupOptions options);
+  AdamW(std::vector<ParamGroup> groups);
+  std::string type_name() const override { return "AdamW"; }
+};
+
+}  // namespace ember::optim

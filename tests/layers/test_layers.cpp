@@ -1,0 +1,180 @@
+// nn::Module and the built-in layers: names, initialization, modes, state dicts, summaries,
+// checkpoints, and LeakyReLU (the layer with its own kernels).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "core/gradcheck.h"
+#include "core/ops.h"
+#include "layers/layers.h"
+#include "layers/leaky_relu.h"
+#include "support/helpers.h"
+
+using namespace ember;
+using ember::testing::message_of;
+using Catch::Matchers::Contains;
+
+namespace {
+
+std::shared_ptr<nn::Sequential> mlp(std::int64_t hidden, std::uint64_t seed) {
+  Generator g(seed);
+  return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::Linear>(784, hidden, true, &g), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::Linear>(hidden, 10, true, &g)});
+}
+
+// A module composed of others, with PyTorch-style attribute names.
+class TwoLayer : public nn::Module {
+ public:
+  TwoLayer() {
+    fc1 = register_module("fc1", std::make_shared<nn::Linear>(4, 3));
+    fc2 = register_module("fc2", std::make_shared<nn::Linear>(3, 2, false));
+    register_buffer("scale", full({1}, 2.0));
+  }
+  Tensor forward(const Tensor& x) override { return (*fc2)(relu((*fc1)(x))); }
+  std::string type_name() const override { return "TwoLayer"; }
+  std::shared_ptr<nn::Linear> fc1, fc2;
+};
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("ember_test_" + std::to_string(::getpid()) + "_" + name)).string();
+}
+
+}  // namespace
+
+TEST_CASE("Sequential names its children 0, 1, ... and parameters with dotted names") {
+  auto model = mlp(32, 0);
+  std::vector<std::string> names;
+  for (const auto& [name, p] : model->named_parameters()) names.push_back(name);
+  CHECK(names == std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias"});
+  CHECK(model->parameter_count() == 784 * 32 + 32 + 32 * 10 + 10);
+  CHECK(model->parameters().size() == 4);
+  CHECK(model->repr() ==
+        "Sequential(\n"
+        "  (0): Linear(in_features=784, out_features=32, bias=True)\n"
+        "  (1): ReLU()\n"
+        "  (2): Linear(in_features=32, out_features=10, bias=True)\n"
+        ")");
+  const Tensor y = (*model)(rand({5, 784}));
+  CHECK(y.shape() == Shape{5, 10});
+  TwoLayer two;
+  names.clear();
+  for (const auto& [name, t] : two.state_dict()) names.push_back(name);
+  CHECK(names == std::vector<std::string>{"scale", "fc1.weight", "fc1.bias", "fc2.weight"});
+  CHECK(two.named_buffers().size() == 1);
+  CHECK(two.fc1->name() == "fc1");
+}
+
+TEST_CASE("Linear uses PyTorch's default initialization from the seeded generator") {
+  Generator a(3), b(3);
+  nn::Linear l1(100, 50, true, &a), l2(100, 50, true, &b);
+  CHECK(l1.weight().to_vector<float>() == l2.weight().to_vector<float>());
+  const double bound = 1.0 / std::sqrt(100.0);
+  const auto w = l1.weight().to_vector<float>();
+  double sum = 0, sq = 0;
+  for (float v : w) {
+    CHECK(std::abs(v) <= bound);
+    sum += v;
+    sq += v * v;
+  }
+  // U(−b, b) has mean 0 and variance b²/3.
+  CHECK(sum / w.size() == Approx(0.0).margin(0.005));
+  CHECK(sq / w.size() == Approx(bound * bound / 3).epsilon(0.05));
+  for (float v : l1.bias().to_vector<float>()) CHECK(std::abs(v) <= bound);
+  CHECK(l1.weight().shape() == Shape{50, 100});
+  CHECK(l1.weight().requires_grad());
+  CHECK_THROWS_AS(nn::Linear(0, 3), ValueError);
+}
+
+TEST_CASE("train/eval reach every submodule; Dropout is seeded and the identity in eval") {
+  auto model = std::make_shared<nn::Sequential>(
+      std::initializer_list<std::shared_ptr<nn::Module>>{std::make_shared<nn::Dropout>(0.25, 7)});
+  CHECK(model->is_training());
+  const Tensor x = ones({10000});
+  const auto y = (*model)(x).to_vector<float>();
+  std::size_t zeros_count = 0;
+  for (float v : y) {
+    CHECK((v == 0.0f || v == Approx(1.0f / 0.75f)));
+    zeros_count += v == 0.0f;
+  }
+  CHECK(zeros_count / 10000.0 == Approx(0.25).margin(0.02));
+  nn::Dropout same(0.25, 7);
+  CHECK(same(x).to_vector<float>() == y);
+  model->eval();
+  CHECK_FALSE(model->named_children()[0].second->is_training());
+  CHECK((*model)(x).to_vector<float>() == x.to_vector<float>());
+  CHECK_THROWS_AS(nn::Dropout(1.5), ValueError);
+  CHECK(nn::Flatten()(zeros({2, 1, 28, 28})).shape() == Shape{2, 784});
+}
+
+TEST_CASE("zero_grad drops or zeroes gradients") {
+  auto model = mlp(8, 1);
+  sum((*model)(rand({2, 784}))).backward();
+  for (const Tensor& p : model->parameters()) CHECK(p.grad().defined());
+  model->zero_grad(false);
+  for (const Tensor& p : model->parameters()) {
+    REQUIRE(p.grad().defined());
+    for (float v : p.grad().to_vector<float>()) CHECK(v == 0.0f);
+  }
+  model->zero_grad();
+  for (const Tensor& p : model->parameters()) CHECK_FALSE(p.grad().defined());
+}
+
+TEST_CASE("state_dict round trip and load_state_dict's errors") {
+  auto a = mlp(16, 1), b = mlp(16, 2);
+  const Tensor x = rand({3, 784});
+  CHECK((*a)(x).to_vector<float>() != (*b)(x).to_vector<float>());
+  b->load_state_dict(a->state_dict());
+  CHECK((*a)(x).to_vector<float>() == (*b)(x).to_vector<float>());
+
+  StateDict partial = a->state_dict();
+  partial.pop_back();
+  partial.emplace_back("3.weight", zeros({1}));
+  const std::string message = message_of<ValueError>([&] { b->load_state_dict(partial); });
+  CHECK_THAT(message, Contains("Error(s) in loading state_dict for Sequential"));
+  CHECK_THAT(message, Contains("Missing key(s) in state_dict: \"2.bias\""));
+  CHECK_THAT(message, Contains("Unexpected key(s) in state_dict: \"3.weight\""));
+  CHECK_NOTHROW(b->load_state_dict(partial, /*strict=*/false));
+
+  auto wrong = mlp(20, 3);
+  CHECK_THAT(message_of<ValueError>([&] { b->load_state_dict(wrong->state_dict()); }),
+             Contains("size mismatch for 0.weight: copying a param with shape [20, 784] from checkpoint, the shape "
+                      "in current model is [16, 784]"));
+  StateDict typed = a->state_dict();
+  typed[1].second = typed[1].second.to(DType::f64);
+  CHECK_THAT(message_of<ValueError>([&] { b->load_state_dict(typed, false); }),
+             Contains("dtype mismatch for 0.bias: the checkpoint has f64, the current model has f32"));
+}
+
+TEST_CASE("save and load a model checkpoint with metadata") {
+  auto a = mlp(12, 4), b = mlp(12, 5);
+  const std::string path = temp_path("model.safetensors");
+  nn::save(*a, path, {{"epoch", "3"}});
+  const auto metadata = nn::load(*b, path);
+  CHECK(metadata.at("epoch") == "3");
+  CHECK(metadata.at("format") == "ember");
+  CHECK_THAT(metadata.at("model"), Contains("Linear(in_features=784, out_features=12, bias=True)"));
+  const Tensor x = rand({2, 784});
+  CHECK((*a)(x).to_vector<float>() == (*b)(x).to_vector<float>());
+  auto small = mlp(10, 6);
+  CHECK_THAT(message_of<ValueError>([&] { nn::load(*small, path); }), Contains(path));
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("LeakyReLU: values, gradcheck, accumulation") {
+  const Tensor x = from_vector<float>({-2, -0.5f, 0.5f, 3}, {4});
+  CHECK(nn::LeakyReLU(0.1)(x).to_vector<float>() == std::vector<float>{-0.2f, -0.05f, 0.5f, 3.0f});
+  CHECK(nn::LeakyReLU(0.2).repr() == "LeakyReLU(negative_slope=0.2)");
+  const Tensor in = from_vector<double>({-0.9, -0.3, 0.2, 0.7, 1.5, -2.0}, {2, 3}).set_requires_grad();
+  const auto fn = [](const std::vector<Tensor>& v) { return nn::leaky_relu(v[0], 0.05); };
+  const GradcheckResult r = gradcheck(fn, {in});
+  INFO(r.report);
+  CHECK(r.passed);
+  Tensor leaf = in.detach().clone().set_requires_grad();
+  sum(nn::leaky_relu(leaf, 0.05)).backward();
+  sum(nn::leaky_relu(leaf, 0.05)).backward();
+  CHECK(leaf.grad().to_vector<double>() == std::vector<double>{0.1, 0.1, 2, 2, 2, 0.1});
+}
