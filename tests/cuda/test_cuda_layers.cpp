@@ -1,0 +1,130 @@
+// Layers, optimizers and checkpoints on the GPU: the fused multi-tensor updates against the CPU,
+// checkpoints moving between devices, a module called on the wrong device, LeakyReLU's kernels.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include "core/ops.h"
+#include "core/serialize.h"
+#include "cuda/cuda_helpers.h"
+#include "kernels/leaky_relu.h"
+#include "layers/layers.h"
+#include "layers/leaky_relu.h"
+#include "optim/optimizer.h"
+
+using namespace ember;
+using namespace ember::testing;
+using Catch::Matchers::Contains;
+
+namespace {
+std::shared_ptr<nn::Sequential> mlp(std::uint64_t seed) {
+  Generator g(seed);
+  return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::Linear>(20, 16, true, &g), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::Linear>(16, 5, true, &g)});
+}
+
+template <class Opt>
+void compare_optimizer(const optim::GroupOptions& options) {
+  auto cpu_model = mlp(1), gpu_model = mlp(1);
+  gpu_model->to(kGpu);
+  Opt cpu_opt(cpu_model->parameters(), options), gpu_opt(gpu_model->parameters(), options);
+  Generator g(2);
+  for (int step = 0; step < 5; ++step) {
+    const Tensor x = uniform({8, 20}, -1, 1, {}, &g);
+    const Tensor y = randint(0, 5, {8}, {.dtype = DType::i64}, &g);
+    cpu_opt.zero_grad();
+    gpu_opt.zero_grad();
+    cross_entropy((*cpu_model)(x), y).backward();
+    cross_entropy((*gpu_model)(x.to(kGpu)), y.to(kGpu)).backward();
+    cpu_opt.step();
+    gpu_opt.step();
+  }
+  const auto cpu_params = cpu_model->parameters(), gpu_params = gpu_model->parameters();
+  for (std::size_t i = 0; i < cpu_params.size(); ++i) {
+    INFO("parameter " << i);
+    EMBER_REQUIRE_CLOSE(gpu_params[i].to_vector<float>(), cpu_params[i].to_vector<float>(), 1e-5, 1e-4);
+  }
+}
+}  // namespace
+
+TEST_CASE("the fused CUDA optimizer updates match the CPU") {
+  SECTION("SGD") { compare_optimizer<optim::SGD>({.lr = 0.1}); }
+  SECTION("SGD with momentum, weight decay, Nesterov") {
+    compare_optimizer<optim::SGD>({.lr = 0.05, .momentum = 0.9, .weight_decay = 1e-3, .nesterov = true});
+  }
+  SECTION("Adam") { compare_optimizer<optim::Adam>({.lr = 0.01, .weight_decay = 1e-2}); }
+  SECTION("AdamW") { compare_optimizer<optim::AdamW>({.lr = 0.01, .weight_decay = 1e-2}); }
+}
+
+TEST_CASE("model.to(device) moves parameters in place; the optimizer follows") {
+  auto model = mlp(3);
+  const Tensor w = model->parameters()[0];
+  optim::SGD sgd(model->parameters(), {.lr = 0.1, .momentum = 0.9});
+  sum((*model)(ones({2, 20}))).backward();
+  sgd.step();  // momentum buffers on the CPU
+  model->to(kGpu);
+  CHECK(w.device() == kGpu);  // the handle the optimizer holds moved too
+  CHECK(w.grad().device() == kGpu);
+  sgd.zero_grad();
+  sum((*model)(ones({2, 20}, {.device = kGpu}))).backward();
+  CHECK_NOTHROW(sgd.step());
+  CHECK(model->device() == kGpu);
+}
+
+TEST_CASE("a module called on an input on another device names the module") {
+  auto model = mlp(4);
+  model->to(kGpu);
+  const std::string message = testing::message_of<DeviceError>([&] { (*model)(ones({2, 20})); });
+  CHECK_THAT(message, Contains("Expected all tensors to be on the same device, but found cuda:0 and cpu "
+                               "(argument 'input' of Linear '0')"));
+  nn::CrossEntropyLoss loss;
+  CHECK_THAT(testing::message_of<DeviceError>([&] {
+               loss((*model)(ones({2, 20}, {.device = kGpu})), zeros({2}, {.dtype = DType::i64}));
+             }),
+             Contains("(argument 'target' of CrossEntropyLoss)"));
+}
+
+TEST_CASE("checkpoints load on any device, whatever device saved them") {
+  const std::string path = (std::filesystem::temp_directory_path() / "ember_cuda_ckpt.safetensors").string();
+  auto gpu_model = mlp(5);
+  gpu_model->to(kGpu);
+  nn::save(*gpu_model, path);
+  const Checkpoint on_cpu = load_safetensors(path, Device::cpu());
+  for (const auto& [name, t] : on_cpu.tensors) CHECK(t.device() == Device::cpu());
+  auto cpu_model = mlp(6);
+  nn::load(*cpu_model, path);
+  const Tensor x = uniform({3, 20}, -1, 1);
+  EMBER_REQUIRE_CLOSE((*cpu_model)(x).to_vector<float>(), (*gpu_model)(x.to(kGpu)).to_vector<float>(), 1e-5, 1e-5);
+
+  auto cpu_saved = mlp(7);
+  nn::save(*cpu_saved, path);
+  const Checkpoint on_gpu = load_safetensors(path, kGpu);
+  for (const auto& [name, t] : on_gpu.tensors) CHECK(t.device() == kGpu);
+  auto target = mlp(8);
+  target->to(kGpu);
+  nn::load(*target, path);
+  EMBER_REQUIRE_CLOSE((*target)(x.to(kGpu)).to_vector<float>(), (*cpu_saved)(x).to_vector<float>(), 1e-5, 1e-5);
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("LeakyReLU's CUDA kernels match their CPU twins") {
+  for (std::size_t n : test_sizes())
+    for (kernels::WriteMode mode : {kernels::WriteMode::overwrite, kernels::WriteMode::accumulate}) {
+      INFO("n=" << n << " mode=" << int(mode));
+      const auto x = random_floats(n, n + 1), dy = random_floats(n, n + 2), start = random_floats(n, n + 3);
+      Tensor dx = device_copy(x, 1), dout = poisoned<float>(n);
+      kernels::cuda::leaky_relu_forward(dx.raw<float>() + 1, dout.raw<float>(), n, 0.2f, gpu_stream());
+      std::vector<float> expected(n);
+      kernels::cpu::leaky_relu_forward(x.data(), expected.data(), n, 0.2f);
+      EMBER_REQUIRE_CLOSE(read_back<float>(dout), expected, 1e-7, 1e-6);
+      Tensor ddy = device_copy(dy), dgrad = mode == kernels::WriteMode::overwrite ? poisoned<float>(n) : device_copy(start);
+      kernels::cuda::leaky_relu_backward(ddy.raw<float>(), dx.raw<float>() + 1, dgrad.raw<float>(), n, 0.2f, mode,
+                                         gpu_stream());
+      std::vector<float> grad = start;
+      kernels::cpu::leaky_relu_backward(dy.data(), x.data(), grad.data(), n, 0.2f, mode);
+      EMBER_REQUIRE_CLOSE(read_back<float>(dgrad), grad, 1e-7, 1e-6);
+    }
+  const Tensor x = from_vector<float>({-1, 2}, {2});
+  CHECK(nn::leaky_relu(x.to(kGpu), 0.5).to_vector<float>() == std::vector<float>{-0.5f, 2.0f});
+}

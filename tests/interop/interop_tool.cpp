@@ -1,0 +1,44 @@
+// The ember side of the PyTorch interop test (torch_interop.py):
+//   interop_tool save-mlp PATH HIDDEN SEED            writes a seeded 784-HIDDEN-10 MLP
+//   interop_tool forward PATH HIDDEN INPUTS OUT       loads PATH, writes logits of INPUTS' "x"
+#include <cstdlib>
+#include <iostream>
+#include <string>
+
+#include "ember.h"
+
+using namespace ember;
+
+namespace {
+std::shared_ptr<nn::Sequential> mlp(std::int64_t hidden, std::uint64_t seed) {
+  Generator g(seed);
+  return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::Linear>(784, hidden, true, &g), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::Linear>(hidden, 10, true, &g)});
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const std::string command = argc > 1 ? argv[1] : "";
+    if (command == "save-mlp" && argc == 5) {
+      nn::save(*mlp(std::atoll(argv[3]), std::strtoull(argv[4], nullptr, 10)), argv[2]);
+      return 0;
+    }
+    if (command == "forward" && argc == 6) {
+      auto model = mlp(std::atoll(argv[3]), 0);
+      nn::load(*model, argv[2]);
+      const Checkpoint inputs = load_safetensors(argv[4]);
+      const Tensor* x = find_tensor(inputs.tensors, "x");
+      if (!x) throw ValueError(std::string(argv[4]) + ": no tensor 'x'");
+      NoGradGuard no_grad;
+      save_safetensors(argv[5], {{"logits", (*model)(*x)}});
+      return 0;
+    }
+    std::cerr << "usage: interop_tool save-mlp PATH HIDDEN SEED | forward PATH HIDDEN INPUTS OUT\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+}

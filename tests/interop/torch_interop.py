@@ -1,0 +1,76 @@
+"""Checkpoints move between ember and PyTorch in both directions: an ember checkpoint of
+Sequential(Linear(784,H), ReLU, Linear(H,10)) loads into torch.nn.Sequential with
+load_state_dict and gives the same logits within 1e-5, and a PyTorch state_dict saved as
+safetensors loads into ember likewise. Exits 77 (skipped) where PyTorch is missing."""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+try:
+    import numpy as np
+    import torch
+except ImportError as error:
+    print(f"torch_interop: skipped: PyTorch or numpy is not importable here ({error})")
+    sys.exit(77)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import safetensors_lite  # noqa: E402
+
+
+def torch_mlp(hidden):
+    return torch.nn.Sequential(torch.nn.Linear(784, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, 10))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tool", required=True, help="path of the interop_tool program")
+    args = parser.parse_args()
+    hidden = 32
+    failures = 0
+    with tempfile.TemporaryDirectory() as work:
+        x = np.random.default_rng(0).random((16, 784), dtype=np.float32)
+        inputs = os.path.join(work, "inputs.safetensors")
+        safetensors_lite.save(inputs, {"x": x})
+
+        # ember → PyTorch
+        ember_ckpt = os.path.join(work, "ember.safetensors")
+        subprocess.run([args.tool, "save-mlp", ember_ckpt, str(hidden), "42"], check=True)
+        state, metadata = safetensors_lite.load(ember_ckpt)
+        model = torch_mlp(hidden)
+        model.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()}, strict=True)
+        with torch.no_grad():
+            torch_logits = model(torch.from_numpy(x)).numpy()
+        ember_out = os.path.join(work, "ember_logits.safetensors")
+        subprocess.run([args.tool, "forward", ember_ckpt, str(hidden), inputs, ember_out], check=True)
+        ember_logits = safetensors_lite.load(ember_out)[0]["logits"]
+        diff = float(np.abs(torch_logits - ember_logits).max())
+        print(f"ember -> torch: metadata {sorted(metadata)}; max |logits difference| = {diff:.3g}")
+        failures += diff > 1e-5
+
+        # PyTorch → ember (the real safetensors package when it is installed)
+        torch.manual_seed(7)
+        model = torch_mlp(hidden)
+        torch_ckpt = os.path.join(work, "torch.safetensors")
+        try:
+            from safetensors.torch import save_file
+            save_file(model.state_dict(), torch_ckpt)
+            writer = "safetensors package"
+        except ImportError:
+            safetensors_lite.save(torch_ckpt, {k: v.numpy() for k, v in model.state_dict().items()})
+            writer = "safetensors_lite"
+        with torch.no_grad():
+            torch_logits = model(torch.from_numpy(x)).numpy()
+        torch_out = os.path.join(work, "torch_logits.safetensors")
+        subprocess.run([args.tool, "forward", torch_ckpt, str(hidden), inputs, torch_out], check=True)
+        ember_logits = safetensors_lite.load(torch_out)[0]["logits"]
+        diff = float(np.abs(torch_logits - ember_logits).max())
+        print(f"torch -> ember ({writer}): max |logits difference| = {diff:.3g}")
+        failures += diff > 1e-5
+    print("torch_interop:", "FAILED" if failures else "ok")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
