@@ -17,3 +17,4 @@
 #include "layers/module.h"
 #include "optim/optimizer.h"
 #include "optim/scheduler.h"
+#include "layers/models.h"

@@ -1,0 +1,17 @@
+// Training curves as an SVG picture: loss (train and validation) and accuracy per epoch.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace ember::apps {
+
+struct EpochRecord {
+  int epoch = 0;
+  double train_loss = 0, val_loss = 0, val_acc = 0;
+};
+
+// Two panels side by side, axes with ticks, one polyline per series. Written atomically.
+void write_svg_plot(const std::string& path, const std::vector<EpochRecord>& epochs, const std::string& title);
+
+}  // namespace ember::apps

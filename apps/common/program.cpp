@@ -1,0 +1,37 @@
+// Exception-to-exit-code mapping for the programs.
+#include "apps/common/program.h"
+
+#include <cstdio>
+
+#include "core/error.h"
+
+namespace ember::apps {
+
+int run_program(const std::function<int()>& body) {
+  auto report = [](const std::exception& e, int code) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return code;
+  };
+  try {
+    return body();
+  } catch (const UsageError& e) {
+    return report(e, 2);
+  } catch (const ValueError& e) {
+    return report(e, 2);
+  } catch (const DeviceError& e) {
+    return report(e, 2);
+  } catch (const IoError& e) {
+    return report(e, 2);
+  } catch (const FormatError& e) {
+    return report(e, 2);
+  } catch (const ShapeError& e) {
+    return report(e, 2);
+  } catch (const DTypeError& e) {
+    return report(e, 2);
+  } catch (const std::exception& e) {
+    return report(e, 1);
+  }
+}
+
+}  // namespace ember::apps

@@ -1,0 +1,58 @@
+// The MLP builder and its inverse.
+#include "layers/models.h"
+
+#include <map>
+
+#include "core/error.h"
+
+namespace ember::nn {
+
+std::shared_ptr<Sequential> mlp(std::int64_t in_features, const std::vector<std::int64_t>& hidden,
+                                std::int64_t out_features, Generator* generator) {
+  auto model = std::make_shared<Sequential>();
+  std::int64_t width = in_features;
+  for (std::int64_t h : hidden) {
+    model->append(std::make_shared<Linear>(width, h, true, generator));
+    model->append(std::make_shared<ReLU>());
+    width = h;
+  }
+  model->append(std::make_shared<Linear>(width, out_features, true, generator));
+  return model;
+}
+
+MlpShape mlp_shape_of(const StateDict& state, const std::string& name) {
+  std::map<int, Shape> weights;  // layer index → weight shape
+  for (const auto& [key, tensor] : state) {
+    if (key.rfind("optimizer.", 0) == 0) continue;
+    const std::size_t dot = key.find('.');
+    const std::string index = key.substr(0, dot), field = dot == std::string::npos ? "" : key.substr(dot + 1);
+    const bool numeric = !index.empty() && index.size() < 6 && index.find_first_not_of("0123456789") == std::string::npos;
+    if (!numeric || (field != "weight" && field != "bias"))
+      throw FormatError(detail::concat(name, ": not an MLP checkpoint: unexpected tensor '", key,
+                                       "' (expected 0.weight, 0.bias, 2.weight, ...)"));
+    if (field == "weight") {
+      if (tensor.dim() != 2)
+        throw FormatError(detail::concat(name, ": '", key, "' should be a matrix, it has shape ", shape_str(tensor.shape())));
+      weights[std::stoi(index)] = tensor.shape();
+    }
+  }
+  if (weights.empty()) throw FormatError(detail::concat(name, ": not an MLP checkpoint: no layer weights"));
+  MlpShape shape;
+  int expected_index = 0;
+  std::int64_t width = -1;
+  for (const auto& [index, w] : weights) {
+    if (index != expected_index)
+      throw FormatError(detail::concat(name, ": not an MLP checkpoint: layer ", index, " where ", expected_index,
+                                       " was expected (Linear layers at 0, 2, 4, ... with ReLU between)"));
+    if (width < 0) shape.in_features = w[1];
+    else if (w[1] != width)
+      throw FormatError(detail::concat(name, ": layer ", index, " takes ", w[1], " inputs but the previous one gives ", width));
+    if (index > 0) shape.hidden.push_back(width);
+    width = w[0];
+    expected_index += 2;
+  }
+  shape.out_features = width;
+  return shape;
+}
+
+}  // namespace ember::nn

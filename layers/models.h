@@ -1,0 +1,31 @@
+// Ready-made models: the tutorials' multi-layer perceptron, and recovering its architecture from
+// a checkpoint's tensor shapes (so a model saved by ember or exported from PyTorch can be rebuilt
+// without knowing its sizes in advance).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/random.h"
+#include "core/serialize.h"
+#include "layers/layers.h"
+
+namespace ember::nn {
+
+// Sequential(Linear(in, h1), ReLU, Linear(h1, h2), ReLU, ..., Linear(hk, out)); with no hidden
+// sizes, a single Linear(in, out). Parameters are named 0.weight, 0.bias, 2.weight, ... as in
+// PyTorch's nn.Sequential of the same layers.
+std::shared_ptr<Sequential> mlp(std::int64_t in_features, const std::vector<std::int64_t>& hidden,
+                                std::int64_t out_features, Generator* generator = nullptr);
+
+struct MlpShape {
+  std::int64_t in_features = 0, out_features = 0;
+  std::vector<std::int64_t> hidden;
+};
+
+// The MLP whose state dict this is (keys "<i>.weight"/"<i>.bias" with i = 0, 2, 4, ...), or a
+// FormatError saying why it is not one. Keys under "optimizer." are ignored.
+MlpShape mlp_shape_of(const StateDict& state, const std::string& name);
+
+}  // namespace ember::nn
