@@ -17,7 +17,10 @@ namespace ember::apps {
 namespace {
 
 constexpr int kSide = 28, kBox = 20;
-constexpr std::uint8_t kInkThreshold = 40;  // on 0..255 after inversion: lighter than paper noise
+// Ink is what stands above the background by more than this share of the darkest stroke: low
+// enough to keep a digit's anti-aliased rim (MNIST's own samples come back unchanged), high
+// enough to ignore the grain of scanned paper.
+constexpr double kInkShare = 0.05;
 
 // Resamples src (w×h) to (ow×oh) with a box filter: each output pixel is the area-weighted mean of
 // the source pixels it covers. Right for shrinking a photo and for enlarging a small crop alike.
@@ -75,14 +78,28 @@ std::array<std::uint8_t, 784> to_mnist_digit(const GrayImage& image) {
     border_count += 2;
   }
   const bool invert = border / border_count > 127;
+  // Ink on a zero background: invert if needed, subtract the paper's level (the median of the
+  // border), and stretch the strongest stroke to 255.
+  std::vector<std::uint8_t> edge;
+  for (int x = 0; x < w; ++x) edge.insert(edge.end(), {image.pixels[static_cast<std::size_t>(x)], image.pixels[static_cast<std::size_t>((h - 1) * w + x)]});
+  for (int y = 0; y < h; ++y) edge.insert(edge.end(), {image.pixels[static_cast<std::size_t>(y * w)], image.pixels[static_cast<std::size_t>(y * w + w - 1)]});
+  std::nth_element(edge.begin(), edge.begin() + static_cast<std::ptrdiff_t>(edge.size() / 2), edge.end());
+  const double paper = invert ? 255.0 - edge[edge.size() / 2] : edge[edge.size() / 2];
   std::vector<float> ink(image.pixels.size());
+  float strongest = 0;
+  for (std::size_t i = 0; i < ink.size(); ++i) {
+    const double v = invert ? 255.0 - image.pixels[i] : image.pixels[i];
+    ink[i] = static_cast<float>(std::max(0.0, v - paper));
+    strongest = std::max(strongest, ink[i]);
+  }
+  if (strongest <= 0) throw ValueError("no digit found: the image is blank");
+  const float stretch = 255.0f / strongest, threshold = static_cast<float>(kInkShare * 255.0);
   int x0 = w, y0 = h, x1 = -1, y1 = -1;
   for (int y = 0; y < h; ++y)
     for (int x = 0; x < w; ++x) {
-      const std::uint8_t p = image.pixels[static_cast<std::size_t>(y * w + x)];
-      const std::uint8_t v = invert ? static_cast<std::uint8_t>(255 - p) : p;
-      ink[static_cast<std::size_t>(y * w + x)] = v;
-      if (v > kInkThreshold) {
+      float& v = ink[static_cast<std::size_t>(y * w + x)];
+      v *= stretch;
+      if (v > threshold) {
         x0 = std::min(x0, x);
         y0 = std::min(y0, y);
         x1 = std::max(x1, x);
@@ -100,14 +117,15 @@ std::array<std::uint8_t, 784> to_mnist_digit(const GrayImage& image) {
   const int ow = std::clamp(static_cast<int>(std::lround(cw * scale)), 1, kBox);
   const int oh = std::clamp(static_cast<int>(std::lround(ch * scale)), 1, kBox);
   const std::vector<float> fitted = resample(crop, cw, ch, ow, oh);
-  // Centre of mass of the fitted digit, placed at the centre of the 28×28 field.
+  // Centre of mass of the fitted digit, in pixel indices, moved to index 14 of the 28×28 field
+  // (MNIST's own convention: its samples' centres of mass lie within half a pixel of (14, 14)).
   double mass = 0, mx = 0, my = 0;
   for (int y = 0; y < oh; ++y)
     for (int x = 0; x < ow; ++x) {
       const double v = fitted[static_cast<std::size_t>(y * ow + x)];
       mass += v;
-      mx += v * (x + 0.5);
-      my += v * (y + 0.5);
+      mx += v * x;
+      my += v * y;
     }
   const int left = std::clamp(static_cast<int>(std::lround(kSide / 2.0 - mx / mass)), 0, kSide - ow);
   const int top = std::clamp(static_cast<int>(std::lround(kSide / 2.0 - my / mass)), 0, kSide - oh);

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# mnist_train and mnist_predict from the outside: bad input gets "error: ..." naming the option or
+# file, exit code 2, and nothing written; a resumed run equals an uninterrupted one bit for bit; one
+# seed gives one run; a non-finite loss stops training and keeps the last good checkpoint.
+#   cli_tests.sh MNIST_TRAIN MNIST_PREDICT MNIST_DIR WORK_DIR
+set -u
+train=$1 predict=$2 mnist=$3 work=$4
+if [ ! -f "$mnist/train-images-idx3-ubyte.gz" ]; then
+  echo "cli_tests: skipped: no MNIST files in $mnist"
+  exit 77
+fi
+rm -rf "$work" && mkdir -p "$work"
+failures=0
+pass() { echo "ok   $1"; }
+fail() { echo "FAIL $1"; failures=$((failures + 1)); }
+
+# expect CODE PATTERN DESCRIPTION -- COMMAND...: exit code CODE and PATTERN on stderr.
+expect() {
+  local code=$1 pattern=$2 what=$3
+  shift 4
+  "$@" >"$work/out.txt" 2>"$work/err.txt"
+  local got=$?
+  if [ $got -ne "$code" ]; then fail "$what: exit $got, expected $code ($(head -c 300 "$work/err.txt"))"; return; fi
+  if [ -n "$pattern" ] && ! grep -q -- "$pattern" "$work/err.txt"; then
+    fail "$what: stderr lacks '$pattern': $(head -c 300 "$work/err.txt")"
+    return
+  fi
+  pass "$what"
+}
+
+quick=(--epochs 1 --workers 0 --hidden 16)
+save="$work/should-not-exist.safetensors" log="$work/should-not-exist.jsonl"
+
+# ---- bad input: exit 2, a message naming the problem, nothing written -------------------------
+expect 2 "looked for train-images-idx3-ubyte and train-images-idx3-ubyte.gz" "missing data folder" -- \
+  "$train" --data "$work/no-such-folder" --save "$save" --json-log "$log"
+grep -q "scripts/fetch_mnist.sh" "$work/err.txt" && pass "missing data: says how to get the files" || fail "missing data: no hint"
+mkdir -p "$work/broken"
+cp "$mnist"/*labels* "$mnist"/t10k-images* "$work/broken/"
+head -c 100000 "$mnist/train-images-idx3-ubyte.gz" >"$work/broken/train-images-idx3-ubyte.gz"
+expect 2 "train-images-idx3-ubyte.gz: not a valid IDX file: corrupt gzip stream" "truncated data file" -- \
+  "$train" --data "$work/broken" --save "$save"
+expect 2 "invalid device 'tpu'" "unknown device" -- "$train" --data "$mnist" --device tpu --save "$save"
+expect 2 "epochs" "zero epochs" -- "$train" --data "$mnist" --epochs 0 --save "$save"
+expect 2 "batch-size" "zero batch size" -- "$train" --data "$mnist" --batch-size 0 --save "$save"
+expect 2 "--lr must be a positive number" "zero learning rate" -- "$train" --data "$mnist" --lr 0 --save "$save"
+expect 2 "--lr must be a positive number" "negative learning rate" -- "$train" --data "$mnist" --lr -0.5 --save "$save"
+expect 2 "--hidden 32,0" "zero layer width" -- "$train" --data "$mnist" --hidden 32,0 --save "$save"
+expect 2 "--val-size 10000" "validation split too large" -- "$train" --data "$mnist" --val-size 10000 --save "$save"
+expect 2 "--init .*no such checkpoint file" "missing --init file" -- "$train" --data "$mnist" --init "$work/none.safetensors" --save "$save"
+echo "not a checkpoint" >"$work/garbage.safetensors"
+expect 2 "--resume .*not a valid safetensors checkpoint" "corrupt --resume file" -- \
+  "$train" --data "$mnist" --resume "$work/garbage.safetensors" --save "$save"
+"$train" --data "$mnist" "${quick[@]}" --save "$work/h16.safetensors" >/dev/null || fail "training a small model"
+expect 2 "size mismatch for 0.weight" "--init of another architecture" -- \
+  "$train" --data "$mnist" --hidden 32 --init "$work/h16.safetensors" --save "$save"
+expect 2 "size mismatch for 0.weight" "--resume of another architecture" -- \
+  "$train" --data "$mnist" --hidden 64 --resume "$work/h16.safetensors" --save "$save" --epochs 2
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi >/dev/null 2>&1; then :; else
+  expect 2 "--device cuda: cannot use cuda:0" "CUDA asked for where there is none" -- \
+    "$train" --data "$mnist" --device cuda --save "$save"
+fi
+[ ! -e "$save" ] && [ ! -e "$log" ] && pass "nothing written on bad input" || fail "a file was written on bad input"
+ls "$work"/.*.tmp.* >/dev/null 2>&1 && fail "temporary files left behind" || pass "no temporary files left behind"
+
+# ---- mnist_predict -----------------------------------------------------------------------------
+expect 2 "--model is required" "predict without --model" -- "$predict" "$work/x.png"
+expect 2 "--model .*not a valid safetensors checkpoint" "predict with a corrupt model" -- \
+  "$predict" --model "$work/garbage.safetensors" "$work/x.png"
+printf 'P5\n2 2\n255\n\x00\xff\xff\x00' >"$work/good.pgm"
+printf '\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDRtruncated' >"$work/corrupt.png"
+expect 2 "corrupt.png: cannot read the image" "a corrupt image among good ones" -- \
+  "$predict" --model "$work/h16.safetensors" "$work/corrupt.png" "$work/good.pgm"
+grep -q "good.pgm: " "$work/out.txt" && pass "the other images are still classified" || fail "good image not classified"
+expect 0 "" "predict --help" -- "$predict" --help
+
+# ---- --help documents every option -------------------------------------------------------------
+"$train" --help >"$work/help.txt"
+missing=""
+for option in --data --device --model --hidden --epochs --batch-size --eval-batch-size --lr --optimizer --momentum \
+  --weight-decay --seed --no-shuffle --workers --threads --val-size --normalize --json-log --save --resume --init --plot; do
+  grep -q -- "$option" "$work/help.txt" || missing="$missing $option"
+done
+[ -z "$missing" ] && pass "--help documents every option" || fail "--help lacks:$missing"
+
+# ---- resume: 2 epochs + --resume for 2 more equals 4 uninterrupted epochs, bit for bit ----------
+common=(--data "$mnist" --hidden 32 --workers 2 --momentum 0.9 --lr 0.1)
+"$train" "${common[@]}" --epochs 4 --save "$work/straight.safetensors" --json-log "$work/run1.jsonl" >/dev/null &&
+  "$train" "${common[@]}" --epochs 2 --save "$work/half.safetensors" >/dev/null &&
+  "$train" "${common[@]}" --epochs 4 --resume "$work/half.safetensors" --save "$work/resumed.safetensors" >/dev/null ||
+  fail "resume runs"
+cmp -s "$work/straight.safetensors" "$work/resumed.safetensors" && pass "resume after epoch 2 gives bit-identical weights" ||
+  fail "resumed run differs from the uninterrupted one"
+
+# ---- one seed, one run: the per-epoch figures repeat exactly ------------------------------------
+"$train" "${common[@]}" --epochs 4 --json-log "$work/run2.jsonl" >/dev/null || fail "second run"
+figures() { grep -o '"\(train_loss\|val_loss\|val_acc\|test_loss\|test_acc\)":[^,}]*' "$1"; }
+[ -n "$(figures "$work/run1.jsonl")" ] && [ "$(figures "$work/run1.jsonl")" = "$(figures "$work/run2.jsonl")" ] &&
+  pass "same seed, same per-epoch figures" || fail "per-epoch figures differ between identical runs"
+
+# ---- a non-finite loss stops training, names the epoch and step, keeps the last good checkpoint -
+cp "$work/h16.safetensors" "$work/good.safetensors"
+expect 1 "non-finite training loss .* in epoch 1, step" "non-finite loss" -- \
+  "$train" --data "$mnist" --hidden 16 --workers 0 --epochs 3 --lr 1e30 --resume "$work/good.safetensors" \
+  --save "$work/good.safetensors"
+grep -q "the last good checkpoint is" "$work/err.txt" && pass "the message points at the last good checkpoint" ||
+  fail "no checkpoint hint"
+cmp -s "$work/h16.safetensors" "$work/good.safetensors" && pass "the last good checkpoint is intact" ||
+  fail "the checkpoint was overwritten"
+
+echo "cli_tests: $failures failure(s)"
+[ $failures -eq 0 ]
