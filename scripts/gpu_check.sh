@@ -16,7 +16,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
 # name:budget-seconds, in order
-all_sections=(facts:30 build:240 test:150 sanitize:150)
+# The budgets add up to 6 minutes.
+all_sections=(facts:10 build:150 test:80 sanitize:60 train:40 loader:20)
 dry_run=0
 only=""
 while [ $# -gt 0 ]; do
@@ -187,11 +188,46 @@ section_sanitize() {
   return $rc
 }
 
+# ---- train -------------------------------------------------------------------------------------
+# MNIST on the GPU and on the CPU with the same settings: the accuracies must agree within a point.
+section_train() {
+  local budget=$1
+  [ -f "$MNIST_DIR/train-images-idx3-ubyte.gz" ] || { NOTE="no MNIST files in $MNIST_DIR"; return 3; }
+  local args=(--data "$MNIST_DIR" --epochs 10 --lr 0.1 --val-size 0 --hidden 32)
+  : >"$out/train.log"
+  local dev
+  for dev in cuda cpu; do
+    echo "== mnist_train --device $dev" >>"$out/train.log"
+    timeout $((budget / 2)) "$build/apps/mnist_train" "${args[@]}" --device "$dev" --json-log "$out/train-$dev.jsonl" \
+      >>"$out/train.log" 2>&1 || { NOTE="mnist_train --device $dev failed"; tail -5 "$out/train.log"; return 1; }
+  done
+  grep -E "^(== |Epoch \[9\]|test_)" "$out/train.log"
+  local acc_gpu acc_cpu ips_gpu ips_cpu
+  acc_gpu=$(grep -o '"test_acc":[0-9.]*' "$out/train-cuda.jsonl" | cut -d: -f2)
+  acc_cpu=$(grep -o '"test_acc":[0-9.]*' "$out/train-cpu.jsonl" | cut -d: -f2)
+  ips_gpu=$(grep -o '"images_per_s":[0-9.]*' "$out/train-cuda.jsonl" | tail -1 | cut -d: -f2)
+  ips_cpu=$(grep -o '"images_per_s":[0-9.]*' "$out/train-cpu.jsonl" | tail -1 | cut -d: -f2)
+  rm -f "$out/train-cuda.jsonl" "$out/train-cpu.jsonl"
+  NOTE="test accuracy cuda $acc_gpu, cpu $acc_cpu; images/s cuda ${ips_gpu%.*}, cpu ${ips_cpu%.*}"
+  awk -v a="$acc_gpu" -v b="$acc_cpu" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.01) }'
+}
+
+# ---- loader ------------------------------------------------------------------------------------
+section_loader() {
+  local budget=$1
+  [ -f "$MNIST_DIR/train-images-idx3-ubyte.gz" ] || { NOTE="no MNIST files in $MNIST_DIR"; return 3; }
+  timeout "$budget" "$build/apps/bench_loader" --data "$MNIST_DIR" --device cuda --epochs 5 >"$out/loader.log" 2>&1
+  local rc=$?
+  cat "$out/loader.log"
+  NOTE=$(grep "copy hidden" "$out/loader.log" | tr -s ' ' | cut -c1-120)
+  return $rc
+}
+
 # ---- main --------------------------------------------------------------------------------------
 if [ $dry_run = 1 ]; then
   log "dry run: unpack .deps, configure and build as the GPU machine will; nothing runs on a GPU"
   wanted build || { echo "gpu_check: --dry-run needs the build section" >&2; exit 2; }
-  run_section facts 30
+  run_section facts 10
   run_section build 1800  # two CI cores build far slower than the GPU machine's
 else
   for entry in "${all_sections[@]}"; do
