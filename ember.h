@@ -18,3 +18,6 @@
 #include "optim/optimizer.h"
 #include "optim/scheduler.h"
 #include "layers/models.h"
+#include "data/dataset.h"
+#include "data/idx.h"
+#include "data/loader.h"
