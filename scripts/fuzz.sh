@@ -22,6 +22,6 @@ start=$(date +%s)
 echo "fuzz: $runs runs in $(($(date +%s) - start)) s"
 # Keep a minimal set of inputs that covers everything the fuzzer reached.
 rm -rf "$kept.new" && mkdir -p "$kept.new"
-"$build/tests/fuzz_$target" -merge=1 "$kept.new" "$work" 2>&1 | tail -2
+"$build/tests/fuzz_$target" -set_cover_merge=1 "$kept.new" "$work" 2>&1 | tail -2
 rm -rf "$kept" && mv "$kept.new" "$kept"
 echo "fuzz: kept $(ls "$kept" | wc -l) inputs in $kept ($(du -sh "$kept" | cut -f1))"
