@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <unordered_map>
+#include <vector>
 
 #include "core/config.h"
 #include "core/cuda.h"
@@ -56,11 +58,89 @@ Counters& counters(Device device, MemoryKind kind) {
   return g_device[static_cast<std::size_t>(device.index)];
 }
 
-void* allocate_pageable(std::size_t bytes) {
-  const std::size_t rounded = (bytes + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
-  void* p = std::aligned_alloc(kHostAlignment, rounded);
-  if (!p) throw Error(detail::concat("out of host memory allocating ", bytes, " bytes"));
-  return p;
+// Host memory goes through a cache of freed blocks, by size class, so that a training step's
+// tensors reuse the blocks the previous step freed instead of calling the system allocator.
+// Size classes: multiples of 64 bytes up to 4 KiB, then four classes per power of two (at most
+// 25% waste), so a smaller last batch still finds a block.
+class HostCache {
+ public:
+  static std::size_t size_class(std::size_t bytes) {
+    if (bytes <= 4096) return (bytes + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
+    std::size_t octave = 4096;
+    while (octave * 2 < bytes) octave *= 2;
+    const std::size_t step = octave / 4;
+    return (bytes + step - 1) / step * step;
+  }
+
+  void* take(std::size_t size) {
+    {
+      std::lock_guard lock(mutex_);
+      auto it = free_.find(size);
+      if (it != free_.end() && !it->second.empty()) {
+        void* p = it->second.back();
+        it->second.pop_back();
+        cached_ -= size;
+        return p;
+      }
+    }
+    void* p = std::aligned_alloc(kHostAlignment, size);
+    if (!p) {
+      release_all();  // cached blocks may be what stands in the way
+      p = std::aligned_alloc(kHostAlignment, size);
+    }
+    if (!p) throw Error(detail::concat("out of host memory allocating ", size, " bytes"));
+    system_allocations_.fetch_add(1);
+    reserved_.fetch_add(size);
+    return p;
+  }
+
+  void give_back(void* p, std::size_t size) {
+    std::lock_guard lock(mutex_);
+    if (!kCaching || cached_ + size > kMaxCachedBytes) {
+      std::free(p);
+      reserved_.fetch_sub(size);
+      return;
+    }
+    free_[size].push_back(p);
+    cached_ += size;
+  }
+
+  void release_all() {
+    std::lock_guard lock(mutex_);
+    for (auto& [size, blocks] : free_) {
+      for (void* p : blocks) std::free(p);
+      reserved_.fetch_sub(size * blocks.size());
+      blocks.clear();
+    }
+    cached_ = 0;
+  }
+
+  static bool caching() { return kCaching; }
+  std::size_t system_allocations() const { return system_allocations_.load(); }
+  std::size_t reserved() const { return reserved_.load(); }
+  std::size_t cached() const {
+    std::lock_guard lock(mutex_);
+    return cached_;
+  }
+
+ private:
+  static constexpr std::size_t kMaxCachedBytes = std::size_t{1} << 30;  // beyond this, frees go to the system
+#if defined(__SANITIZE_ADDRESS__)
+  // Under AddressSanitizer every block goes back to the system, so a use after free is caught.
+  static constexpr bool kCaching = false;
+#else
+  static constexpr bool kCaching = true;
+#endif
+  mutable std::mutex mutex_;
+  std::unordered_map<std::size_t, std::vector<void*>> free_;
+  std::size_t cached_ = 0;
+  std::atomic<std::size_t> system_allocations_{0}, reserved_{0};
+};
+
+// Never destroyed: tensors with static storage duration may free into it during exit.
+HostCache& host_cache() {
+  static HostCache* cache = new HostCache();
+  return *cache;
 }
 
 #if EMBER_WITH_CUDA
@@ -111,7 +191,13 @@ const char* memory_kind_name(MemoryKind kind) {
 }
 
 MemoryStats memory_stats(Device device) {
-  if (device.is_cpu()) return g_pageable.snapshot();
+  if (device.is_cpu()) {
+    MemoryStats s = g_pageable.snapshot();
+    s.system_allocations = host_cache().system_allocations();
+    s.reserved_bytes = host_cache().reserved();
+    s.cached_bytes = host_cache().cached();
+    return s;
+  }
   require_usable(device);
   MemoryStats s = g_device[static_cast<std::size_t>(device.index)].snapshot();
 #if EMBER_WITH_CUDA
@@ -127,6 +213,9 @@ void reset_peak_memory_stats(Device device) {
   Counters& c = counters(device, device.is_cpu() ? MemoryKind::pageable : MemoryKind::device);
   c.peak.store(c.in_use.load());
 }
+
+void empty_host_cache() { host_cache().release_all(); }
+bool host_cache_enabled() { return HostCache::caching(); }
 
 namespace cuda {
 void empty_cache(Device device) {
@@ -155,7 +244,7 @@ Storage::Storage(std::size_t bytes, Device device, MemoryKind kind) : bytes_(byt
   }
   if (bytes_ == 0) return;
   switch (kind_) {
-    case MemoryKind::pageable: data_ = allocate_pageable(bytes_); break;
+    case MemoryKind::pageable: data_ = host_cache().take(HostCache::size_class(bytes_)); break;
     case MemoryKind::pinned:
 #if EMBER_WITH_CUDA
       CUDA_CHECK(cudaHostAlloc(&data_, bytes_, cudaHostAllocPortable));
@@ -178,7 +267,7 @@ Storage::Storage(std::size_t bytes, Device device, MemoryKind kind) : bytes_(byt
 void Storage::release() noexcept {
   if (!data_) return;
   switch (kind_) {
-    case MemoryKind::pageable: std::free(data_); break;
+    case MemoryKind::pageable: host_cache().give_back(data_, HostCache::size_class(bytes_)); break;
     case MemoryKind::pinned:
 #if EMBER_WITH_CUDA
       CUDA_CHECK_NOTHROW(cudaFreeHost(data_));

@@ -24,8 +24,13 @@ struct MemoryStats {
   std::size_t peak_bytes_in_use = 0;  // since start or the last reset_peak_memory_stats
   std::size_t allocations = 0;        // storages allocated (zero-byte ones are not counted)
   std::size_t frees = 0;
-  std::size_t reserved_bytes = 0;       // device only: memory the pool holds, cached free blocks included
+  std::size_t reserved_bytes = 0;       // memory held from the system, cached free blocks included
   std::size_t peak_reserved_bytes = 0;  // device only
+  // Host: blocks obtained from the system allocator (a steady-state training step adds none: its
+  // tensors reuse blocks freed by the step before). Device: the pool's own growth is in
+  // reserved_bytes.
+  std::size_t system_allocations = 0;
+  std::size_t cached_bytes = 0;  // host: freed blocks kept for reuse
 };
 
 // Statistics of one place: Device::cpu() is pageable host memory, cuda:N that device's pool.
@@ -37,6 +42,11 @@ namespace cuda {
 // Returns the pool's cached free memory to the driver (waits for the device first).
 void empty_cache(Device device);
 }
+// Returns the host cache's free blocks to the system.
+void empty_host_cache();
+// False in AddressSanitizer builds, where every block goes back to the system at once so that a
+// use after free is caught.
+bool host_cache_enabled();
 
 // Move-only owner of one allocation. Tensors share a Storage through a shared_ptr.
 class Storage {
