@@ -38,6 +38,9 @@ Tensor relu(const Tensor& input);
 // [out, in], PyTorch's layout) + bias [out] → [..., out]; bias may be undefined.
 Tensor matmul(const Tensor& input, const Tensor& other);
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor());
+// relu(linear(input, weight, bias)) fused: the bias and the ReLU in one pass after the GEMM, and
+// one node in the graph whose backward applies the mask and sums the bias gradient in one pass.
+Tensor linear_relu(const Tensor& input, const Tensor& weight, const Tensor& bias);
 Tensor transpose(const Tensor& input);  // swaps the last two dims (a copy)
 
 // Shapes.

@@ -3,6 +3,7 @@
 #include "core/autograd.h"
 #include "core/op_helpers.h"
 #include "core/ops.h"
+#include "kernels/bias_activation.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 #include "kernels/layout.h"
@@ -86,23 +87,37 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
-  detail::check_defined("linear", {"input", input});
-  detail::check_defined("linear", {"weight", weight});
-  detail::check_same_device("linear", {{"input", input}, {"weight", weight}, {"bias", bias}});
-  detail::check_same_dtype("linear", {"input", input}, {"weight", weight});
-  detail::check_floating("linear", {"input", input});
-  detail::check_dim("linear", {"weight", weight}, 2);
-  EMBER_CHECK(input.dim() >= 1 && input.shape().back() == weight.shape()[1], ShapeError, "linear: 'input' of shape ",
+namespace {
+
+// The checks linear and linear_relu share; returns the number of rows of the flattened input.
+std::int64_t check_linear(const char* op, const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  detail::check_defined(op, {"input", input});
+  detail::check_defined(op, {"weight", weight});
+  detail::check_same_device(op, {{"input", input}, {"weight", weight}, {"bias", bias}});
+  detail::check_same_dtype(op, {"input", input}, {"weight", weight});
+  detail::check_floating(op, {"input", input});
+  detail::check_dim(op, {"weight", weight}, 2);
+  EMBER_CHECK(input.dim() >= 1 && input.shape().back() == weight.shape()[1], ShapeError, op, ": 'input' of shape ",
               shape_str(input.shape()), " does not match 'weight' of shape ", shape_str(weight.shape()),
               " (expected input's last dim to be ", weight.shape()[1], ")");
   if (bias.defined()) {
-    detail::check_same_dtype("linear", {"input", input}, {"bias", bias});
-    EMBER_CHECK(bias.dim() == 1 && bias.shape()[0] == weight.shape()[0], ShapeError, "linear: 'bias' must have shape [",
+    detail::check_same_dtype(op, {"input", input}, {"bias", bias});
+    EMBER_CHECK(bias.dim() == 1 && bias.shape()[0] == weight.shape()[0], ShapeError, op, ": 'bias' must have shape [",
                 weight.shape()[0], "], but it has shape ", shape_str(bias.shape()));
   }
+  return numel_of(Shape(input.shape().begin(), input.shape().end() - 1));
+}
+
+Shape with_last(Shape shape, std::int64_t last) {
+  shape.back() = last;
+  return shape;
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  const std::int64_t rows = check_linear("linear", input, weight, bias);
   const std::int64_t in = weight.shape()[1], out_features = weight.shape()[0];
-  const std::int64_t rows = numel_of(Shape(input.shape().begin(), input.shape().end() - 1));
   const Tensor x2 = input.detach().reshape({rows, in});
   Tensor y;
   if (bias.defined()) {
@@ -111,18 +126,73 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   } else {
     y = gemm(Transpose::no, Transpose::yes, x2, weight);
   }
-  Shape out_shape = input.shape();
-  out_shape.back() = out_features;
-  y = y.reshape(out_shape);
+  if (input.dim() != 2) y = y.reshape(with_last(input.shape(), out_features));
   if (autograd::needs_recording({&input, &weight, &bias})) {
     autograd::record(y, "linear", {&input, &weight, &bias},
                      [x_saved = x2, w_saved = weight.detach(), in_shape = input.shape()](const Tensor& g,
                                                                                          NeedsGrad needs) {
-                       const Tensor g2 = g.reshape({x_saved.shape()[0], w_saved.shape()[0]});
+                       const Tensor g2 = g.dim() == 2 ? g : g.reshape({x_saved.shape()[0], w_saved.shape()[0]});
                        Gradients grads(3);
-                       if (needs[0]) grads[0] = gemm(Transpose::no, Transpose::no, g2, w_saved).reshape(in_shape);
+                       if (needs[0]) {
+                         grads[0] = gemm(Transpose::no, Transpose::no, g2, w_saved);
+                         if (in_shape.size() != 2) grads[0] = grads[0].reshape(in_shape);
+                       }
                        if (needs[1]) grads[1] = gemm(Transpose::yes, Transpose::no, g2, x_saved);  // gᵀ·x
                        if (needs[2]) grads[2] = sum(g2, {0});
+                       return grads;
+                     });
+  }
+  return y;
+}
+
+Tensor linear_relu(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  EMBER_CHECK(bias.defined(), ValueError, "linear_relu: needs a bias (use relu(linear(x, w)) without one)");
+  const std::int64_t rows = check_linear("linear_relu", input, weight, bias);
+  const std::int64_t in = weight.shape()[1], out_features = weight.shape()[0];
+  const Tensor x2 = input.detach().reshape({rows, in});
+  // y = max(0, x·Wᵀ + b): the GEMM, then bias and ReLU in one pass over its output.
+  Tensor y = gemm(Transpose::no, Transpose::yes, x2, weight);
+  const auto r = static_cast<std::size_t>(rows), c = static_cast<std::size_t>(out_features);
+  if (y.is_cuda()) {
+    EMBER_CUDA_ONLY(detail::CudaScope scope(y.device());
+                    kernels::cuda::bias_relu_forward(y.raw<float>(), bias.raw<float>(), r, c, scope.stream()));
+  } else {
+    detail::visit_floating(y.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      kernels::cpu::bias_relu_forward<T>(y.raw<T>(), bias.raw<T>(), r, c);
+    });
+  }
+  const Tensor y2 = y.detach();
+  if (input.dim() != 2) y = y.reshape(with_last(input.shape(), out_features));
+  if (autograd::needs_recording({&input, &weight, &bias})) {
+    autograd::record(y, "linear_relu", {&input, &weight, &bias},
+                     [x_saved = x2, w_saved = weight.detach(), y_saved = y2, in_shape = input.shape()](
+                         const Tensor& g, NeedsGrad needs) {
+                       const std::size_t rows = static_cast<std::size_t>(x_saved.shape()[0]);
+                       const std::size_t cols = static_cast<std::size_t>(w_saved.shape()[0]);
+                       const Tensor g2 = g.dim() == 2 ? g : g.reshape({x_saved.shape()[0], w_saved.shape()[0]});
+                       // The ReLU mask and the bias gradient in one pass.
+                       Tensor masked = detail::new_empty(g, {x_saved.shape()[0], w_saved.shape()[0]});
+                       Tensor dbias = detail::new_empty(g, {w_saved.shape()[0]});
+                       if (g.is_cuda()) {
+                         EMBER_CUDA_ONLY(detail::CudaScope scope(g.device());
+                                         kernels::cuda::bias_relu_backward(g2.raw<float>(), y_saved.raw<float>(),
+                                                                           masked.raw<float>(), dbias.raw<float>(),
+                                                                           rows, cols, scope.stream()));
+                       } else {
+                         detail::visit_floating(g.dtype(), [&](auto zero) {
+                           using T = decltype(zero);
+                           kernels::cpu::bias_relu_backward<T>(g2.raw<T>(), y_saved.raw<T>(), masked.raw<T>(),
+                                                               dbias.raw<T>(), rows, cols);
+                         });
+                       }
+                       Gradients grads(3);
+                       if (needs[0]) {
+                         grads[0] = gemm(Transpose::no, Transpose::no, masked, w_saved);
+                         if (in_shape.size() != 2) grads[0] = grads[0].reshape(in_shape);
+                       }
+                       if (needs[1]) grads[1] = gemm(Transpose::yes, Transpose::no, masked, x_saved);
+                       if (needs[2]) grads[2] = dbias;
                        return grads;
                      });
   }

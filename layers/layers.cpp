@@ -1,7 +1,9 @@
 // The built-in layers.
 #include "layers/layers.h"
 
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
 
 #include "core/op_helpers.h"
@@ -20,6 +22,24 @@ Linear::Linear(std::int64_t in_features, std::int64_t out_features, bool bias, G
 }
 
 Tensor Linear::forward(const Tensor& input) { return linear(input, weight_, bias_); }
+
+Tensor Linear::forward_relu(const Tensor& input) {
+  check_input_device(input);
+  return bias_.defined() ? linear_relu(input, weight_, bias_) : relu(linear(input, weight_));
+}
+
+namespace {
+std::atomic<bool>& fusion_flag() {
+  static std::atomic<bool> flag{[] {
+    const char* env = std::getenv("EMBER_FUSION");
+    return !(env && std::string(env) == "0");
+  }()};
+  return flag;
+}
+}  // namespace
+
+void set_fusion_enabled(bool enabled) { fusion_flag() = enabled; }
+bool fusion_enabled() { return fusion_flag(); }
 
 std::string Linear::extra_repr() const {
   std::ostringstream out;
@@ -59,7 +79,18 @@ Sequential& Sequential::append(std::shared_ptr<Module> module) {
 
 Tensor Sequential::forward(const Tensor& input) {
   Tensor x = input;
-  for (const auto& [name, child] : named_children()) x = (*child)(x);
+  const auto& children = named_children();
+  const bool fuse = fusion_enabled();
+  for (std::size_t i = 0; i < children.size(); ++i) {
+    Module& child = *children[i].second;
+    auto* lin = fuse ? dynamic_cast<Linear*>(&child) : nullptr;
+    if (lin && i + 1 < children.size() && dynamic_cast<ReLU*>(children[i + 1].second.get())) {
+      x = lin->forward_relu(x);  // Linear then ReLU: one fused op
+      ++i;
+      continue;
+    }
+    x = child(x);
+  }
   return x;
 }
 

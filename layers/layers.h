@@ -18,6 +18,9 @@ class Linear : public Module {
  public:
   Linear(std::int64_t in_features, std::int64_t out_features, bool bias = true, Generator* generator = nullptr);
   Tensor forward(const Tensor& input) override;
+  // relu(forward(input)) as one fused op (bias and ReLU in one pass); Sequential uses it for a
+  // Linear followed by a ReLU. Checks the input's device like operator().
+  Tensor forward_relu(const Tensor& input);
   std::string type_name() const override { return "Linear"; }
   std::string extra_repr() const override;
   const Tensor& weight() const { return weight_; }
@@ -59,6 +62,11 @@ class Dropout : public Module {
   double p_;
   Generator generator_;
 };
+
+// Whether Sequential runs a Linear followed by a ReLU as the fused linear_relu op (on by default;
+// EMBER_FUSION=0 in the environment or set_fusion_enabled(false) forces the plain path).
+void set_fusion_enabled(bool enabled);
+bool fusion_enabled();
 
 // Runs its children in order; they are named "0", "1", ... as in PyTorch.
 class Sequential : public Module {

@@ -37,7 +37,7 @@ class Module : public std::enable_shared_from_this<Module> {
   std::vector<Tensor> parameters() const;
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;
   std::vector<std::pair<std::string, Tensor>> named_buffers() const;
-  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const { return children_; }
   std::int64_t parameter_count() const;
 
   // Moves parameters (and their gradients) and buffers to `device`, in place: tensors held
@@ -76,12 +76,13 @@ class Module : public std::enable_shared_from_this<Module> {
     add_child(name, module);
     return module;
   }
+  // Throws the device-mismatch error naming this module if `input` is not on its device.
+  void check_input_device(const Tensor& input) const;
 
  private:
   void add_child(const std::string& name, std::shared_ptr<Module> module);
   void collect(const std::string& prefix, bool parameters, bool buffers,
                std::vector<std::pair<std::string, Tensor>>& out) const;
-  void check_input_device(const Tensor& input) const;
 
   std::string name_;
   bool training_ = true;

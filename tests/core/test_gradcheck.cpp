@@ -77,6 +77,8 @@ std::vector<OpCase> op_cases() {
       {"relu", [](auto& x) { return relu(x[0]); }, {away_from_zero}},
       {"matmul", [](auto& x) { return matmul(x[0], x[1]); }, {a, input({4, 2}, 7)}},
       {"linear", [](auto& x) { return linear(x[0], x[1], x[2]); }, {a, input({2, 4}, 8), input({2}, 9)}},
+      {"linear_relu (fused)", [](auto& x) { return linear_relu(x[0], x[1], x[2]); },
+       {input({5, 4}, 13), input({3, 4}, 14), from_vector<double>({0.3, -0.2, 0.45}, {3}).set_requires_grad()}},
       {"linear (no bias, 3-d input)", [](auto& x) { return linear(x[0], x[1]); }, {input({2, 3, 4}, 10), input({2, 4}, 8)}},
       {"transpose", [](auto& x) { return transpose(x[0]); }, {input({2, 3, 4}, 11)}},
       {"reshape", [](auto& x) { return x[0].reshape({4, 3}) * x[0].reshape({4, 3}); }, {a}},

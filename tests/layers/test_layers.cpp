@@ -68,6 +68,29 @@ TEST_CASE("Sequential names its children 0, 1, ... and parameters with dotted na
   CHECK(two.fc1->name() == "fc1");
 }
 
+TEST_CASE("Sequential's fused Linear+ReLU gives the plain path's values and gradients") {
+  auto model = mlp(16, 9);
+  const Tensor x = rand({6, 784});
+  const Tensor y = randint(0, 10, {6}, {.dtype = DType::i64});
+  std::vector<std::vector<float>> outputs, grads;
+  for (bool fused : {true, false}) {
+    nn::set_fusion_enabled(fused);
+    model->zero_grad();
+    const Tensor logits = (*model)(x);
+    outputs.push_back(logits.to_vector<float>());
+    cross_entropy(logits, y).backward();
+    std::vector<float> all;
+    for (const Tensor& p : model->parameters()) {
+      const auto g = p.grad().to_vector<float>();
+      all.insert(all.end(), g.begin(), g.end());
+    }
+    grads.push_back(all);
+  }
+  nn::set_fusion_enabled(true);
+  EMBER_REQUIRE_CLOSE(outputs[0], outputs[1], 1e-6, 1e-5);
+  EMBER_REQUIRE_CLOSE(grads[0], grads[1], 1e-7, 1e-5);
+}
+
 TEST_CASE("Linear uses PyTorch's default initialization from the seeded generator") {
   Generator a(3), b(3);
   nn::Linear l1(100, 50, true, &a), l2(100, 50, true, &b);

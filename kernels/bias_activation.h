@@ -1,0 +1,22 @@
+// A linear layer's epilogue fused: bias add and ReLU in one pass after the GEMM, and in the
+// backward pass the ReLU mask and the bias gradient (column sums) in one pass.
+// Shapes: y, dy, dx are [rows, cols] row-major, bias and dbias [cols].
+// The column sums are deterministic: each column is summed by one thread, top to bottom.
+// CPU: float and double, synchronous. CUDA: float, enqueued on `stream`.
+#pragma once
+
+#include "kernels/common.h"
+
+namespace ember::kernels::cpu {
+// y ← max(0, y + bias), in place.
+template <class T> void bias_relu_forward(T* y, const T* bias, std::size_t rows, std::size_t cols);
+// dx = dy·[y > 0] (overwritten) and dbias = Σ_rows dx (overwritten).
+template <class T>
+void bias_relu_backward(const T* dy, const T* y, T* dx, T* dbias, std::size_t rows, std::size_t cols);
+}  // namespace ember::kernels::cpu
+
+namespace ember::kernels::cuda {
+void bias_relu_forward(float* y, const float* bias, std::size_t rows, std::size_t cols, cudaStream_t stream);
+void bias_relu_backward(const float* dy, const float* y, float* dx, float* dbias, std::size_t rows, std::size_t cols,
+                        cudaStream_t stream);
+}  // namespace ember::kernels::cuda

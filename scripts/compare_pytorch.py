@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""Training speed of ember next to PyTorch, libtorch's C++ frontend and a bare OpenBLAS loop, in
+one run on the same machine: the same MLPs, the same MNIST images, batch 128, SGD, shuffled each
+epoch. Reports the median-epoch training images/s of each (evaluation excluded) and ember's ratios.
+
+  scripts/compare_pytorch.py --device cpu [--build build] [--data DIR] [--threads 1,2]
+                             [--models 32,128,512-256] [--epochs 6] [--rounds 3] [--report FILE]
+
+The references get their data preloaded as float tensors; ember reads the IDX files through its
+DataLoader, as mnist_train does. Each configuration runs --rounds times, the frameworks taking
+turns, and the median is over all epochs of all rounds. Run nothing else meanwhile: the numbers
+of a shared, busy machine swing wildly. libtorch is measured where its headers are installed
+(Debian's libtorch-dev); the script builds its small reference programs into build-compare/."""
+import argparse
+import gzip
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def read_idx(folder, stem):
+    for name in (stem, stem + ".gz"):
+        path = os.path.join(folder, name)
+        if os.path.exists(path):
+            raw = open(path, "rb").read()
+            raw = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+            ndim = raw[3]
+            dims = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
+            return np.frombuffer(raw[4 + 4 * ndim:], dtype=np.uint8).reshape(dims)
+    sys.exit(f"compare_pytorch: no {stem} in {folder}")
+
+
+def build_references(out):
+    """Compiles the bare-loop and libtorch reference programs; returns {name: path}."""
+    os.makedirs(out, exist_ok=True)
+    programs = {}
+    bare = os.path.join(out, "bare_mlp")
+    subprocess.run(["g++", "-O3", "-std=c++17", os.path.join(ROOT, "scripts/compare/bare_mlp.cpp"), "-o", bare,
+                    "-I/usr/include/x86_64-linux-gnu/openblas-pthread",
+                    "-L/usr/lib/x86_64-linux-gnu/openblas-pthread", "-lopenblas"], check=True)
+    programs["bare loop"] = bare
+    if os.path.exists("/usr/include/torch/csrc/api/include/torch/torch.h"):
+        lib = os.path.join(out, "libtorch_mlp")
+        if not os.path.exists(lib):
+            print("compare_pytorch: building the libtorch reference (a minute) ...", flush=True)
+            subprocess.run(["g++", "-O2", "-std=c++17", os.path.join(ROOT, "scripts/compare/libtorch_mlp.cpp"), "-o",
+                            lib, "-I/usr/include/torch/csrc/api/include", "-ltorch", "-ltorch_cpu", "-lc10"],
+                           check=True)
+        programs["libtorch"] = lib
+    else:
+        print("compare_pytorch: libtorch-dev is not installed; the libtorch column stays empty")
+    return programs
+
+
+def run_program(path, data_dir, n, hidden, epochs, lr, threads):
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+    out = subprocess.run([path, data_dir, str(n), hidden.replace("-", ","), str(epochs), "128", str(lr), str(threads)],
+                         check=True, capture_output=True, text=True, env=env).stdout
+    return [n / float(line.split()[2]) for line in out.splitlines() if line.startswith("epoch")]
+
+
+def run_ember(train, data, hidden, epochs, lr, threads, work):
+    log = os.path.join(work, "ember.jsonl")
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads))
+    subprocess.run([train, "--data", data, "--device", "cpu", "--threads", str(threads), "--hidden",
+                    hidden.replace("-", ","), "--epochs", str(epochs), "--val-size", "0", "--lr", str(lr),
+                    "--batch-size", "128", "--json-log", log], check=True, stdout=subprocess.DEVNULL, env=env)
+    return [json.loads(line)["images_per_s"] for line in open(log) if '"epoch"' in line]
+
+
+def run_torch(x, y, hidden, epochs, lr, threads):
+    import torch
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    widths = [784] + [int(h) for h in hidden.split("-")]
+    layers = []
+    for a, b in zip(widths, widths[1:]):
+        layers += [torch.nn.Linear(a, b), torch.nn.ReLU()]
+    model = torch.nn.Sequential(*layers, torch.nn.Linear(widths[-1], 10))
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    n = x.shape[0]
+    rates = []
+    for _ in range(epochs):
+        start = time.perf_counter()
+        order = torch.randperm(n)
+        for s in range(0, n, 128):
+            idx = order[s:s + 128]
+            loss = torch.nn.functional.cross_entropy(model(x[idx]), y[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            loss.item()
+        rates.append(n / (time.perf_counter() - start))
+    return rates
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--device", default="cpu", choices=["cpu"], help="cpu (the GPU comparison comes later)")
+    parser.add_argument("--build", default=os.path.join(ROOT, "build"))
+    parser.add_argument("--data", default=os.environ.get("MNIST_DIR", os.path.join(ROOT, "data/mnist")))
+    parser.add_argument("--threads", default="1,2")
+    parser.add_argument("--models", default="32,128,512-256")
+    parser.add_argument("--epochs", type=int, default=6)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--lr", type=float, default=0.1)
+    parser.add_argument("--report", help="write the table (markdown) to this file")
+    args = parser.parse_args()
+    try:
+        import torch
+    except ImportError:
+        sys.exit("compare_pytorch: needs PyTorch (Debian: python3-torch; run it with /usr/bin/python3)")
+    train = os.path.join(args.build, "apps", "mnist_train")
+    if not os.path.exists(train):
+        sys.exit(f"compare_pytorch: build mnist_train first ({train} is missing)")
+    images = read_idx(args.data, "train-images-idx3-ubyte")
+    labels = read_idx(args.data, "train-labels-idx1-ubyte")
+    n = len(images)
+    x_np = images.reshape(n, 784).astype(np.float32) / 255.0
+    y_np = labels.astype(np.int64)
+    x, y = torch.from_numpy(x_np), torch.from_numpy(y_np)
+    programs = build_references(os.path.join(ROOT, "build-compare"))
+
+    rows = []
+    with tempfile.TemporaryDirectory() as work:
+        x_np.tofile(os.path.join(work, "images.f32"))
+        y_np.tofile(os.path.join(work, "labels.i64"))
+        for threads in [int(t) for t in args.threads.split(",")]:
+            for hidden in args.models.split(","):
+                rates = {"ember": [], "PyTorch": []}
+                rates.update({name: [] for name in programs})
+                for _ in range(args.rounds):
+                    rates["ember"] += run_ember(train, args.data, hidden, args.epochs, args.lr, threads, work)
+                    rates["PyTorch"] += run_torch(x, y, hidden, args.epochs, args.lr, threads)
+                    for name, path in programs.items():
+                        rates[name] += run_program(path, work, n, hidden, args.epochs, args.lr, threads)
+                med = {k: statistics.median(v) for k, v in rates.items() if v}
+                row = {"model": f"784-{hidden}-10", "threads": threads, **med}
+                rows.append(row)
+                print(f"784-{hidden}-10, {threads} thread(s): " +
+                      ", ".join(f"{k} {v / 1e3:.0f}k" for k, v in med.items()) +
+                      f"; ember/PyTorch {med['ember'] / med['PyTorch']:.2f}" +
+                      (f", ember/libtorch {med['ember'] / med['libtorch']:.2f}" if "libtorch" in med else ""),
+                      flush=True)
+
+    columns = ["ember", "PyTorch"] + list(programs)
+    lines = [f"| model | threads | {' | '.join(c + ' images/s' for c in columns)} | ember/PyTorch | ember/libtorch |",
+             "| --- | --- | " + " | ".join("---" for _ in columns) + " | --- | --- |"]
+    for r in rows:
+        cells = [f"{r[c] / 1e3:.0f}k" if c in r else "—" for c in columns]
+        lib = f"{r['ember'] / r['libtorch']:.2f}" if "libtorch" in r else "—"
+        lines.append(f"| {r['model']} | {r['threads']} | {' | '.join(cells)} | {r['ember'] / r['PyTorch']:.2f} | {lib} |")
+    print("\n".join(lines))
+    if args.report:
+        with open(args.report, "w") as f:
+            f.write("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
