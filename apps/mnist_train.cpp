@@ -171,13 +171,17 @@ int train(const Settings& s) {
   }
 
   const data::Normalization norm = s.normalize ? data::Normalization{0.1307f, 0.3081f} : data::Normalization{};
+  // On a GPU, batches travel as u8 from pinned staging and are normalized there; on the CPU the
+  // loader's workers normalize them, so the training thread only trains.
   const bool pinned = device.is_cuda();
+  const std::optional<data::Normalization> host_norm =
+      device.is_cpu() ? std::optional<data::Normalization>(norm) : std::nullopt;
   data::DataLoader train_loader(train_set, {.batch_size = s.batch_size, .shuffle = !s.no_shuffle, .seed = s.seed,
-                                            .num_workers = s.workers, .pin_memory = pinned});
+                                            .num_workers = s.workers, .pin_memory = pinned, .normalize = host_norm});
   data::DataLoader val_loader(val_set, {.batch_size = s.eval_batch_size, .shuffle = false, .num_workers = s.workers,
-                                        .pin_memory = pinned});
+                                        .pin_memory = pinned, .normalize = host_norm});
   data::DataLoader test_loader(test, {.batch_size = s.eval_batch_size, .shuffle = false, .num_workers = s.workers,
-                                      .pin_memory = pinned});
+                                      .pin_memory = pinned, .normalize = host_norm});
   data::DeviceLoader train_batches(train_loader, device, norm), val_batches(val_loader, device, norm),
       test_batches(test_loader, device, norm);
 

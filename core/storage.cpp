@@ -264,7 +264,33 @@ Storage::Storage(std::size_t bytes, Device device, MemoryKind kind) : bytes_(byt
   counters(device_, kind_).on_allocate(bytes_);
 }
 
+std::shared_ptr<Storage> Storage::borrow(void* data, std::size_t bytes, Device device, MemoryKind kind,
+                                         std::shared_ptr<const void> keep_alive, std::function<void()> on_release) {
+  std::shared_ptr<Storage> s(new Storage());
+  s->data_ = data;
+  s->bytes_ = bytes;
+  s->device_ = device;
+  s->kind_ = kind;
+  s->borrowed_ = true;
+  s->keep_alive_ = std::move(keep_alive);
+  s->on_release_ = std::move(on_release);
+  return s;
+}
+
 void Storage::release() noexcept {
+  if (borrowed_) {
+    if (on_release_) {
+      try {
+        on_release_();
+      } catch (...) {
+        std::fprintf(stderr, "ember: warning: a borrowed storage's release hook threw; ignored\n");
+      }
+    }
+    on_release_ = nullptr;
+    keep_alive_.reset();
+    data_ = nullptr;
+    return;
+  }
   if (!data_) return;
   switch (kind_) {
     case MemoryKind::pageable: host_cache().give_back(data_, HostCache::size_class(bytes_)); break;
@@ -286,10 +312,12 @@ void Storage::release() noexcept {
 Storage::~Storage() { release(); }
 
 Storage::Storage(Storage&& other) noexcept
-    : data_(other.data_), bytes_(other.bytes_), device_(other.device_), kind_(other.kind_), stream_(other.stream_),
+    : data_(other.data_), bytes_(other.bytes_), borrowed_(other.borrowed_), keep_alive_(std::move(other.keep_alive_)),
+      on_release_(std::move(other.on_release_)), device_(other.device_), kind_(other.kind_), stream_(other.stream_),
       ready_(std::move(other.ready_)) {
   other.data_ = nullptr;
   other.bytes_ = 0;
+  other.borrowed_ = false;
 }
 
 Storage& Storage::operator=(Storage&& other) noexcept {
@@ -297,6 +325,10 @@ Storage& Storage::operator=(Storage&& other) noexcept {
     release();
     data_ = other.data_;
     bytes_ = other.bytes_;
+    borrowed_ = other.borrowed_;
+    keep_alive_ = std::move(other.keep_alive_);
+    on_release_ = std::move(other.on_release_);
+    other.borrowed_ = false;
     device_ = other.device_;
     kind_ = other.kind_;
     stream_ = other.stream_;

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "core/device.h"
@@ -58,6 +59,11 @@ class Storage {
   // Throws OutOfMemoryError when the device is full, reporting the bytes asked for, in use and
   // peak, and what to try.
   Storage(std::size_t bytes, Device device, MemoryKind kind);
+  // A view of memory someone else owns (a data loader's staging buffer): nothing is allocated or
+  // freed; `on_release` runs when the last tensor using it lets go, so the owner knows the memory
+  // may be reused. `keep_alive` is held until then (the owner of the memory, typically).
+  static std::shared_ptr<Storage> borrow(void* data, std::size_t bytes, Device device, MemoryKind kind,
+                                         std::shared_ptr<const void> keep_alive, std::function<void()> on_release);
   ~Storage();
   Storage(Storage&& other) noexcept;
   Storage& operator=(Storage&& other) noexcept;
@@ -78,8 +84,13 @@ class Storage {
  private:
   void release() noexcept;
 
+  Storage() = default;
+
   void* data_ = nullptr;
   std::size_t bytes_ = 0;
+  bool borrowed_ = false;
+  std::shared_ptr<const void> keep_alive_;
+  std::function<void()> on_release_;
   Device device_;
   MemoryKind kind_ = MemoryKind::pageable;
   cudaStream_t stream_ = nullptr;  // device memory is freed in order on the stream it came from

@@ -473,6 +473,20 @@ std::ostream& operator<<(std::ostream& out, const Tensor& t) {
 
 // ---- factories ---------------------------------------------------------------------------------
 
+Tensor tensor_on(std::shared_ptr<Storage> storage, const Shape& shape, DType dtype, std::size_t offset) {
+  EMBER_CHECK(storage != nullptr, ValueError, "tensor_on: the storage is null");
+  for (std::int64_t d : shape) EMBER_CHECK(d >= 0, ShapeError, "tensor_on: invalid shape ", shape_str(shape));
+  const std::size_t need = (offset + static_cast<std::size_t>(numel_of(shape))) * dtype_size(dtype);
+  EMBER_CHECK(need <= storage->bytes(), ShapeError, "tensor_on: shape ", shape_str(shape), " of ", dtype, " at offset ",
+              offset, " needs ", need, " bytes, the storage has ", storage->bytes());
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::move(storage);
+  impl->offset = offset;
+  impl->shape = shape;
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
 Tensor empty(const Shape& shape, const TensorOptions& options) {
   Tensor t(make_impl(shape, options.dtype, options.device, kind_for(options)));
   if (options.requires_grad) t.set_requires_grad(true);

@@ -135,6 +135,10 @@ class Tensor {
 // (print t.cpu()).
 std::ostream& operator<<(std::ostream& out, const Tensor& tensor);
 
+// A tensor over an existing storage (e.g. one borrowed from a data loader's staging buffer):
+// `shape` elements of `dtype` starting at element `offset`; throws if they do not fit.
+Tensor tensor_on(std::shared_ptr<Storage> storage, const Shape& shape, DType dtype, std::size_t offset = 0);
+
 // Factories. Random values are always drawn on the host from a seeded Generator (the default
 // one when none is given) and then copied, so one seed gives one model on every device.
 Tensor empty(const Shape& shape, const TensorOptions& options = {});

@@ -127,8 +127,39 @@ TEST_CASE("a consumer that stops mid-epoch, restarts, or goes away leaves the lo
   }  // destroyed mid-epoch with a batch on loan and workers busy: joins cleanly
   data::DataLoader loader(dataset, {.batch_size = 7, .num_workers = 0});
   loader.start_epoch(0);
-  auto a = loader.next(), b = loader.next();
-  CHECK_THROWS_AS(loader.next(), Error);  // both staging buffers on loan
+  std::vector<std::optional<data::BatchLease>> held;
+  for (int i = 0; i < 3; ++i) held.push_back(loader.next());
+  CHECK_THROWS_AS(loader.next(), Error);  // all three staging buffers hold batches in use
+  // A tensor of a batch keeps its slot even after the lease lets go; dropping it frees the slot.
+  Tensor kept = held[0]->images;
+  held.clear();
+  auto c = loader.next(), d = loader.next();
+  CHECK((c && d));
+  CHECK_THROWS_AS(loader.next(), Error);
+  kept = Tensor();
+  CHECK(loader.next());
+}
+
+TEST_CASE("a batch's tensors stay valid after the loader is gone") {
+  Tensor images, labels;
+  {
+    data::DataLoader loader(numbered(20), {.batch_size = 5, .shuffle = false, .num_workers = 1});
+    loader.start_epoch(0);
+    auto batch = loader.next();
+    images = batch->images;
+    labels = batch->labels;
+  }
+  CHECK(images.to_vector<std::uint8_t>()[0] == 0);
+  CHECK(labels.to_vector<std::int32_t>() == std::vector<std::int32_t>{0, 1, 2, 3, 4});
+}
+
+TEST_CASE("workers can hand out normalized f32 batches") {
+  data::DataLoader loader(numbered(20, 4), {.batch_size = 8, .shuffle = false, .num_workers = 2,
+                                           .normalize = data::Normalization{0.5f, 0.25f}});
+  loader.start_epoch(0);
+  auto batch = loader.next();
+  REQUIRE(batch->images.dtype() == DType::f32);
+  CHECK(batch->images.at<float>({3, 0}) == Approx((3.0f / 255.0f - 0.5f) / 0.25f));
 }
 
 TEST_CASE("stall accounting splits the epoch into waiting and computing") {
