@@ -17,6 +17,7 @@
 #include "core/autograd.h"
 #include "core/config.h"
 #include "core/ops.h"
+#include "core/profile.h"
 #include "data/loader.h"
 #include "kernels/gemm.h"
 #include "layers/models.h"
@@ -218,10 +219,20 @@ int train(const Settings& s) {
     Tensor loss_sum = zeros({}, {.device = device});
     std::size_t step = 0, total_steps = train_loader.batches_per_epoch();
     while (auto batch = train_batches.next()) {
-      const Tensor loss = cross_entropy((*model)(batch->x), batch->y);
+      Tensor loss;
+      {
+        ProfileRange range("forward");
+        loss = cross_entropy((*model)(batch->x), batch->y);
+      }
       optimizer->zero_grad();
-      loss.backward();
-      optimizer->step();
+      {
+        ProfileRange range("backward");
+        loss.backward();
+      }
+      {
+        ProfileRange range("optimizer");
+        optimizer->step();
+      }
       {
         NoGradGuard no_grad;
         add_(loss_sum, loss.detach() * static_cast<double>(batch->x.size(0)));

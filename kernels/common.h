@@ -41,4 +41,6 @@ namespace ember::kernels::cuda {
 // here, at its cause, rather than at some later call.
 void check_launch(const char* kernel, cudaStream_t stream);
 bool sync_debug();
+// Launches a kernel that does nothing: what a launch costs, for benchmarks.
+void launch_empty(cudaStream_t stream);
 }  // namespace ember::kernels::cuda

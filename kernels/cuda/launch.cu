@@ -30,4 +30,13 @@ void check_launch(const char* kernel, cudaStream_t stream) {
                                    ") [reported at its launch because EMBER_SYNC_DEBUG=1]"));
 }
 
+namespace {
+__global__ void empty_kernel() {}
+}  // namespace
+
+void launch_empty(cudaStream_t stream) {
+  empty_kernel<<<1, 1, 0, stream>>>();
+  check_launch("empty_kernel", stream);
+}
+
 }  // namespace ember::kernels::cuda

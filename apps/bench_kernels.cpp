@@ -1,0 +1,722 @@
+// bench_kernels: every kernel family on the CPU and on CUDA over a sweep of sizes, against
+// ceilings measured in the same run (memcpy / a device-to-device copy for bandwidth, OpenBLAS /
+// cuBLAS SGEMM for arithmetic). Each version is checked against the CPU twin on the benchmark's
+// own inputs before it is timed; a wrong one is refused, not timed. See docs/benchmarking.md.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <regex>
+#include <sstream>
+
+#include "apps/common/program.h"
+#include "core/autograd.h"
+#include "core/config.h"
+#include "core/cuda.h"
+#include "core/op_helpers.h"
+#include "core/ops.h"
+#include "core/profile.h"
+#include "core/serialize.h"
+#include "kernels/bias_activation.h"
+#include "kernels/elementwise.h"
+#include "kernels/gemm.h"
+#include "kernels/layout.h"
+#include "kernels/leaky_relu.h"
+#include "kernels/optim.h"
+#include "kernels/reduce.h"
+#include "kernels/softmax.h"
+
+#if EMBER_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
+
+using namespace ember;
+using Clock = std::chrono::steady_clock;
+namespace kc = ember::kernels::cpu;
+
+namespace {
+
+// ---- the cases ---------------------------------------------------------------------------------
+
+// One kernel version at one size on one device: how to run it (on input set r of several, so
+// small sizes do not measure the cache), how to check it, and what it must move and compute.
+struct Case {
+  std::string family, version;
+  bool in_use = true;
+  Device device;
+  std::string shape;
+  double bytes = 0, flops = 0;
+  int rotations = 1;
+  std::function<void(int)> run;
+  std::function<std::string()> check;  // empty result: correct
+};
+
+struct Settings {
+  std::string device = "all", filter, json;
+  std::vector<std::size_t> sizes;
+  int repeat = 25;
+  bool include_broken = false;
+};
+
+std::vector<float> random_vector(std::size_t n, std::uint64_t seed, float lo = -2.0f, float hi = 2.0f) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// Largest |a − b| beyond atol + rtol·|b|, as a message; empty when all are within.
+std::string compare(const std::vector<float>& got, const std::vector<float>& want, double atol, double rtol) {
+  if (got.size() != want.size()) return "wrong number of outputs";
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double a = got[i], b = want[i];
+    if (std::isnan(a) && std::isnan(b)) continue;
+    if (!(std::abs(a - b) <= atol + rtol * std::abs(b))) {
+      std::ostringstream out;
+      out << "element " << i << " is " << a << ", the CPU twin gives " << b;
+      return out.str();
+    }
+  }
+  return "";
+}
+
+// Buffers for the cases of one device: copies of host data, one per rotation.
+class Arena {
+ public:
+  Arena(Device device, std::size_t flush_bytes) : device_(device), flush_(flush_bytes) {}
+  Device device() const { return device_; }
+  // How many input sets make the working set exceed the cache flush size.
+  int rotations(std::size_t working_set) const {
+    if (working_set == 0) return 1;
+    return static_cast<int>(std::clamp<std::size_t>(flush_ / working_set + 1, 1, 16));
+  }
+  template <class T>
+  std::vector<Tensor> copies(const std::vector<T>& host, const Shape& shape, int n) const {
+    const Tensor h = from_vector(host, shape);
+    std::vector<Tensor> out;
+    for (int i = 0; i < n; ++i) out.push_back(h.to(device_).clone());
+    return out;
+  }
+  std::vector<Tensor> outputs(const Shape& shape, DType dtype, int n) const {
+    std::vector<Tensor> out;
+    for (int i = 0; i < n; ++i) out.push_back(empty(shape, {.dtype = dtype, .device = device_}));
+    return out;
+  }
+
+ private:
+  Device device_;
+  std::size_t flush_;
+};
+
+#if EMBER_WITH_CUDA
+cudaStream_t stream_of(Device d) { return cuda::current_stream(d); }
+#endif
+
+// Runs the kernel once on set 0 with the output poisoned, and compares with `want`.
+std::function<std::string()> checker(std::function<void(int)> run, Tensor out, std::vector<float> want, double atol,
+                                     double rtol) {
+  return [run, out, want, atol, rtol]() mutable {
+    out.fill_(std::numeric_limits<double>::quiet_NaN());
+    run(0);
+    return compare(out.to(DType::f32).to_vector<float>(), want, atol, rtol);
+  };
+}
+
+// Elementwise-shaped families: one f32 input (or two), one f32 output, n elements.
+void add_elementwise(std::vector<Case>& cases, const Arena& arena, std::size_t n) {
+  const Device d = arena.device();
+  const bool gpu = d.is_cuda();
+  const Shape shape{static_cast<std::int64_t>(n)};
+  const auto xh = random_vector(n, n), yh = random_vector(n, n + 1, 0.0f, 1.0f);
+  const int rot = arena.rotations(12 * n);
+  auto x = std::make_shared<std::vector<Tensor>>(arena.copies(xh, shape, rot));
+  auto y = std::make_shared<std::vector<Tensor>>(arena.copies(yh, shape, rot));
+  auto out = std::make_shared<std::vector<Tensor>>(arena.outputs(shape, DType::f32, rot));
+  const std::string label = "n=" + std::to_string(n);
+  // Transcendentals may differ by a few ulp between CUDA's and glibc's math (see
+  // tests/cuda/test_cuda_kernels.cpp); plain arithmetic by one rounding.
+  auto add = [&](const std::string& family, double bytes, std::function<void(int)> run, std::vector<float> want,
+                 double rtol, std::string version = "v1", bool in_use = true) {
+    Case c{family, version, in_use, d, label, bytes, 0, rot, run, nullptr};
+    if (gpu || !in_use) c.check = checker(run, (*out)[0], std::move(want), 1e-6, rtol);
+    cases.push_back(std::move(c));
+  };
+  for (auto [op, name] : {std::pair{kernels::UnaryOp::relu, "relu_forward"}, std::pair{kernels::UnaryOp::exp, "exp"},
+                          std::pair{kernels::UnaryOp::tanh, "tanh"}}) {
+    std::vector<float> want(n);
+    kc::unary(op, xh.data(), want.data(), n);
+    add(name, 8.0 * n, [=](int r) {
+          if (gpu) EMBER_CUDA_ONLY(kernels::cuda::unary(op, (*x)[r].raw<float>(), (*out)[r].raw<float>(), n, stream_of(d)));
+          else kc::unary(op, (*x)[r].raw<float>(), (*out)[r].raw<float>(), n);
+        }, want, op == kernels::UnaryOp::relu ? 0.0 : 2e-6);
+  }
+  {
+    std::vector<float> want(n);
+    kc::affine(xh.data(), 1.5f, -0.5f, want.data(), n);
+    add("affine", 8.0 * n, [=](int r) {
+          if (gpu) EMBER_CUDA_ONLY(kernels::cuda::affine((*x)[r].raw<float>(), 1.5f, -0.5f, (*out)[r].raw<float>(), n, stream_of(d)));
+          else kc::affine((*x)[r].raw<float>(), 1.5f, -0.5f, (*out)[r].raw<float>(), n);
+        }, want, 1e-6);
+    kc::binary(kernels::BinaryOp::add, xh.data(), yh.data(), want.data(), n);
+    add("binary_add", 12.0 * n, [=](int r) {
+          if (gpu) EMBER_CUDA_ONLY(kernels::cuda::binary(kernels::BinaryOp::add, (*x)[r].raw<float>(), (*y)[r].raw<float>(), (*out)[r].raw<float>(), n, stream_of(d)));
+          else kc::binary(kernels::BinaryOp::add, (*x)[r].raw<float>(), (*y)[r].raw<float>(), (*out)[r].raw<float>(), n);
+        }, want, 1e-6);
+    kc::activation_grad(kernels::ActivationGrad::relu, xh.data(), yh.data(), want.data(), n, kernels::WriteMode::overwrite);
+    add("relu_backward", 12.0 * n, [=](int r) {
+          if (gpu) EMBER_CUDA_ONLY(kernels::cuda::activation_grad(kernels::ActivationGrad::relu, (*x)[r].raw<float>(), (*y)[r].raw<float>(), (*out)[r].raw<float>(), n, kernels::WriteMode::overwrite, stream_of(d)));
+          else kc::activation_grad(kernels::ActivationGrad::relu, (*x)[r].raw<float>(), (*y)[r].raw<float>(), (*out)[r].raw<float>(), n, kernels::WriteMode::overwrite);
+        }, want, 0.0);
+    kc::leaky_relu_forward(xh.data(), want.data(), n, 0.01f);
+    add("leaky_relu_forward", 8.0 * n, [=](int r) {
+          if (gpu) EMBER_CUDA_ONLY(kernels::cuda::leaky_relu_forward((*x)[r].raw<float>(), (*out)[r].raw<float>(), n, 0.01f, stream_of(d)));
+          else kc::leaky_relu_forward((*x)[r].raw<float>(), (*out)[r].raw<float>(), n, 0.01f);
+        }, want, 1e-6);
+    std::fill(want.begin(), want.end(), 0.25f);
+    add("fill", 4.0 * n, [=](int r) {
+          if (gpu) EMBER_CUDA_ONLY(kernels::cuda::fill((*out)[r].raw<float>(), 0.25f, n, stream_of(d)));
+          else kc::fill((*out)[r].raw<float>(), 0.25f, n);
+        }, want, 0.0);
+  }
+  {  // uint8 pixels → f32, the data pipeline's normalization
+    std::vector<std::uint8_t> pixels(n);
+    for (std::size_t i = 0; i < n; ++i) pixels[i] = static_cast<std::uint8_t>((i * 2654435761u) >> 13);
+    auto px = std::make_shared<std::vector<Tensor>>(arena.copies(pixels, shape, rot));
+    std::vector<float> want(n);
+    kc::normalize_u8(pixels.data(), want.data(), n, 0.1307f, 0.3081f);
+    add("normalize_u8", 5.0 * n, [=](int r) {
+          if (gpu) EMBER_CUDA_ONLY(kernels::cuda::normalize_u8((*px)[r].raw<std::uint8_t>(), (*out)[r].raw<float>(), n, 0.1307f, 0.3081f, stream_of(d)));
+          else kc::normalize_u8((*px)[r].raw<std::uint8_t>(), (*out)[r].raw<float>(), n, 0.1307f, 0.3081f);
+        }, want, 1e-6);
+  }
+}
+
+// Families over [rows, cols] layouts: reductions, softmax, cross-entropy, bias epilogues, copies.
+void add_rowwise(std::vector<Case>& cases, const Arena& arena, std::size_t n) {
+  const Device d = arena.device();
+  const bool gpu = d.is_cuda();
+  const std::size_t cols = 10, rows = std::max<std::size_t>(1, n / cols);
+  const std::size_t m = rows * cols;
+  const Shape shape{static_cast<std::int64_t>(rows), static_cast<std::int64_t>(cols)};
+  const auto xh = random_vector(m, m + 7, -6.0f, 6.0f), gh = random_vector(m, m + 8);
+  std::vector<std::int32_t> th(rows);
+  for (std::size_t r = 0; r < rows; ++r) th[r] = static_cast<std::int32_t>((r * 7) % cols);
+  const int rot = arena.rotations(12 * m);
+  auto x = std::make_shared<std::vector<Tensor>>(arena.copies(xh, shape, rot));
+  auto g = std::make_shared<std::vector<Tensor>>(arena.copies(gh, shape, rot));
+  auto t = std::make_shared<std::vector<Tensor>>(arena.copies(th, {static_cast<std::int64_t>(rows)}, rot));
+  auto out = std::make_shared<std::vector<Tensor>>(arena.outputs(shape, DType::f32, rot));
+  auto out_rows = std::make_shared<std::vector<Tensor>>(arena.outputs({static_cast<std::int64_t>(rows)}, DType::f32, rot));
+  auto lse = std::make_shared<std::vector<Tensor>>(arena.outputs({static_cast<std::int64_t>(rows)}, DType::f32, rot));
+  const std::string label = std::to_string(rows) + "x" + std::to_string(cols);
+  auto add = [&](const std::string& family, double bytes, std::function<void(int)> run, Tensor out0,
+                 std::vector<float> want, double atol, double rtol) {
+    Case c{family, "v1", true, d, label, bytes, 0, rot, run, nullptr};
+    if (gpu) c.check = checker(run, out0, std::move(want), atol, rtol);
+    cases.push_back(std::move(c));
+  };
+  using kernels::SoftmaxKind;
+  std::vector<float> want(m), want_rows(rows), want_lse(rows);
+  kc::softmax_forward(SoftmaxKind::softmax, xh.data(), want.data(), rows, cols);
+  const std::vector<float> y_host = want;
+  add("softmax_forward", 8.0 * m, [=](int r) {
+        if (gpu) EMBER_CUDA_ONLY(kernels::cuda::softmax_forward(SoftmaxKind::softmax, (*x)[r].raw<float>(), (*out)[r].raw<float>(), rows, cols, stream_of(d)));
+        else kc::softmax_forward(SoftmaxKind::softmax, (*x)[r].raw<float>(), (*out)[r].raw<float>(), rows, cols);
+      }, (*out)[0], want, 1e-6, 1e-5);
+  auto y = std::make_shared<std::vector<Tensor>>(arena.copies(y_host, shape, rot));
+  kc::softmax_backward(SoftmaxKind::softmax, gh.data(), y_host.data(), want.data(), rows, cols, kernels::WriteMode::overwrite);
+  add("softmax_backward", 12.0 * m, [=](int r) {
+        if (gpu) EMBER_CUDA_ONLY(kernels::cuda::softmax_backward(SoftmaxKind::softmax, (*g)[r].raw<float>(), (*y)[r].raw<float>(), (*out)[r].raw<float>(), rows, cols, kernels::WriteMode::overwrite, stream_of(d)));
+        else kc::softmax_backward(SoftmaxKind::softmax, (*g)[r].raw<float>(), (*y)[r].raw<float>(), (*out)[r].raw<float>(), rows, cols, kernels::WriteMode::overwrite);
+      }, (*out)[0], want, 1e-6, 1e-5);
+  kernels::DeviceErrorRecord record;
+  kc::cross_entropy_forward(xh.data(), th.data(), want_rows.data(), want_lse.data(), rows, cols, &record);
+  add("cross_entropy_forward", 4.0 * m + 12.0 * rows, [=](int r) {
+        if (gpu) EMBER_CUDA_ONLY(kernels::cuda::cross_entropy_forward((*x)[r].raw<float>(), (*t)[r].raw<std::int32_t>(), (*out_rows)[r].raw<float>(), (*lse)[r].raw<float>(), rows, cols, cuda::device_error_record(d), stream_of(d)));
+        else { kernels::DeviceErrorRecord e; kc::cross_entropy_forward((*x)[r].raw<float>(), (*t)[r].raw<std::int32_t>(), (*out_rows)[r].raw<float>(), (*lse)[r].raw<float>(), rows, cols, &e); }
+      }, (*out_rows)[0], want_rows, 1e-5, 1e-5);
+  auto lse_in = std::make_shared<std::vector<Tensor>>(arena.copies(want_lse, {static_cast<std::int64_t>(rows)}, rot));
+  auto one = std::make_shared<Tensor>(full({1}, 1.0, {.device = d}));
+  const float one_host = 1.0f, scale = 1.0f / static_cast<float>(rows);
+  kc::cross_entropy_backward(xh.data(), th.data(), want_lse.data(), &one_host, scale, want.data(), rows, cols, kernels::WriteMode::overwrite);
+  add("cross_entropy_backward", 8.0 * m + 8.0 * rows, [=](int r) {
+        if (gpu) EMBER_CUDA_ONLY(kernels::cuda::cross_entropy_backward((*x)[r].raw<float>(), (*t)[r].raw<std::int32_t>(), (*lse_in)[r].raw<float>(), one->raw<float>(), scale, (*out)[r].raw<float>(), rows, cols, kernels::WriteMode::overwrite, stream_of(d)));
+        else kc::cross_entropy_backward((*x)[r].raw<float>(), (*t)[r].raw<std::int32_t>(), (*lse_in)[r].raw<float>(), one->raw<float>(), scale, (*out)[r].raw<float>(), rows, cols, kernels::WriteMode::overwrite);
+      }, (*out)[0], want, 1e-7, 1e-5);
+  kc::max_last_dim(xh.data(), want_rows.data(), nullptr, rows, cols);
+  add("max_last_dim", 4.0 * m + 4.0 * rows, [=](int r) {
+        if (gpu) EMBER_CUDA_ONLY(kernels::cuda::max_last_dim((*x)[r].raw<float>(), (*out_rows)[r].raw<float>(), nullptr, rows, cols, stream_of(d)));
+        else kc::max_last_dim((*x)[r].raw<float>(), (*out_rows)[r].raw<float>(), nullptr, rows, cols);
+      }, (*out_rows)[0], want_rows, 0.0, 0.0);
+  // Sums: every row of 10 (inner = 1), the bias-gradient layout [rows, 10] over dim 0, everything.
+  kc::sum(xh.data(), want_rows.data(), rows, cols, 1, 1.0f);
+  add("sum_rows", 4.0 * m + 4.0 * rows, [=](int r) {
+        if (gpu) EMBER_CUDA_ONLY(kernels::cuda::sum((*x)[r].raw<float>(), (*out_rows)[r].raw<float>(), rows, cols, 1, 1.0f, nullptr, stream_of(d)));
+        else kc::sum((*x)[r].raw<float>(), (*out_rows)[r].raw<float>(), rows, cols, 1, 1.0f);
+      }, (*out_rows)[0], want_rows, 1e-5, 1e-5);
+  auto cols_out = std::make_shared<std::vector<Tensor>>(arena.outputs({static_cast<std::int64_t>(cols)}, DType::f32, rot));
+  std::vector<float> want_cols(cols), want_all(1);
+  kc::sum(xh.data(), want_cols.data(), 1, rows, cols, 1.0f);
+  // A column of `rows` terms: float rounding grows with rows (CPU sums in double).
+  const double sum_tol = 1e-6 * static_cast<double>(rows) * 6.0;
+  add("sum_dim0", 4.0 * m, [=](int r) {
+        if (gpu) EMBER_CUDA_ONLY(kernels::cuda::sum((*x)[r].raw<float>(), (*cols_out)[r].raw<float>(), 1, rows, cols, 1.0f, nullptr, stream_of(d)));
+        else kc::sum((*x)[r].raw<float>(), (*cols_out)[r].raw<float>(), 1, rows, cols, 1.0f);
+      }, (*cols_out)[0], want_cols, sum_tol, 1e-5);
+  auto all_out = std::make_shared<std::vector<Tensor>>(arena.outputs({1}, DType::f32, rot));
+  const std::size_t ws = kernels::sum_workspace_size(1, m, 1);
+  auto workspace = std::make_shared<Tensor>(empty({static_cast<std::int64_t>(std::max<std::size_t>(ws, 1))}, {.device = d}));
+  kc::sum(xh.data(), want_all.data(), 1, m, 1, 1.0f);
+  add("sum_all", 4.0 * m, [=](int r) {
+        if (gpu) EMBER_CUDA_ONLY(kernels::cuda::sum((*x)[r].raw<float>(), (*all_out)[r].raw<float>(), 1, m, 1, 1.0f, ws ? workspace->raw<float>() : nullptr, stream_of(d)));
+        else kc::sum((*x)[r].raw<float>(), (*all_out)[r].raw<float>(), 1, m, 1, 1.0f);
+      }, (*all_out)[0], want_all, 1e-6 * static_cast<double>(m) * 6.0, 1e-5);
+  // The fused bias+ReLU epilogue of a linear layer, [rows·10/32, 32].
+  const std::size_t bc = 32, br = std::max<std::size_t>(1, m / bc);
+  const Shape bshape{static_cast<std::int64_t>(br), static_cast<std::int64_t>(bc)};
+  const auto bias = random_vector(bc, 3), pre = random_vector(br * bc, br);
+  auto bias_t = std::make_shared<Tensor>(from_vector(bias, {static_cast<std::int64_t>(bc)}).to(d));
+  auto pre_t = std::make_shared<std::vector<Tensor>>(arena.copies(pre, bshape, rot));
+  auto bout = std::make_shared<std::vector<Tensor>>(arena.outputs(bshape, DType::f32, rot));
+  std::vector<float> want_b = pre;
+  kc::bias_relu_forward(want_b.data(), bias.data(), br, bc);
+  Case fwd{"bias_relu_forward", "v1", true, d, std::to_string(br) + "x32", 8.0 * br * bc, 0, rot,
+           [=](int r) {
+             (*bout)[r].copy_((*pre_t)[r]);  // in place: restore the GEMM output first (not timed separately)
+             if (gpu) EMBER_CUDA_ONLY(kernels::cuda::bias_relu_forward((*bout)[r].raw<float>(), bias_t->raw<float>(), br, bc, stream_of(d)));
+             else kc::bias_relu_forward((*bout)[r].raw<float>(), bias_t->raw<float>(), br, bc);
+           }, nullptr};
+  fwd.bytes += 8.0 * br * bc;  // the restoring copy is in the timing, so its bytes count too
+  if (gpu) fwd.check = checker(fwd.run, (*bout)[0], want_b, 1e-6, 1e-6);
+  cases.push_back(fwd);
+  auto yb = std::make_shared<std::vector<Tensor>>(arena.copies(want_b, bshape, rot));
+  auto gb = std::make_shared<std::vector<Tensor>>(arena.copies(pre, bshape, rot));
+  auto db = std::make_shared<std::vector<Tensor>>(arena.outputs({static_cast<std::int64_t>(bc)}, DType::f32, rot));
+  std::vector<float> want_dx(br * bc), want_db(bc);
+  kc::bias_relu_backward(pre.data(), want_b.data(), want_dx.data(), want_db.data(), br, bc);
+  add("bias_relu_backward", 12.0 * br * bc, [=](int r) {
+        if (gpu) EMBER_CUDA_ONLY(kernels::cuda::bias_relu_backward((*gb)[r].raw<float>(), (*yb)[r].raw<float>(), (*bout)[r].raw<float>(), (*db)[r].raw<float>(), br, bc, stream_of(d)));
+        else kc::bias_relu_backward((*gb)[r].raw<float>(), (*yb)[r].raw<float>(), (*bout)[r].raw<float>(), (*db)[r].raw<float>(), br, bc);
+      }, (*bout)[0], want_dx, 0.0, 0.0);
+  // A square transpose and the strided block copy behind cat and slice.
+  const auto side = static_cast<std::size_t>(std::max(1.0, std::floor(std::sqrt(static_cast<double>(n)))));
+  const Shape sq{static_cast<std::int64_t>(side), static_cast<std::int64_t>(side)};
+  const auto sqh = random_vector(side * side, side);
+  auto sq_in = std::make_shared<std::vector<Tensor>>(arena.copies(sqh, sq, rot));
+  auto sq_out = std::make_shared<std::vector<Tensor>>(arena.outputs(sq, DType::f32, rot));
+  std::vector<float> want_t(side * side);
+  kc::transpose_last2(sqh.data(), want_t.data(), 1, side, side);
+  add("transpose", 8.0 * side * side, [=](int r) {
+        if (gpu) EMBER_CUDA_ONLY(kernels::cuda::transpose_last2((*sq_in)[r].raw<float>(), (*sq_out)[r].raw<float>(), 1, side, side, stream_of(d)));
+        else kc::transpose_last2((*sq_in)[r].raw<float>(), (*sq_out)[r].raw<float>(), 1, side, side);
+      }, (*sq_out)[0], want_t, 0.0, 0.0);
+}
+
+// The fused optimizer updates over one parameter of n elements.
+void add_optimizers(std::vector<Case>& cases, const Arena& arena, std::size_t n) {
+  const Device d = arena.device();
+  const bool gpu = d.is_cuda();
+  const Shape shape{static_cast<std::int64_t>(n)};
+  const auto ph = random_vector(n, 11), gh = random_vector(n, 12), mh = random_vector(n, 13),
+             vh = random_vector(n, 14, 0.0f, 1.0f);
+  for (bool adam : {false, true}) {
+    const int rot = arena.rotations((adam ? 28 : 20) * n);
+    auto p = std::make_shared<std::vector<Tensor>>(arena.copies(ph, shape, rot));
+    auto g = std::make_shared<std::vector<Tensor>>(arena.copies(gh, shape, rot));
+    auto m = std::make_shared<std::vector<Tensor>>(arena.copies(mh, shape, rot));
+    auto v = std::make_shared<std::vector<Tensor>>(arena.copies(vh, shape, rot));
+    auto lr = std::make_shared<Tensor>(full({1}, 0.01, {.device = d}));
+    // The step count stays at 5 (advance_steps is not part of the update's timing).
+    auto step = std::make_shared<Tensor>(full({1}, 5.0, {.device = d}));
+    auto slots = std::make_shared<std::vector<Tensor>>();
+    for (int r = 0; r < rot; ++r) {
+      kernels::ParamSlot slot{(*p)[r].raw<float>(), (*g)[r].raw<float>(), (*m)[r].raw<float>(), (*v)[r].raw<float>(),
+                              step->raw<float>(), n};
+      std::vector<std::uint8_t> bytes(sizeof slot);
+      std::memcpy(bytes.data(), &slot, sizeof slot);
+      slots->push_back(from_vector(bytes, {static_cast<std::int64_t>(bytes.size())}).to(d));
+    }
+    const kernels::SgdConfig sgd{0.9f, 0.0f, 1e-4f, false};
+    const kernels::AdamConfig adam_config{0.9f, 0.999f, 1e-8f, 1e-2f, true};
+    auto run = [=](int r) {
+      const auto* s = static_cast<const kernels::ParamSlot*>((*slots)[r].raw_bytes());
+      if (gpu) {
+        EMBER_CUDA_ONLY(if (adam) kernels::cuda::adam_step(s, 1, n, adam_config, lr->raw<float>(), stream_of(d));
+                        else kernels::cuda::sgd_step(s, 1, n, sgd, lr->raw<float>(), stream_of(d)));
+      } else if (adam) {
+        kc::adam_step(s, 1, adam_config, lr->raw<float>());
+      } else {
+        kc::sgd_step(s, 1, sgd, lr->raw<float>());
+      }
+    };
+    Case c{adam ? "adamw_step" : "sgd_momentum_step", "v1", true, d, "n=" + std::to_string(n), (adam ? 28.0 : 20.0) * n,
+           0, rot, run, nullptr};
+    if (gpu) {
+      // Check one update from fresh copies of the host state against the CPU twin.
+      c.check = [=]() {
+        (*p)[0].copy_(from_vector(ph, shape));
+        (*m)[0].copy_(from_vector(mh, shape));
+        (*v)[0].copy_(from_vector(vh, shape));
+        run(0);
+        std::vector<float> pw = ph, mw = mh, vw = vh;
+        float step_host = 5.0f, lr_host = 0.01f;
+        const kernels::ParamSlot slot{pw.data(), gh.data(), mw.data(), vw.data(), &step_host, n};
+        if (adam) kc::adam_step(&slot, 1, adam_config, &lr_host);
+        else kc::sgd_step(&slot, 1, sgd, &lr_host);
+        return compare((*p)[0].to_vector<float>(), pw, 1e-6, 1e-5);
+      };
+    }
+    cases.push_back(std::move(c));
+  }
+}
+
+// GEMMs of the MLP's shapes and a large square one; on the CPU, OpenBLAS (in use) and the builtin.
+void add_gemms(std::vector<Case>& cases, const Arena& arena, bool quick) {
+  const Device d = arena.device();
+  const bool gpu = d.is_cuda();
+  using kernels::Transpose;
+  struct Shape3 {
+    std::size_t m, n, k;
+    Transpose ta, tb;
+    const char* name;
+  };
+  std::vector<Shape3> shapes{{128, 32, 784, Transpose::no, Transpose::yes, "x·W1ᵀ 784-32"},
+                             {32, 784, 128, Transpose::yes, Transpose::no, "gᵀ·x 784-32"},
+                             {128, 128, 784, Transpose::no, Transpose::yes, "x·W1ᵀ 784-128"}};
+  if (!quick) shapes.push_back({1024, 1024, 1024, Transpose::no, Transpose::no, "square"});
+  for (const Shape3& s : shapes) {
+    const std::size_t lda = s.ta == Transpose::no ? s.k : s.m, ldb = s.tb == Transpose::no ? s.n : s.k;
+    const auto ah = random_vector(s.m * s.k, s.m), bh = random_vector(s.k * s.n, s.n);
+    const int rot = arena.rotations(4 * (s.m * s.k + s.k * s.n + s.m * s.n));
+    auto a = std::make_shared<std::vector<Tensor>>(arena.copies(ah, {static_cast<std::int64_t>(ah.size())}, rot));
+    auto b = std::make_shared<std::vector<Tensor>>(arena.copies(bh, {static_cast<std::int64_t>(bh.size())}, rot));
+    auto c = std::make_shared<std::vector<Tensor>>(arena.outputs({static_cast<std::int64_t>(s.m * s.n)}, DType::f32, rot));
+    std::vector<float> want(s.m * s.n);
+    kc::gemm(s.ta, s.tb, s.m, s.n, s.k, 1.0f, ah.data(), lda, bh.data(), ldb, 0.0f, want.data(), s.n);
+    const std::string label = std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k) + " " + s.name;
+    const double flops = 2.0 * s.m * s.n * s.k, bytes = 4.0 * (s.m * s.k + s.k * s.n + s.m * s.n);
+    // A length-k dot product of values in [−2, 2] may round differently by k·ε·Σ|a·b| ≤ k²·4ε.
+    const double tol = 4.0 * static_cast<double>(s.k * s.k) * std::numeric_limits<float>::epsilon();
+    if (gpu) {
+      auto run = [=](int r) {
+        EMBER_CUDA_ONLY(kernels::cuda::gemm(s.ta, s.tb, s.m, s.n, s.k, 1.0f, (*a)[r].raw<float>(), lda, (*b)[r].raw<float>(),
+                                            ldb, 0.0f, (*c)[r].raw<float>(), s.n, stream_of(d)));
+      };
+      cases.push_back({"gemm", "cublas", true, d, label, bytes, flops, rot, run, checker(run, (*c)[0], want, tol, 0.0)});
+      continue;
+    }
+    auto blas = [=](int r) {
+      kc::gemm(s.ta, s.tb, s.m, s.n, s.k, 1.0f, (*a)[r].raw<float>(), lda, (*b)[r].raw<float>(), ldb, 0.0f,
+               (*c)[r].raw<float>(), s.n);
+    };
+    cases.push_back({"gemm", kc::blas_name(), true, d, label, bytes, flops, rot, blas, nullptr});
+    if (std::string(kc::blas_name()) != "builtin") {
+      auto builtin = [=](int r) {
+        kc::gemm_builtin(s.ta, s.tb, s.m, s.n, s.k, 1.0f, (*a)[r].raw<float>(), lda, (*b)[r].raw<float>(), ldb, 0.0f,
+                         (*c)[r].raw<float>(), s.n);
+      };
+      cases.push_back({"gemm", "builtin", false, d, label, bytes, flops, rot, builtin, checker(builtin, (*c)[0], want, tol, 0.0)});
+    }
+  }
+}
+
+// A deliberately wrong version (it forgets the ReLU), so that a test can see the tool refuse it.
+void add_broken(std::vector<Case>& cases, const Arena& arena) {
+  const std::size_t n = 4096;
+  const auto xh = random_vector(n, 99);
+  auto x = std::make_shared<Tensor>(from_vector(xh, {static_cast<std::int64_t>(n)}).to(arena.device()));
+  auto out = std::make_shared<Tensor>(empty({static_cast<std::int64_t>(n)}, {.device = arena.device()}));
+  std::vector<float> want(n);
+  kc::unary(kernels::UnaryOp::relu, xh.data(), want.data(), n);
+  auto run = [=](int) { out->copy_(*x); };
+  cases.push_back({"relu_forward", "v0-broken (self-test)", false, arena.device(), "n=4096", 8.0 * n, 0, 1, run,
+                   checker(run, *out, want, 0.0, 0.0)});
+}
+
+// ---- timing ------------------------------------------------------------------------------------
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Median microseconds of one run, after two warm-up runs: a monotonic clock on the CPU, CUDA
+// events on the GPU.
+double time_us(const std::function<void(int)>& run, int rotations, int repeat, Device device) {
+  run(0);
+  run(rotations > 1 ? 1 : 0);
+  std::vector<double> samples;
+  if (device.is_cuda()) {
+#if EMBER_WITH_CUDA
+    cuda::Event start(device), stop(device);
+    const cudaStream_t stream = cuda::current_stream(device);
+    for (int i = 0; i < repeat; ++i) {
+      start.record(stream);
+      run(i % rotations);
+      stop.record(stream);
+      stop.synchronize();
+      samples.push_back(1000.0 * cuda::Event::elapsed_ms(start, stop));
+    }
+#endif
+  } else {
+    for (int i = 0; i < repeat; ++i) {
+      const auto t0 = Clock::now();
+      run(i % rotations);
+      samples.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    }
+  }
+  return median(samples);
+}
+
+struct Ceilings {
+  double copy_gb_per_s = 0, gemm_gflop_per_s = 0;
+  std::string copy_how, gemm_how;
+};
+
+Ceilings measure_ceilings(Device device, int repeat) {
+  Ceilings c;
+  const std::size_t bytes = std::size_t{256} << 20;
+  if (device.is_cpu()) {
+    std::vector<std::uint8_t> a(bytes, 1), b(bytes, 2);
+    const double us = time_us([&](int) { std::memcpy(b.data(), a.data(), bytes); }, 1, std::max(3, repeat / 5), device);
+    c.copy_gb_per_s = 2.0 * bytes / (us * 1e3);
+    c.copy_how = "memcpy of 256 MiB (bytes read + written)";
+    const std::size_t s = 1024;
+    const auto ah = random_vector(s * s, 1), bh = random_vector(s * s, 2);
+    std::vector<float> ch(s * s);
+    const double gus = time_us([&](int) {
+      kc::gemm(kernels::Transpose::no, kernels::Transpose::no, s, s, s, 1.0f, ah.data(), s, bh.data(), s, 0.0f, ch.data(), s);
+    }, 1, std::max(3, repeat / 5), device);
+    c.gemm_gflop_per_s = 2.0 * s * s * s / (gus * 1e3);
+    c.gemm_how = std::string(kc::blas_name()) + " SGEMM 1024³, " + std::to_string(kc::num_threads()) + " thread(s)";
+    return c;
+  }
+#if EMBER_WITH_CUDA
+  const std::size_t big = std::size_t{1} << 30;
+  Tensor src = empty({static_cast<std::int64_t>(big)}, {.dtype = DType::u8, .device = device});
+  Tensor dst = empty({static_cast<std::int64_t>(big)}, {.dtype = DType::u8, .device = device});
+  const cudaStream_t stream = cuda::current_stream(device);
+  const double us = time_us([&](int) {
+    CUDA_CHECK(cudaMemcpyAsync(dst.raw_bytes(), src.raw_bytes(), big, cudaMemcpyDeviceToDevice, stream));
+  }, 1, std::max(5, repeat / 3), device);
+  c.copy_gb_per_s = 2.0 * big / (us * 1e3);
+  c.copy_how = "device-to-device copy of 1 GiB (bytes read + written)";
+  const std::size_t s = 4096;
+  Tensor a = rand({static_cast<std::int64_t>(s * s)}).to(device), b = rand({static_cast<std::int64_t>(s * s)}).to(device);
+  Tensor out = empty({static_cast<std::int64_t>(s * s)}, {.device = device});
+  const double gus = time_us([&](int) {
+    kernels::cuda::gemm(kernels::Transpose::no, kernels::Transpose::no, s, s, s, 1.0f, a.raw<float>(), s, b.raw<float>(), s,
+                        0.0f, out.raw<float>(), s, stream);
+  }, 1, std::max(5, repeat / 3), device);
+  c.gemm_gflop_per_s = 2.0 * s * s * s / (gus * 1e3);
+  c.gemm_how = "cuBLAS SGEMM 4096³ (fp32)";
+#endif
+  return c;
+}
+
+// ---- GPU-only measurements ---------------------------------------------------------------------
+
+#if EMBER_WITH_CUDA
+void add_transfers_and_launches(std::vector<nlohmann::json>& rows, Device device, int repeat) {
+  const std::size_t bytes = std::size_t{64} << 20;
+  Tensor dev = empty({static_cast<std::int64_t>(bytes)}, {.dtype = DType::u8, .device = device});
+  const cudaStream_t stream = cuda::current_stream(device);
+  for (bool pinned : {false, true}) {
+    Tensor host = empty({static_cast<std::int64_t>(bytes)}, {.dtype = DType::u8, .pinned = pinned});
+    for (bool to_device : {true, false}) {
+      const double us = time_us([&](int) {
+        CUDA_CHECK(cudaMemcpyAsync(to_device ? dev.raw_bytes() : host.raw_bytes(), to_device ? host.raw_bytes() : dev.raw_bytes(),
+                                   bytes, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, stream));
+      }, 1, std::max(5, repeat / 3), device);
+      rows.push_back({{"family", to_device ? "copy_host_to_device" : "copy_device_to_host"},
+                      {"version", pinned ? "pinned" : "pageable"}, {"device", device.str()}, {"shape", "64 MiB"},
+                      {"time_us", us}, {"gb_per_s", bytes / (us * 1e3)}, {"status", "ok"}, {"in_use", true}});
+    }
+  }
+  const double eager = time_us([&](int) { kernels::cuda::launch_empty(stream); }, 1, repeat, device);
+  rows.push_back({{"family", "launch_overhead"}, {"version", "eager"}, {"device", device.str()}, {"shape", "1 empty kernel"},
+                  {"time_us", eager}, {"status", "ok"}, {"in_use", true}});
+  const int n = 100;
+  cuda::Stream capture(device);
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CUDA_CHECK(cudaStreamBeginCapture(capture.handle(), cudaStreamCaptureModeGlobal));
+  for (int i = 0; i < n; ++i) kernels::cuda::launch_empty(capture.handle());
+  CUDA_CHECK(cudaStreamEndCapture(capture.handle(), &graph));
+  CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  const double replay = time_us([&](int) { CUDA_CHECK(cudaGraphLaunch(exec, stream)); }, 1, repeat, device);
+  rows.push_back({{"family", "launch_overhead"}, {"version", "graph replay"}, {"device", device.str()},
+                  {"shape", "100 empty kernels"}, {"time_us", replay / n}, {"status", "ok"}, {"in_use", false},
+                  {"note", "per kernel"}});
+  CUDA_CHECK(cudaGraphExecDestroy(exec));
+  CUDA_CHECK(cudaGraphDestroy(graph));
+}
+#endif
+
+// The framework's own cost per op on the CPU: an op on a 4-element tensor, recorded or not, and
+// one node's forward and backward in a chain — the bookkeeping a training step pays per op.
+void add_autograd_overhead(std::vector<nlohmann::json>& rows, int repeat) {
+  const Tensor x = ones({4});
+  const Tensor w = ones({4}, {.requires_grad = true});
+  const int n = 2000;
+  auto per_op = [&](const std::function<void()>& body) {
+    return time_us([&](int) { for (int i = 0; i < n; ++i) body(); }, 1, std::max(5, repeat / 3), Device::cpu()) / n;
+  };
+  const double plain = per_op([&] { Tensor y = relu(x); });
+  const double recorded = per_op([&] { Tensor y = relu(w); });
+  const double chain = time_us([&](int) {
+    Tensor y = w;
+    for (int i = 0; i < 50; ++i) y = relu(y);
+    sum(y).backward();
+  }, 1, std::max(5, repeat / 3), Device::cpu()) / 51;
+  for (auto [version, us] : {std::pair{"op, not recorded", plain}, std::pair{"op, recorded", recorded},
+                             std::pair{"forward + backward per node", chain}})
+    rows.push_back({{"family", "autograd_overhead"}, {"version", version}, {"device", "cpu"}, {"shape", "4 elements"},
+                    {"time_us", us}, {"status", "ok"}, {"in_use", true}});
+}
+
+// ---- main --------------------------------------------------------------------------------------
+
+std::vector<std::size_t> parse_sizes(const std::string& text) {
+  std::vector<std::size_t> sizes;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v == 0) throw apps::UsageError("--sizes: expected element counts like 65536,1048576");
+    sizes.push_back(static_cast<std::size_t>(v));
+  }
+  return sizes;
+}
+
+int bench(const Settings& s, const std::string& sizes_text) {
+  kc::set_num_threads(1);
+  std::vector<Device> devices;
+  if (s.device == "all" || s.device == "cpu") devices.push_back(Device::cpu());
+  if (s.device == "all" && cuda::is_available()) devices.push_back(Device::cuda(0));
+  if (s.device != "all" && s.device != "cpu") {
+    try {
+      devices.push_back(Device::parse(s.device));
+      require_usable(devices.back());
+    } catch (const Error& e) {
+      throw apps::UsageError("--device " + s.device + ": " + e.what());
+    }
+  }
+  std::regex filter;
+  try {
+    filter = std::regex(s.filter.empty() ? ".*" : s.filter);
+  } catch (const std::regex_error&) {
+    throw apps::UsageError("--filter " + s.filter + ": not a valid regular expression");
+  }
+  nlohmann::json report = {{"ember_version", EMBER_VERSION}, {"repeat", s.repeat}, {"ceilings", nlohmann::json::array()},
+                           {"results", nlohmann::json::array()}};
+  for (const Device device : devices) {
+    const bool gpu = device.is_cuda();
+    std::vector<std::size_t> sizes = s.sizes;
+    if (sizes_text.empty()) sizes = gpu ? std::vector<std::size_t>{1 << 16, 1 << 20, 1 << 24, 1 << 26}
+                                        : std::vector<std::size_t>{1 << 14, 1 << 18, 1 << 22};
+    std::size_t flush = std::size_t{64} << 20;  // CPU: twice a 32 MiB last-level cache
+#if EMBER_WITH_CUDA
+    if (gpu) {
+      int l2 = 0;
+      CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device.index));
+      flush = 2 * static_cast<std::size_t>(l2);
+    }
+#endif
+    const Ceilings ceil = measure_ceilings(device, s.repeat);
+    report["ceilings"].push_back({{"device", device.str()}, {"copy_gb_per_s", ceil.copy_gb_per_s}, {"copy", ceil.copy_how},
+                                  {"gemm_gflop_per_s", ceil.gemm_gflop_per_s}, {"gemm", ceil.gemm_how}});
+    std::printf("\n== %s: copy ceiling %.1f GB/s (%s); GEMM ceiling %.1f GFLOP/s (%s)\n", device.str().c_str(),
+                ceil.copy_gb_per_s, ceil.copy_how.c_str(), ceil.gemm_gflop_per_s, ceil.gemm_how.c_str());
+    std::printf("%-24s %-22s %-26s %11s %9s %9s %7s  %s\n", "family", "version", "shape", "time (us)", "GB/s",
+                "GFLOP/s", "of max", "");
+    const Arena arena(device, flush);
+    std::vector<Case> cases;
+    for (std::size_t n : sizes) {
+      add_elementwise(cases, arena, n);
+      add_rowwise(cases, arena, n);
+      add_optimizers(cases, arena, n);
+    }
+    add_gemms(cases, arena, !sizes_text.empty() && *std::max_element(sizes.begin(), sizes.end()) < (1 << 16));
+    if (s.include_broken) add_broken(cases, arena);
+    std::string current;
+    for (Case& c : cases) {
+      if (!std::regex_search(c.family, filter)) continue;
+      ProfileRange range(c.family.c_str());
+      nlohmann::json row = {{"family", c.family}, {"version", c.version}, {"in_use", c.in_use}, {"device", device.str()},
+                            {"shape", c.shape}};
+      std::string problem;
+      if (c.check) problem = c.check();
+      if (!problem.empty()) {
+        row["status"] = "refused";
+        row["reason"] = "wrong result: " + problem;
+        std::printf("%-24s %-22s %-26s REFUSED: wrong result (%s); not timed\n", c.family.c_str(), c.version.c_str(),
+                    c.shape.c_str(), problem.c_str());
+      } else {
+        const double us = time_us(c.run, c.rotations, s.repeat, device);
+        const double gbps = c.bytes / (us * 1e3), gflops = c.flops / (us * 1e3);
+        const double fraction = c.flops > 0 ? gflops / ceil.gemm_gflop_per_s : gbps / ceil.copy_gb_per_s;
+        row.update({{"status", "ok"}, {"time_us", us}, {"bytes", c.bytes}, {"gb_per_s", gbps}, {"fraction_of_ceiling", fraction}});
+        if (c.flops > 0) row["gflop_per_s"] = gflops;
+        std::printf("%-24s %-22s %-26s %11.2f %9.1f %9s %6.0f%%  %s\n", c.family.c_str(), c.version.c_str(),
+                    c.shape.c_str(), us, gbps, c.flops > 0 ? std::to_string(static_cast<int>(gflops)).c_str() : "",
+                    100 * fraction, c.in_use ? "(in use)" : "");
+      }
+      report["results"].push_back(row);
+    }
+    std::vector<nlohmann::json> extra;
+#if EMBER_WITH_CUDA
+    if (gpu && std::regex_search(std::string("copy_host_to_device launch_overhead"), filter))
+      add_transfers_and_launches(extra, device, s.repeat);
+#endif
+    if (!gpu && std::regex_search(std::string("autograd_overhead"), filter)) add_autograd_overhead(extra, s.repeat);
+    for (const auto& row : extra) {
+      std::printf("%-24s %-22s %-26s %11.3f %9s\n", row["family"].get<std::string>().c_str(),
+                  row["version"].get<std::string>().c_str(), row["shape"].get<std::string>().c_str(),
+                  row["time_us"].get<double>(),
+                  row.contains("gb_per_s") ? std::to_string(static_cast<int>(row["gb_per_s"].get<double>())).c_str() : "");
+      report["results"].push_back(row);
+    }
+  }
+  if (!s.json.empty()) {
+    const std::string text = report.dump(2) + "\n";
+    write_file_atomically(s.json, {reinterpret_cast<const std::uint8_t*>(text.data()), text.size()});
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Settings s;
+  std::string sizes_text;
+  CLI::App app{"bench_kernels: every kernel family against measured ceilings, on the CPU and CUDA"};
+  app.add_option("--device", s.device, "all (the CPU, and cuda:0 when usable), cpu, cuda or cuda:N")->capture_default_str();
+  app.add_option("--filter", s.filter, "only families whose name matches this regular expression");
+  app.add_option("--sizes", sizes_text, "element counts, e.g. 65536,16777216 (default: a sweep per device)");
+  app.add_option("--repeat", s.repeat, "timed runs per case (the median is reported)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--json", s.json, "also write every result as JSON to this file");
+  app.add_flag("--include-broken", s.include_broken, "add a deliberately wrong kernel version (self-test: it must be refused)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "error: %s\nRun with --help for the options.\n", e.what());
+    return 2;
+  }
+  return apps::run_program([&] {
+    if (!sizes_text.empty()) s.sizes = parse_sizes(sizes_text);
+    return bench(s, sizes_text);
+  });
+}
