@@ -97,7 +97,7 @@ class Arena {
   // How many input sets make the working set exceed the cache flush size.
   int rotations(std::size_t working_set) const {
     if (working_set == 0) return 1;
-    return static_cast<int>(std::clamp<std::size_t>(flush_ / working_set + 1, 1, 16));
+    return static_cast<int>(std::clamp<std::size_t>(flush_ / working_set + 1, 1, 256));
   }
   template <class T>
   std::vector<Tensor> copies(const std::vector<T>& host, const Shape& shape, int n) const {
@@ -219,8 +219,8 @@ void add_rowwise(std::vector<Case>& cases, const Arena& arena, std::size_t n) {
   auto lse = std::make_shared<std::vector<Tensor>>(arena.outputs({static_cast<std::int64_t>(rows)}, DType::f32, rot));
   const std::string label = std::to_string(rows) + "x" + std::to_string(cols);
   auto add = [&](const std::string& family, double bytes, std::function<void(int)> run, Tensor out0,
-                 std::vector<float> want, double atol, double rtol) {
-    Case c{family, "v1", true, d, label, bytes, 0, rot, run, nullptr};
+                 std::vector<float> want, double atol, double rtol, std::string shape_label = "") {
+    Case c{family, "v1", true, d, shape_label.empty() ? label : shape_label, bytes, 0, rot, run, nullptr};
     if (gpu) c.check = checker(run, out0, std::move(want), atol, rtol);
     cases.push_back(std::move(c));
   };
@@ -306,7 +306,7 @@ void add_rowwise(std::vector<Case>& cases, const Arena& arena, std::size_t n) {
   add("bias_relu_backward", 12.0 * br * bc, [=](int r) {
         if (gpu) EMBER_CUDA_ONLY(kernels::cuda::bias_relu_backward((*gb)[r].raw<float>(), (*yb)[r].raw<float>(), (*bout)[r].raw<float>(), (*db)[r].raw<float>(), br, bc, stream_of(d)));
         else kc::bias_relu_backward((*gb)[r].raw<float>(), (*yb)[r].raw<float>(), (*bout)[r].raw<float>(), (*db)[r].raw<float>(), br, bc);
-      }, (*bout)[0], want_dx, 0.0, 0.0);
+      }, (*bout)[0], want_dx, 0.0, 0.0, std::to_string(br) + "x32");
   // A square transpose and the strided block copy behind cat and slice.
   const auto side = static_cast<std::size_t>(std::max(1.0, std::floor(std::sqrt(static_cast<double>(n)))));
   const Shape sq{static_cast<std::int64_t>(side), static_cast<std::int64_t>(side)};
@@ -318,7 +318,7 @@ void add_rowwise(std::vector<Case>& cases, const Arena& arena, std::size_t n) {
   add("transpose", 8.0 * side * side, [=](int r) {
         if (gpu) EMBER_CUDA_ONLY(kernels::cuda::transpose_last2((*sq_in)[r].raw<float>(), (*sq_out)[r].raw<float>(), 1, side, side, stream_of(d)));
         else kc::transpose_last2((*sq_in)[r].raw<float>(), (*sq_out)[r].raw<float>(), 1, side, side);
-      }, (*sq_out)[0], want_t, 0.0, 0.0);
+      }, (*sq_out)[0], want_t, 0.0, 0.0, std::to_string(side) + "x" + std::to_string(side));
 }
 
 // The fused optimizer updates over one parameter of n elements.

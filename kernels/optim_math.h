@@ -28,20 +28,28 @@ EMBER_HOST_DEVICE void sgd_update(float& p, float g, float* buf, const SgdConfig
   p = p - lr * d;
 }
 
+// Adam's bias corrections for step t: 1 − β1ᵗ and √(1 − β2ᵗ). Computed once per parameter, not
+// per element.
+struct AdamCorrections {
+  float step_size;              // lr / (1 − β1ᵗ)
+  float bias_correction2_sqrt;  // √(1 − β2ᵗ)
+};
+EMBER_HOST_DEVICE AdamCorrections adam_corrections(const AdamConfig& c, float lr, float step) {
+  return {lr / (1.0f - powf(c.beta1, step)), sqrtf(1.0f - powf(c.beta2, step))};
+}
+
 // torch.optim.Adam / AdamW (not amsgrad): m ← m + (1−β1)(g − m); v ← β2·v + (1−β2)·g²;
 // p −= (lr / (1−β1ᵗ)) · m / (√v / √(1−β2ᵗ) + eps). Adam adds wd·p to g; AdamW scales p by
 // (1 − lr·wd) first.
-EMBER_HOST_DEVICE void adam_update(float& p, float g, float& m, float& v, const AdamConfig& c, float lr, float step) {
+EMBER_HOST_DEVICE void adam_update(float& p, float g, float& m, float& v, const AdamConfig& c, float lr,
+                                   AdamCorrections k) {
   if (c.weight_decay != 0.0f) {
     if (c.decoupled_weight_decay) p = p * (1.0f - lr * c.weight_decay);
     else g = g + c.weight_decay * p;
   }
   m = m + (1.0f - c.beta1) * (g - m);
   v = c.beta2 * v + (1.0f - c.beta2) * g * g;
-  const float bias_correction1 = 1.0f - powf(c.beta1, step);
-  const float bias_correction2_sqrt = sqrtf(1.0f - powf(c.beta2, step));
-  const float step_size = lr / bias_correction1;
-  p = p - step_size * (m / (sqrtf(v) / bias_correction2_sqrt + c.eps));
+  p = p - k.step_size * (m / (sqrtf(v) / k.bias_correction2_sqrt + c.eps));
 }
 
 }  // namespace ember::kernels

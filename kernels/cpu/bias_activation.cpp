@@ -26,7 +26,8 @@ void bias_relu_backward(const T* __restrict dy, const T* __restrict y, T* __rest
     const T* out = y + r * cols;
     T* d = dx + r * cols;
     for (std::size_t c = 0; c < cols; ++c) {
-      const T v = out[c] > T(0) ? g[c] : T(0);
+      const T gradient = g[c];  // loaded unconditionally, so the select below vectorizes
+      const T v = out[c] > T(0) ? gradient : T(0);
       d[c] = v;
       dbias[c] += v;
     }

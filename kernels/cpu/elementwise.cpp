@@ -135,12 +135,25 @@ void expand(const T* x, T* out, const BroadcastLayout& layout, T scale) {
   }
 }
 
+namespace {
+// One loop per (op, mode), the op resolved at compile time, so each loop vectorizes.
+template <ActivationGrad Op, class T>
+void activation_grad_loop(const T* __restrict dy, const T* __restrict y, T* __restrict dx, std::size_t n,
+                          WriteMode mode) {
+  if (mode == WriteMode::overwrite) {
+    for (std::size_t i = 0; i < n; ++i) dx[i] = apply_activation_grad(Op, dy[i], y[i]);
+  } else {
+    for (std::size_t i = 0; i < n; ++i) dx[i] += apply_activation_grad(Op, dy[i], y[i]);
+  }
+}
+}  // namespace
+
 template <class T>
 void activation_grad(ActivationGrad op, const T* dy, const T* y, T* dx, std::size_t n, WriteMode mode) {
-  if (mode == WriteMode::overwrite) {
-    for (std::size_t i = 0; i < n; ++i) dx[i] = apply_activation_grad(op, dy[i], y[i]);
-  } else {
-    for (std::size_t i = 0; i < n; ++i) dx[i] += apply_activation_grad(op, dy[i], y[i]);
+  switch (op) {
+    case ActivationGrad::relu: return activation_grad_loop<ActivationGrad::relu>(dy, y, dx, n, mode);
+    case ActivationGrad::sigmoid: return activation_grad_loop<ActivationGrad::sigmoid>(dy, y, dx, n, mode);
+    case ActivationGrad::tanh: return activation_grad_loop<ActivationGrad::tanh>(dy, y, dx, n, mode);
   }
 }
 

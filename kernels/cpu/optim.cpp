@@ -22,7 +22,8 @@ void sgd_loop(float* __restrict param, const float* __restrict grad, float* __re
 
 void adam_loop(float* __restrict param, const float* __restrict grad, float* __restrict m, float* __restrict v,
                std::size_t n, const AdamConfig config, float lr, float step) {
-  for (std::size_t i = 0; i < n; ++i) adam_update(param[i], grad[i], m[i], v[i], config, lr, step);
+  const AdamCorrections k = adam_corrections(config, lr, step);
+  for (std::size_t i = 0; i < n; ++i) adam_update(param[i], grad[i], m[i], v[i], config, lr, k);
 }
 }  // namespace
 

@@ -34,10 +34,10 @@ void softmax_forward(SoftmaxKind kind, const T* x, T* y, std::size_t rows, std::
   for (std::size_t r = 0; r < rows; ++r) {
     const T* xr = x + r * cols;
     T* yr = y + r * cols;
-    const double lse = row_logsumexp(xr, cols);
+    const T lse = static_cast<T>(row_logsumexp(xr, cols));
     for (std::size_t c = 0; c < cols; ++c) {
-      const double shifted = static_cast<double>(xr[c]) - lse;
-      yr[c] = static_cast<T>(kind == SoftmaxKind::softmax ? std::exp(shifted) : shifted);
+      const T shifted = xr[c] - lse;
+      yr[c] = kind == SoftmaxKind::softmax ? std::exp(shifted) : shifted;
     }
   }
 }
@@ -56,7 +56,7 @@ void softmax_backward(SoftmaxKind kind, const T* dy, const T* y, T* dx, std::siz
     } else {
       for (std::size_t c = 0; c < cols; ++c) dot += dyr[c];
       for (std::size_t c = 0; c < cols; ++c)
-        write(dxr + c, static_cast<T>(dyr[c] - std::exp(static_cast<double>(yr[c])) * dot), mode);
+        write(dxr + c, static_cast<T>(dyr[c] - std::exp(yr[c]) * static_cast<T>(dot)), mode);
     }
   }
 }

@@ -25,9 +25,10 @@ __global__ void sgd_kernel(const ParamSlot* slots, SgdConfig config, const float
 
 __global__ void adam_kernel(const ParamSlot* slots, AdamConfig config, const float* lr) {
   const ParamSlot slot = slots[blockIdx.y];
-  const float rate = *lr, step = *slot.step;
+  const float rate = *lr;
+  const AdamCorrections k = adam_corrections(config, rate, *slot.step);
   for (std::size_t i = global_thread(); i < slot.n; i += grid_stride())
-    adam_update(slot.param[i], slot.grad[i], slot.state0[i], slot.state1[i], config, rate, step);
+    adam_update(slot.param[i], slot.grad[i], slot.state0[i], slot.state1[i], config, rate, k);
 }
 
 template <class Launch>
