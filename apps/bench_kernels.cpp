@@ -181,11 +181,86 @@ void add_elementwise(std::vector<Case>& cases, const Arena& arena, std::size_t n
           if (gpu) EMBER_CUDA_ONLY(kernels::cuda::leaky_relu_forward((*x)[r].raw<float>(), (*out)[r].raw<float>(), n, 0.01f, stream_of(d)));
           else kc::leaky_relu_forward((*x)[r].raw<float>(), (*out)[r].raw<float>(), n, 0.01f);
         }, want, 1e-6);
+    kc::leaky_relu_backward(xh.data(), yh.data(), want.data(), n, 0.01f, kernels::WriteMode::overwrite);
+    add("leaky_relu_backward", 12.0 * n, [=](int r) {
+          if (gpu) EMBER_CUDA_ONLY(kernels::cuda::leaky_relu_backward((*x)[r].raw<float>(), (*y)[r].raw<float>(), (*out)[r].raw<float>(), n, 0.01f, kernels::WriteMode::overwrite, stream_of(d)));
+          else kc::leaky_relu_backward((*x)[r].raw<float>(), (*y)[r].raw<float>(), (*out)[r].raw<float>(), n, 0.01f, kernels::WriteMode::overwrite);
+        }, want, 1e-6);
+    kc::activation_grad(kernels::ActivationGrad::tanh, xh.data(), yh.data(), want.data(), n, kernels::WriteMode::overwrite);
+    add("tanh_backward", 12.0 * n, [=](int r) {
+          if (gpu) EMBER_CUDA_ONLY(kernels::cuda::activation_grad(kernels::ActivationGrad::tanh, (*x)[r].raw<float>(), (*y)[r].raw<float>(), (*out)[r].raw<float>(), n, kernels::WriteMode::overwrite, stream_of(d)));
+          else kc::activation_grad(kernels::ActivationGrad::tanh, (*x)[r].raw<float>(), (*y)[r].raw<float>(), (*out)[r].raw<float>(), n, kernels::WriteMode::overwrite);
+        }, want, 1e-6);
+    kc::pow_scalar(yh.data(), 1.5f, want.data(), n);
+    add("pow_scalar", 8.0 * n, [=](int r) {
+          if (gpu) EMBER_CUDA_ONLY(kernels::cuda::pow_scalar((*y)[r].raw<float>(), 1.5f, (*out)[r].raw<float>(), n, stream_of(d)));
+          else kc::pow_scalar((*y)[r].raw<float>(), 1.5f, (*out)[r].raw<float>(), n);
+        }, want, 2e-6);
+    // Broadcasting: [n/64, 64] + [64], and the expand behind sum's and mean's backward.
+    const std::size_t cols = 64, rows = std::max<std::size_t>(1, n / cols);
+    kernels::BroadcastLayout layout;
+    layout.ndim = 2;
+    layout.out_shape[0] = static_cast<long long>(rows);
+    layout.out_shape[1] = static_cast<long long>(cols);
+    layout.a_stride[0] = static_cast<long long>(cols);
+    layout.a_stride[1] = 1;
+    layout.b_stride[0] = 0;
+    layout.b_stride[1] = 1;
+    std::vector<float> want_b(rows * cols);
+    kc::binary_broadcast(kernels::BinaryOp::add, xh.data(), yh.data(), want_b.data(), layout);
+    want_b.resize(n, std::numeric_limits<float>::quiet_NaN());  // the tail past rows·cols is not written
+    add("binary_broadcast_add", 8.0 * rows * cols, [=](int r) {
+          if (gpu) EMBER_CUDA_ONLY(kernels::cuda::binary_broadcast(kernels::BinaryOp::add, (*x)[r].raw<float>(), (*y)[r].raw<float>(), (*out)[r].raw<float>(), layout, stream_of(d)));
+          else kc::binary_broadcast(kernels::BinaryOp::add, (*x)[r].raw<float>(), (*y)[r].raw<float>(), (*out)[r].raw<float>(), layout);
+        }, want_b, 1e-6);
+    kernels::BroadcastLayout rows_of_bias = layout;
+    rows_of_bias.a_stride[0] = 0;
+    kc::expand(yh.data(), want_b.data(), rows_of_bias, 1.0f);
+    add("expand", 4.0 * rows * cols, [=](int r) {
+          if (gpu) EMBER_CUDA_ONLY(kernels::cuda::expand((*y)[r].raw<float>(), (*out)[r].raw<float>(), rows_of_bias, 1.0f, stream_of(d)));
+          else kc::expand((*y)[r].raw<float>(), (*out)[r].raw<float>(), rows_of_bias, 1.0f);
+        }, want_b, 0.0);
+    // The strided block copy behind cat: the left half of each row of [n/64, 64] into [n/64, 32].
+    std::vector<float> want_c(n, std::numeric_limits<float>::quiet_NaN());
+    kc::copy_2d(xh.data(), cols, want_c.data(), cols / 2, rows, cols / 2);
+    add("copy_2d", 4.0 * rows * cols, [=](int r) {
+          if (gpu) EMBER_CUDA_ONLY(kernels::cuda::copy_2d((*x)[r].raw<float>(), cols, (*out)[r].raw<float>(), cols / 2, rows, cols / 2, stream_of(d)));
+          else kc::copy_2d((*x)[r].raw<float>(), cols, (*out)[r].raw<float>(), cols / 2, rows, cols / 2);
+        }, want_c, 0.0);
     std::fill(want.begin(), want.end(), 0.25f);
     add("fill", 4.0 * n, [=](int r) {
           if (gpu) EMBER_CUDA_ONLY(kernels::cuda::fill((*out)[r].raw<float>(), 0.25f, n, stream_of(d)));
           else kc::fill((*out)[r].raw<float>(), 0.25f, n);
         }, want, 0.0);
+  }
+  {  // a dtype conversion, and the accuracy count over i64 predictions and i32 targets
+    auto ints = std::make_shared<std::vector<Tensor>>(arena.outputs(shape, DType::i32, rot));
+    std::vector<std::int32_t> want_i(n);
+    kc::cast(xh.data(), want_i.data(), n);
+    std::vector<float> want(want_i.begin(), want_i.end());
+    Case cast{"cast_f32_i32", "v1", true, d, label, 8.0 * n, 0, rot, [=](int r) {
+                if (gpu) EMBER_CUDA_ONLY(kernels::cuda::cast((*x)[r].raw<float>(), (*ints)[r].raw<std::int32_t>(), n, stream_of(d)));
+                else kc::cast((*x)[r].raw<float>(), (*ints)[r].raw<std::int32_t>(), n);
+              }, nullptr};
+    if (gpu) cast.check = checker(cast.run, (*ints)[0], want, 0.0, 0.0);
+    cases.push_back(cast);
+    std::vector<std::int64_t> pred(n);
+    std::vector<std::int32_t> target(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      pred[i] = static_cast<std::int64_t>(i % 10);
+      target[i] = static_cast<std::int32_t>((i * 7) % 10);
+    }
+    auto pt = std::make_shared<std::vector<Tensor>>(arena.copies(pred, shape, rot));
+    auto tt = std::make_shared<std::vector<Tensor>>(arena.copies(target, shape, rot));
+    auto count = std::make_shared<std::vector<Tensor>>(arena.outputs({1}, DType::i64, rot));
+    std::int64_t want_count = 0;
+    kc::count_equal(pred.data(), target.data(), &want_count, n);
+    Case eq{"count_equal", "v1", true, d, label, 12.0 * n, 0, rot, [=](int r) {
+              if (gpu) EMBER_CUDA_ONLY(kernels::cuda::count_equal((*pt)[r].raw<std::int64_t>(), (*tt)[r].raw<std::int32_t>(), (*count)[r].raw<std::int64_t>(), n, stream_of(d)));
+              else kc::count_equal((*pt)[r].raw<std::int64_t>(), (*tt)[r].raw<std::int32_t>(), (*count)[r].raw<std::int64_t>(), n);
+            }, nullptr};
+    if (gpu) eq.check = checker(eq.run, (*count)[0], {static_cast<float>(want_count)}, 0.0, 0.0);
+    cases.push_back(eq);
   }
   {  // uint8 pixels → f32, the data pipeline's normalization
     std::vector<std::uint8_t> pixels(n);

@@ -17,7 +17,7 @@ cd "$root"
 
 # name:budget-seconds, in order
 # The budgets add up to 6 minutes.
-all_sections=(facts:10 build:150 test:80 sanitize:60 train:40 loader:20)
+all_sections=(facts:10 build:130 test:70 sanitize:50 train:40 loader:20 bench:40)
 dry_run=0
 only=""
 while [ $# -gt 0 ]; do
@@ -220,6 +220,22 @@ section_loader() {
   local rc=$?
   cat "$out/loader.log"
   NOTE=$(grep "copy hidden" "$out/loader.log" | tr -s ' ' | cut -c1-120)
+  return $rc
+}
+
+# ---- bench -------------------------------------------------------------------------------------
+# Every kernel family on the GPU, at 1M and 64M elements (256 MB of f32), against the measured
+# device-to-device copy and cuBLAS SGEMM; plus host-device copies and launch overhead.
+section_bench() {
+  local budget=$1
+  timeout "$budget" "$build/apps/bench_kernels" --device cuda --sizes 1048576,67108864 --repeat 15 \
+    --json "$out/bench.json" >"$out/bench.log" 2>&1
+  local rc=$?
+  cat "$out/bench.log"
+  local refused
+  refused=$(grep -c "REFUSED" "$out/bench.log")
+  NOTE="$(grep -c '(in use)' "$out/bench.log") timed, $refused refused; $(grep -m1 '^== ' "$out/bench.log" | cut -c4-120)"
+  [ "$refused" = 0 ] || return 1
   return $rc
 }
 
