@@ -12,6 +12,7 @@
 #include "core/serialize.h"
 #include "core/storage.h"
 #include "core/tensor.h"
+#include "layers/conv.h"
 #include "layers/layers.h"
 #include "layers/leaky_relu.h"
 #include "layers/module.h"

@@ -43,6 +43,17 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias = Te
 Tensor linear_relu(const Tensor& input, const Tensor& weight, const Tensor& bias);
 Tensor transpose(const Tensor& input);  // swaps the last two dims (a copy)
 
+// Convolutional networks, NCHW. conv2d: cross-correlation of input [N, C, H, W] with weight
+// [K, C, KH, KW] (+ bias [K]) → [N, K, OH, OW], zero padding. max_pool2d: window `kernel`,
+// `stride` (0: the kernel size). batch_norm over (N, H, W) per channel: in training it normalizes
+// with the batch's statistics and moves running_mean/running_var (updated in place) by
+// `momentum`; in evaluation it uses the running statistics.
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(), int stride = 1,
+              int padding = 0);
+Tensor max_pool2d(const Tensor& input, int kernel, int stride = 0);
+Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
+                  Tensor& running_var, bool training, double momentum = 0.1, double eps = 1e-5);
+
 // Shapes.
 Tensor reshape(const Tensor& input, Shape shape);
 Tensor cat(std::span<const Tensor> tensors, int dim = 0);

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "layers/conv.h"
 
 namespace ember::nn {
 
@@ -18,6 +19,34 @@ std::shared_ptr<Sequential> mlp(std::int64_t in_features, const std::vector<std:
   }
   model->append(std::make_shared<Linear>(width, out_features, true, generator));
   return model;
+}
+
+std::shared_ptr<Sequential> cnn(std::int64_t c1, std::int64_t c2, std::int64_t hidden, Generator* generator) {
+  auto model = std::make_shared<Sequential>();
+  model->append(std::make_shared<Conv2d>(1, c1, 3, 1, 0, true, generator));
+  model->append(std::make_shared<ReLU>());
+  model->append(std::make_shared<Conv2d>(c1, c2, 3, 1, 0, true, generator));
+  model->append(std::make_shared<ReLU>());
+  model->append(std::make_shared<MaxPool2d>(2));
+  model->append(std::make_shared<Flatten>());
+  model->append(std::make_shared<Linear>(c2 * 12 * 12, hidden, true, generator));
+  model->append(std::make_shared<ReLU>());
+  model->append(std::make_shared<Linear>(hidden, 10, true, generator));
+  return model;
+}
+
+CnnShape cnn_shape_of(const StateDict& state, const std::string& name) {
+  auto shape = [&](const char* key) -> Shape {
+    const Tensor* t = find_tensor(state, key);
+    if (!t) throw FormatError(detail::concat(name, ": not a CNN checkpoint: no '", key, "'"));
+    return t->shape();
+  };
+  const Shape w0 = shape("0.weight"), w2 = shape("2.weight"), w6 = shape("6.weight"), w8 = shape("8.weight");
+  if (w0.size() != 4 || w0[1] != 1 || w2.size() != 4 || w2[1] != w0[0] || w6.size() != 2 || w6[1] != w2[0] * 144 ||
+      w8.size() != 2 || w8[1] != w6[0] || w8[0] != 10)
+    throw FormatError(detail::concat(name, ": the tensor shapes are not those of ember's MNIST CNN (0.weight ",
+                                     shape_str(w0), ", 2.weight ", shape_str(w2), ", 6.weight ", shape_str(w6), ")"));
+  return {w0[0], w2[0], w6[0]};
 }
 
 MlpShape mlp_shape_of(const StateDict& state, const std::string& name) {

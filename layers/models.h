@@ -19,6 +19,17 @@ namespace ember::nn {
 std::shared_ptr<Sequential> mlp(std::int64_t in_features, const std::vector<std::int64_t>& hidden,
                                 std::int64_t out_features, Generator* generator = nullptr);
 
+// The tutorials' CNN for 28×28 images: Conv2d(1, c1, 3), ReLU, Conv2d(c1, c2, 3), ReLU,
+// MaxPool2d(2), Flatten, Linear(c2·12·12, hidden), ReLU, Linear(hidden, 10). Input [B, 1, 28, 28].
+std::shared_ptr<Sequential> cnn(std::int64_t c1 = 32, std::int64_t c2 = 64, std::int64_t hidden = 128,
+                                Generator* generator = nullptr);
+
+struct CnnShape {
+  std::int64_t c1 = 0, c2 = 0, hidden = 0;
+};
+// The CNN whose state dict this is (from its tensor shapes), or a FormatError saying why not.
+CnnShape cnn_shape_of(const StateDict& state, const std::string& name);
+
 struct MlpShape {
   std::int64_t in_features = 0, out_features = 0;
   std::vector<std::int64_t> hidden;

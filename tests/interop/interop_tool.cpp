@@ -1,6 +1,7 @@
 // The ember side of the PyTorch interop test (torch_interop.py):
 //   interop_tool save-mlp PATH HIDDEN SEED            writes a seeded 784-HIDDEN-10 MLP
 //   interop_tool forward PATH HIDDEN INPUTS OUT       loads PATH, writes logits of INPUTS' "x"
+//   interop_tool save-cnn PATH SEED | forward-cnn PATH INPUTS OUT | forward-bn PATH INPUTS OUT
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -25,6 +26,27 @@ int main(int argc, char** argv) {
       nn::save(*mlp(std::atoll(argv[3]), std::strtoull(argv[4], nullptr, 10)), argv[2]);
       return 0;
     }
+    if (command == "save-cnn" && argc == 4) {
+      Generator g(std::strtoull(argv[3], nullptr, 10));
+      nn::save(*nn::cnn(8, 16, 32, &g), argv[2]);
+      return 0;
+    }
+    if ((command == "forward-cnn" || command == "forward-bn") && argc == 5) {
+      // The CNN, or a small net with batch norm: Conv2d(1,4,3), BatchNorm2d(4), ReLU, Flatten, Linear.
+      std::shared_ptr<nn::Module> model = nn::cnn(8, 16, 32);
+      if (command == "forward-bn")
+        model = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+            std::make_shared<nn::Conv2d>(1, 4, 3), std::make_shared<nn::BatchNorm2d>(4), std::make_shared<nn::ReLU>(),
+            std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(4 * 26 * 26, 10)});
+      nn::load(*model, argv[2]);
+      model->eval();
+      const Checkpoint inputs = load_safetensors(argv[3]);
+      const Tensor* x = find_tensor(inputs.tensors, "x");
+      if (!x) throw ValueError(std::string(argv[3]) + ": no tensor 'x'");
+      NoGradGuard no_grad;
+      save_safetensors(argv[4], {{"logits", (*model)(x->reshape({-1, 1, 28, 28}))}});
+      return 0;
+    }
     if (command == "forward" && argc == 6) {
       auto model = mlp(std::atoll(argv[3]), 0);
       nn::load(*model, argv[2]);
@@ -35,7 +57,8 @@ int main(int argc, char** argv) {
       save_safetensors(argv[5], {{"logits", (*model)(*x)}});
       return 0;
     }
-    std::cerr << "usage: interop_tool save-mlp PATH HIDDEN SEED | forward PATH HIDDEN INPUTS OUT\n";
+    std::cerr << "usage: interop_tool save-mlp PATH HIDDEN SEED | forward PATH HIDDEN INPUTS OUT | save-cnn PATH SEED |"
+                 " forward-cnn PATH INPUTS OUT | forward-bn PATH INPUTS OUT\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";

@@ -28,9 +28,10 @@ def load(path):
 def save(path, tensors, metadata=None):
     header, chunks, offset = {}, [], 0
     for name, array in tensors.items():
-        array = np.ascontiguousarray(array)
-        raw = array.tobytes()
-        header[name] = {"dtype": _NAMES[array.dtype], "shape": list(array.shape),
+        array = np.asarray(array)
+        shape = list(array.shape)  # before any copy: ascontiguousarray would turn a scalar into [1]
+        raw = np.ascontiguousarray(array).tobytes()
+        header[name] = {"dtype": _NAMES[array.dtype], "shape": shape,
                         "data_offsets": [offset, offset + len(raw)]}
         chunks.append(raw)
         offset += len(raw)

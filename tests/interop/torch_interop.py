@@ -68,6 +68,50 @@ def main():
         diff = float(np.abs(torch_logits - ember_logits).max())
         print(f"torch -> ember ({writer}): max |logits difference| = {diff:.3g}")
         failures += diff > 1e-5
+        # The CNN, both ways, and a net with batch normalization (its running statistics and the
+        # int64 num_batches_tracked) from PyTorch.
+        def cnn():
+            return torch.nn.Sequential(torch.nn.Conv2d(1, 8, 3), torch.nn.ReLU(), torch.nn.Conv2d(8, 16, 3),
+                                       torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Flatten(),
+                                       torch.nn.Linear(16 * 12 * 12, 32), torch.nn.ReLU(), torch.nn.Linear(32, 10))
+        ximg = torch.from_numpy(x).reshape(-1, 1, 28, 28)
+        ember_cnn = os.path.join(work, "cnn.safetensors")
+        subprocess.run([args.tool, "save-cnn", ember_cnn, "3"], check=True)
+        model = cnn()
+        model.load_state_dict({k: torch.from_numpy(v) for k, v in safetensors_lite.load(ember_cnn)[0].items()}, strict=True)
+        with torch.no_grad():
+            torch_logits = model(ximg).numpy()
+        out = os.path.join(work, "cnn_logits.safetensors")
+        subprocess.run([args.tool, "forward-cnn", ember_cnn, inputs, out], check=True)
+        diff = float(np.abs(torch_logits - safetensors_lite.load(out)[0]["logits"]).max())
+        print(f"CNN ember -> torch: max |logits difference| = {diff:.3g}")
+        failures += diff > 1e-5
+        torch.manual_seed(11)
+        model = cnn()
+        torch_cnn = os.path.join(work, "torch_cnn.safetensors")
+        safetensors_lite.save(torch_cnn, {k: v.numpy() for k, v in model.state_dict().items()})
+        with torch.no_grad():
+            torch_logits = model(ximg).numpy()
+        subprocess.run([args.tool, "forward-cnn", torch_cnn, inputs, out], check=True)
+        diff = float(np.abs(torch_logits - safetensors_lite.load(out)[0]["logits"]).max())
+        print(f"CNN torch -> ember: max |logits difference| = {diff:.3g}")
+        failures += diff > 1e-5
+        bn = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU(),
+                                 torch.nn.Flatten(), torch.nn.Linear(4 * 26 * 26, 10))
+        with torch.no_grad():
+            for _ in range(3):
+                bn(torch.rand(16, 1, 28, 28))  # training steps move the running statistics
+        bn.eval()
+        torch_bn = os.path.join(work, "torch_bn.safetensors")
+        state = {k: v.numpy() for k, v in bn.state_dict().items()}
+        assert state["1.num_batches_tracked"].dtype == np.int64
+        safetensors_lite.save(torch_bn, state)
+        with torch.no_grad():
+            torch_logits = bn(ximg).numpy()
+        subprocess.run([args.tool, "forward-bn", torch_bn, inputs, out], check=True)
+        diff = float(np.abs(torch_logits - safetensors_lite.load(out)[0]["logits"]).max())
+        print(f"BatchNorm net torch -> ember (eval, running statistics): max |logits difference| = {diff:.3g}")
+        failures += diff > 1e-5
     print("torch_interop:", "FAILED" if failures else "ok")
     return 1 if failures else 0
 

@@ -1,0 +1,262 @@
+// Convolution, max pooling and batch normalization ops: im2col + GEMM on the CPU, cuDNN and
+// ember's kernels on CUDA (kernels/conv.h), each with its derivative rule beside it.
+#include "core/autograd.h"
+#include "core/op_helpers.h"
+#include "core/ops.h"
+#include "kernels/conv.h"
+#include "kernels/gemm.h"
+
+namespace ember {
+namespace {
+
+using autograd::Gradients;
+using autograd::NeedsGrad;
+using kernels::ConvGeometry;
+using kernels::PoolGeometry;
+using kernels::Transpose;
+
+std::size_t at(const Shape& s, std::size_t i) { return static_cast<std::size_t>(s[i]); }
+
+// y[n] = W·im2col(x[n]) + b, image by image: one GEMM of [K, C·KH·KW]·[C·KH·KW, OH·OW] each.
+template <class T>
+void conv_forward_cpu(const T* x, const T* w, const T* b, T* y, const ConvGeometry& g) {
+  const std::size_t patch = g.c * g.kh * g.kw, out = g.oh() * g.ow();
+  std::vector<T> columns(patch * out);
+  for (std::size_t i = 0; i < g.n; ++i) {
+    kernels::cpu::im2col(x + i * g.c * g.h * g.w, columns.data(), g);
+    kernels::cpu::gemm<T>(Transpose::no, Transpose::no, g.k, out, patch, T(1), w, patch, columns.data(), out, T(0),
+                          y + i * g.k * out, out);
+  }
+  if (b) kernels::cpu::channel_bias_add(y, b, g.n, g.k, out);
+}
+
+// dW = Σ_n dy[n]·im2col(x[n])ᵀ; dx[n] = col2im(Wᵀ·dy[n]).
+template <class T>
+void conv_backward_cpu(const T* x, const T* w, const T* dy, T* dx, T* dw, const ConvGeometry& g) {
+  const std::size_t patch = g.c * g.kh * g.kw, out = g.oh() * g.ow();
+  std::vector<T> columns(patch * out);
+  if (dw) std::fill(dw, dw + g.k * patch, T(0));
+  for (std::size_t i = 0; i < g.n; ++i) {
+    const T* dyi = dy + i * g.k * out;
+    if (dw) {
+      kernels::cpu::im2col(x + i * g.c * g.h * g.w, columns.data(), g);
+      kernels::cpu::gemm<T>(Transpose::no, Transpose::yes, g.k, patch, out, T(1), dyi, out, columns.data(), out, T(1),
+                            dw, patch);
+    }
+    if (dx) {
+      kernels::cpu::gemm<T>(Transpose::yes, Transpose::no, patch, out, g.k, T(1), w, patch, dyi, out, T(0),
+                            columns.data(), out);
+      T* dxi = dx + i * g.c * g.h * g.w;
+      std::fill(dxi, dxi + g.c * g.h * g.w, T(0));
+      kernels::cpu::col2im(columns.data(), dxi, g);
+    }
+  }
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int stride, int padding) {
+  const char* op = "conv2d";
+  detail::check_defined(op, {"input", input});
+  detail::check_defined(op, {"weight", weight});
+  detail::check_same_device(op, {{"input", input}, {"weight", weight}, {"bias", bias}});
+  detail::check_same_dtype(op, {"input", input}, {"weight", weight});
+  detail::check_floating(op, {"input", input});
+  detail::check_dim(op, {"input", input}, 4);
+  detail::check_dim(op, {"weight", weight}, 4);
+  EMBER_CHECK(stride >= 1 && padding >= 0, ValueError, op, ": stride must be positive and padding non-negative");
+  EMBER_CHECK(input.size(1) == weight.size(1), ShapeError, op, ": 'input' has ", input.size(1),
+              " channels (shape ", shape_str(input.shape()), ") but 'weight' expects ", weight.size(1), " (shape ",
+              shape_str(weight.shape()), ")");
+  if (bias.defined()) {
+    detail::check_same_dtype(op, {"input", input}, {"bias", bias});
+    EMBER_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), ShapeError, op, ": 'bias' must have shape [",
+                weight.size(0), "], but it has shape ", shape_str(bias.shape()));
+  }
+  ConvGeometry g{at(input.shape(), 0), at(input.shape(), 1), at(input.shape(), 2), at(input.shape(), 3),
+                 at(weight.shape(), 0), at(weight.shape(), 2), at(weight.shape(), 3),
+                 static_cast<std::size_t>(stride), static_cast<std::size_t>(padding)};
+  EMBER_CHECK(g.h + 2 * g.pad >= g.kh && g.w + 2 * g.pad >= g.kw, ShapeError, op, ": a ", g.kh, "x", g.kw,
+              " kernel does not fit the ", g.h, "x", g.w, " input with padding ", g.pad);
+  Tensor y = detail::new_empty(input, {static_cast<std::int64_t>(g.n), static_cast<std::int64_t>(g.k),
+                                       static_cast<std::int64_t>(g.oh()), static_cast<std::int64_t>(g.ow())});
+  if (input.is_cuda()) {
+    EMBER_CUDA_ONLY(detail::CudaScope scope(input.device());
+                    kernels::cuda::conv2d_forward(input.raw<float>(), weight.raw<float>(), y.raw<float>(), g, scope.stream());
+                    if (bias.defined()) kernels::cuda::channel_bias_add(y.raw<float>(), bias.raw<float>(), g.n, g.k,
+                                                                        g.oh() * g.ow(), scope.stream()));
+  } else {
+    detail::visit_floating(input.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      conv_forward_cpu<T>(input.raw<T>(), weight.raw<T>(), bias.defined() ? bias.raw<T>() : nullptr, y.raw<T>(), g);
+    });
+  }
+  if (autograd::needs_recording({&input, &weight, &bias})) {
+    autograd::record(y, op, {&input, &weight, &bias},
+                     [x = input.detach(), w = weight.detach(), g](const Tensor& dy, NeedsGrad needs) {
+                       Gradients grads(3);
+                       Tensor dx = needs[0] ? detail::new_empty(x, x.shape()) : Tensor();
+                       Tensor dw = needs[1] ? detail::new_empty(w, w.shape()) : Tensor();
+                       Tensor db = needs[2] ? detail::new_empty(w, {w.size(0)}) : Tensor();
+                       if (x.is_cuda()) {
+                         EMBER_CUDA_ONLY(
+                             detail::CudaScope scope(x.device());
+                             if (needs[0]) kernels::cuda::conv2d_backward_data(dy.raw<float>(), w.raw<float>(),
+                                                                               dx.raw<float>(), g, scope.stream());
+                             if (needs[1]) kernels::cuda::conv2d_backward_filter(x.raw<float>(), dy.raw<float>(),
+                                                                                 dw.raw<float>(), g, scope.stream());
+                             if (needs[2]) kernels::cuda::channel_bias_grad(dy.raw<float>(), db.raw<float>(), g.n, g.k,
+                                                                            g.oh() * g.ow(), scope.stream()));
+                       } else {
+                         detail::visit_floating(x.dtype(), [&](auto zero) {
+                           using T = decltype(zero);
+                           conv_backward_cpu<T>(x.raw<T>(), w.raw<T>(), dy.raw<T>(), needs[0] ? dx.raw<T>() : nullptr,
+                                                needs[1] ? dw.raw<T>() : nullptr, g);
+                           if (needs[2]) kernels::cpu::channel_bias_grad<T>(dy.raw<T>(), db.raw<T>(), g.n, g.k,
+                                                                            g.oh() * g.ow());
+                         });
+                       }
+                       grads[0] = dx;
+                       grads[1] = dw;
+                       grads[2] = db;
+                       return grads;
+                     });
+  }
+  return y;
+}
+
+Tensor max_pool2d(const Tensor& input, int kernel, int stride) {
+  const char* op = "max_pool2d";
+  detail::check_defined(op, {"input", input});
+  detail::check_floating(op, {"input", input});
+  detail::check_dim(op, {"input", input}, 4);
+  if (stride <= 0) stride = kernel;
+  EMBER_CHECK(kernel >= 1, ValueError, op, ": kernel must be positive");
+  PoolGeometry g{at(input.shape(), 0), at(input.shape(), 1), at(input.shape(), 2), at(input.shape(), 3),
+                 static_cast<std::size_t>(kernel), static_cast<std::size_t>(stride)};
+  EMBER_CHECK(g.h >= g.kernel && g.w >= g.kernel, ShapeError, op, ": a ", kernel, "x", kernel,
+              " window does not fit the ", g.h, "x", g.w, " input");
+  const Shape out_shape{input.size(0), input.size(1), static_cast<std::int64_t>(g.oh()), static_cast<std::int64_t>(g.ow())};
+  Tensor y = detail::new_empty(input, out_shape);
+  Tensor argmax = detail::new_empty(input, out_shape, DType::i32);
+  if (input.is_cuda()) {
+    EMBER_CUDA_ONLY(detail::CudaScope scope(input.device());
+                    kernels::cuda::max_pool2d_forward(input.raw<float>(), y.raw<float>(), argmax.raw<std::int32_t>(), g,
+                                                      scope.stream()));
+  } else {
+    detail::visit_floating(input.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      kernels::cpu::max_pool2d_forward<T>(input.raw<T>(), y.raw<T>(), argmax.raw<std::int32_t>(), g);
+    });
+  }
+  if (autograd::needs_recording({&input})) {
+    autograd::record(y, op, {&input}, [argmax, g, shape = input.shape()](const Tensor& dy, NeedsGrad) {
+      Tensor dx = detail::new_empty(dy, shape);
+      if (dy.is_cuda()) {
+        EMBER_CUDA_ONLY(detail::CudaScope scope(dy.device());
+                        kernels::cuda::max_pool2d_backward(dy.raw<float>(), argmax.raw<std::int32_t>(), dx.raw<float>(),
+                                                           g, scope.stream()));
+      } else {
+        detail::visit_floating(dy.dtype(), [&](auto zero) {
+          using T = decltype(zero);
+          kernels::cpu::max_pool2d_backward<T>(dy.raw<T>(), argmax.raw<std::int32_t>(), dx.raw<T>(), g);
+        });
+      }
+      return Gradients{dx};
+    });
+  }
+  return y;
+}
+
+Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
+                  Tensor& running_var, bool training, double momentum, double eps) {
+  const char* op = "batch_norm";
+  detail::check_defined(op, {"input", input});
+  detail::check_same_device(op, {{"input", input}, {"weight", weight}, {"bias", bias},
+                                 {"running_mean", running_mean}, {"running_var", running_var}});
+  detail::check_floating(op, {"input", input});
+  EMBER_CHECK(input.dim() == 4 || input.dim() == 2, ShapeError, op, ": expects [N, C, H, W] or [N, C], got ",
+              shape_str(input.shape()));
+  const std::size_t n = at(input.shape(), 0), c = at(input.shape(), 1);
+  const std::size_t hw = input.dim() == 4 ? at(input.shape(), 2) * at(input.shape(), 3) : 1;
+  for (const detail::Arg& a : {detail::Arg{"weight", weight}, detail::Arg{"bias", bias},
+                               detail::Arg{"running_mean", running_mean}, detail::Arg{"running_var", running_var}}) {
+    detail::check_same_dtype(op, {"input", input}, a);
+    EMBER_CHECK(a.tensor.dim() == 1 && at(a.tensor.shape(), 0) == c, ShapeError, op, ": '", a.name,
+                "' must have shape [", c, "], it has ", shape_str(a.tensor.shape()));
+  }
+  EMBER_CHECK(!training || n * hw > 1, ValueError, op, ": training needs more than one value per channel, got shape ",
+              shape_str(input.shape()));
+  Tensor y = detail::new_empty(input, input.shape());
+  Tensor mean = detail::new_empty(input, {static_cast<std::int64_t>(c)});
+  Tensor invstd = detail::new_empty(input, {static_cast<std::int64_t>(c)});
+  if (input.is_cuda()) {
+    EMBER_CUDA_ONLY(
+        detail::CudaScope scope(input.device());
+        if (training) kernels::cuda::batch_norm_forward_train(
+            input.raw<float>(), weight.raw<float>(), bias.raw<float>(), y.raw<float>(), mean.raw<float>(),
+            invstd.raw<float>(), running_mean.raw<float>(), running_var.raw<float>(), n, c, hw,
+            static_cast<float>(momentum), static_cast<float>(eps), scope.stream());
+        else kernels::cuda::batch_norm_forward_eval(input.raw<float>(), weight.raw<float>(), bias.raw<float>(),
+                                                    running_mean.raw<float>(), running_var.raw<float>(), y.raw<float>(),
+                                                    n, c, hw, static_cast<float>(eps), scope.stream()));
+  } else {
+    detail::visit_floating(input.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      if (training)
+        kernels::cpu::batch_norm_forward_train<T>(input.raw<T>(), weight.raw<T>(), bias.raw<T>(), y.raw<T>(),
+                                                  mean.raw<T>(), invstd.raw<T>(), running_mean.raw<T>(),
+                                                  running_var.raw<T>(), n, c, hw, static_cast<T>(momentum),
+                                                  static_cast<T>(eps));
+      else
+        kernels::cpu::batch_norm_forward_eval<T>(input.raw<T>(), weight.raw<T>(), bias.raw<T>(), running_mean.raw<T>(),
+                                                 running_var.raw<T>(), y.raw<T>(), n, c, hw, static_cast<T>(eps));
+    });
+  }
+  if (autograd::needs_recording({&input, &weight, &bias}) && !training) {
+    // Evaluation: y = x·scale + shift per channel with constants from the running statistics,
+    // so the rule is plain broadcasting arithmetic over [1, C, 1, 1].
+    Shape channel_shape(static_cast<std::size_t>(input.dim()), 1);
+    channel_shape[1] = static_cast<std::int64_t>(c);
+    const std::vector<int> other_dims = input.dim() == 4 ? std::vector<int>{0, 2, 3} : std::vector<int>{0};
+    autograd::record(y, op, {&input, &weight, &bias},
+                     [x = input.detach(), gamma = weight.detach(), rmean = running_mean.detach().clone(),
+                      rvar = running_var.detach().clone(), eps, channel_shape, other_dims](const Tensor& dy,
+                                                                                           NeedsGrad needs) {
+                       const Tensor invstd = pow(rvar + eps, -0.5).reshape(channel_shape);
+                       Gradients grads(3);
+                       if (needs[0]) grads[0] = dy * (gamma.reshape(channel_shape) * invstd);
+                       if (needs[1]) grads[1] = sum(dy * ((x - rmean.reshape(channel_shape)) * invstd), other_dims);
+                       if (needs[2]) grads[2] = sum(dy, other_dims);
+                       return grads;
+                     });
+    return y;
+  }
+  if (autograd::needs_recording({&input, &weight, &bias})) {
+    autograd::record(y, op, {&input, &weight, &bias},
+                     [x = input.detach(), gamma = weight.detach(), mean, invstd, n, c, hw](const Tensor& dy,
+                                                                                           NeedsGrad) {
+                       Tensor dx = detail::new_empty(x, x.shape());
+                       Tensor dgamma = detail::new_empty(x, {static_cast<std::int64_t>(c)});
+                       Tensor dbeta = detail::new_empty(x, {static_cast<std::int64_t>(c)});
+                       if (x.is_cuda()) {
+                         EMBER_CUDA_ONLY(detail::CudaScope scope(x.device());
+                                         kernels::cuda::batch_norm_backward(
+                                             dy.raw<float>(), x.raw<float>(), gamma.raw<float>(), mean.raw<float>(),
+                                             invstd.raw<float>(), dx.raw<float>(), dgamma.raw<float>(),
+                                             dbeta.raw<float>(), n, c, hw, scope.stream()));
+                       } else {
+                         detail::visit_floating(x.dtype(), [&](auto zero) {
+                           using T = decltype(zero);
+                           kernels::cpu::batch_norm_backward<T>(dy.raw<T>(), x.raw<T>(), gamma.raw<T>(), mean.raw<T>(),
+                                                                invstd.raw<T>(), dx.raw<T>(), dgamma.raw<T>(),
+                                                                dbeta.raw<T>(), n, c, hw);
+                         });
+                       }
+                       return Gradients{dx, dgamma, dbeta};
+                     });
+  }
+  return y;
+}
+
+}  // namespace ember

@@ -1,0 +1,103 @@
+// Convolution, pooling and batch normalization over NCHW tensors.
+//
+// CPU: convolution as im2col + GEMM (im2col/col2im here, the GEMM in gemm.h), max pooling and
+// batch normalization directly; float and double. CUDA: convolution through cuDNN 9 (forward,
+// backward data, backward filter), pooling, batch normalization and the per-channel bias as
+// ember's own kernels (f32), each the twin of the CPU code here.
+//
+// Geometry: input [N, C, H, W], kernel KH×KW, stride S, zero padding P, output
+// OH = (H + 2P − KH)/S + 1 (and likewise OW). All outputs are overwritten unless stated.
+#pragma once
+
+#include "kernels/common.h"
+
+namespace ember::kernels {
+
+struct ConvGeometry {
+  std::size_t n = 0, c = 0, h = 0, w = 0;  // input
+  std::size_t k = 0;                       // output channels
+  std::size_t kh = 0, kw = 0, stride = 1, pad = 0;
+  constexpr std::size_t oh() const { return (h + 2 * pad - kh) / stride + 1; }
+  constexpr std::size_t ow() const { return (w + 2 * pad - kw) / stride + 1; }
+};
+
+struct PoolGeometry {
+  std::size_t n = 0, c = 0, h = 0, w = 0;
+  std::size_t kernel = 2, stride = 2;
+  constexpr std::size_t oh() const { return (h - kernel) / stride + 1; }
+  constexpr std::size_t ow() const { return (w - kernel) / stride + 1; }
+};
+
+}  // namespace ember::kernels
+
+namespace ember::kernels::cpu {
+
+// One image [C, H, W] → columns [C·KH·KW, OH·OW] (zeros where the window hangs over the padding).
+template <class T> void im2col(const T* image, T* columns, const ConvGeometry& g);
+// The adjoint: adds columns back into an image [C, H, W] (which the caller zeroes first).
+template <class T> void col2im(const T* columns, T* image, const ConvGeometry& g);
+
+// y[n, c, oh, ow] = max over the window; argmax gets the flat index (within the image plane) of
+// the winning element, first one on ties, for the backward pass.
+template <class T>
+void max_pool2d_forward(const T* x, T* y, std::int32_t* argmax, const PoolGeometry& g);
+// dx (overwritten, [N, C, H, W]) gets each dy at its window's argmax, summed where windows overlap.
+template <class T>
+void max_pool2d_backward(const T* dy, const std::int32_t* argmax, T* dx, const PoolGeometry& g);
+
+// y[n, c, :, :] += bias[c] (in place) and dbias[c] = Σ_{n,h,w} dy[n, c, h, w].
+template <class T> void channel_bias_add(T* y, const T* bias, std::size_t n, std::size_t c, std::size_t hw);
+template <class T> void channel_bias_grad(const T* dy, T* dbias, std::size_t n, std::size_t c, std::size_t hw);
+
+// Batch normalization over (N, H, W) per channel. Training: mean and biased variance of the
+// batch normalize x; save_mean/save_invstd keep them for backward; the running statistics move
+// by `momentum` toward the batch's (the variance unbiased, as PyTorch does). Evaluation: the
+// running statistics normalize x. y = (x − mean)·invstd·gamma + beta.
+template <class T>
+void batch_norm_forward_train(const T* x, const T* gamma, const T* beta, T* y, T* save_mean, T* save_invstd,
+                              T* running_mean, T* running_var, std::size_t n, std::size_t c, std::size_t hw,
+                              T momentum, T eps);
+template <class T>
+void batch_norm_forward_eval(const T* x, const T* gamma, const T* beta, const T* running_mean, const T* running_var,
+                             T* y, std::size_t n, std::size_t c, std::size_t hw, T eps);
+// dx = gamma·invstd/M · (M·dy − Σdy − x̂·Σ(dy·x̂)), dgamma = Σ(dy·x̂), dbeta = Σdy, with M = N·H·W
+// and x̂ = (x − mean)·invstd from the saved statistics.
+template <class T>
+void batch_norm_backward(const T* dy, const T* x, const T* gamma, const T* save_mean, const T* save_invstd, T* dx,
+                         T* dgamma, T* dbeta, std::size_t n, std::size_t c, std::size_t hw);
+
+}  // namespace ember::kernels::cpu
+
+namespace ember::kernels::cuda {
+
+// cuDNN convolutions (cross-correlation, as PyTorch's Conv2d). x [N,C,H,W], w [K,C,KH,KW],
+// y [N,K,OH,OW]. The algorithm comes from cuDNN's heuristics, once per shape (cached); only
+// deterministic algorithms in deterministic mode. Workspace from ember's device pool. Exact fp32
+// (no TF32). Throw NotImplementedError in a build without cuDNN.
+void conv2d_forward(const float* x, const float* w, float* y, const ConvGeometry& g, cudaStream_t stream);
+void conv2d_backward_data(const float* dy, const float* w, float* dx, const ConvGeometry& g, cudaStream_t stream);
+void conv2d_backward_filter(const float* x, const float* dy, float* dw, const ConvGeometry& g, cudaStream_t stream);
+bool cudnn_available();  // built with cuDNN
+int cudnn_version();     // the cuDNN library's version at run time (0 without cuDNN)
+
+// Deterministic mode: one seed gives one result run after run (cuDNN restricted to deterministic
+// algorithms). Off by default; EMBER_DETERMINISTIC=1 in the environment turns it on.
+void set_deterministic(bool on);
+bool deterministic();
+
+void max_pool2d_forward(const float* x, float* y, std::int32_t* argmax, const PoolGeometry& g, cudaStream_t stream);
+void max_pool2d_backward(const float* dy, const std::int32_t* argmax, float* dx, const PoolGeometry& g,
+                         cudaStream_t stream);
+void channel_bias_add(float* y, const float* bias, std::size_t n, std::size_t c, std::size_t hw, cudaStream_t stream);
+void channel_bias_grad(const float* dy, float* dbias, std::size_t n, std::size_t c, std::size_t hw, cudaStream_t stream);
+void batch_norm_forward_train(const float* x, const float* gamma, const float* beta, float* y, float* save_mean,
+                              float* save_invstd, float* running_mean, float* running_var, std::size_t n,
+                              std::size_t c, std::size_t hw, float momentum, float eps, cudaStream_t stream);
+void batch_norm_forward_eval(const float* x, const float* gamma, const float* beta, const float* running_mean,
+                             const float* running_var, float* y, std::size_t n, std::size_t c, std::size_t hw, float eps,
+                             cudaStream_t stream);
+void batch_norm_backward(const float* dy, const float* x, const float* gamma, const float* save_mean,
+                         const float* save_invstd, float* dx, float* dgamma, float* dbeta, std::size_t n, std::size_t c,
+                         std::size_t hw, cudaStream_t stream);
+
+}  // namespace ember::kernels::cuda

@@ -1,0 +1,217 @@
+// CUDA max pooling, per-channel bias and batch normalization: ember's own kernels, twins of
+// kernels/cpu/conv.cpp. Every reduction is one block per channel with a fixed tree, and the
+// pooling backward gathers instead of scattering, so all of them are deterministic.
+#include <cuda_runtime.h>
+
+#include <cmath>
+
+#include "kernels/conv.h"
+#include "kernels/cuda/grid.cuh"
+
+namespace ember::kernels::cuda {
+namespace {
+
+constexpr unsigned kWarpsPerBlock = kBlock / kWarp;
+
+// Block-wide sum, valid in every thread (broadcast through shared memory).
+__device__ float block_sum_all(float v) {
+  __shared__ float partial[kWarpsPerBlock];
+  __shared__ float total;
+  v = warp_sum(v);
+  const unsigned lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    float t = lane < kWarpsPerBlock ? partial[lane] : 0.0f;
+    t = warp_sum(t);
+    if (lane == 0) total = t;
+  }
+  __syncthreads();
+  const float result = total;
+  __syncthreads();  // `partial` and `total` may be reused by the caller's next call
+  return result;
+}
+
+__global__ void max_pool_forward_kernel(const float* x, float* y, std::int32_t* argmax, PoolGeometry g) {
+  const std::size_t oh = g.oh(), ow = g.ow(), total = g.n * g.c * oh * ow;
+  for (std::size_t o = global_thread(); o < total; o += grid_stride()) {
+    const std::size_t plane = o / (oh * ow), rest = o % (oh * ow), oy = rest / ow, ox = rest % ow;
+    const float* in = x + plane * g.h * g.w;
+    std::size_t best = oy * g.stride * g.w + ox * g.stride;
+    for (std::size_t ky = 0; ky < g.kernel; ++ky)
+      for (std::size_t kx = 0; kx < g.kernel; ++kx) {
+        const std::size_t i = (oy * g.stride + ky) * g.w + ox * g.stride + kx;
+        if (in[i] > in[best] || (isnan(in[i]) && !isnan(in[best]))) best = i;
+      }
+    y[o] = in[best];
+    argmax[o] = static_cast<std::int32_t>(best);
+  }
+}
+
+// One thread per input element sums the gradients of the windows whose maximum it was.
+__global__ void max_pool_backward_kernel(const float* dy, const std::int32_t* argmax, float* dx, PoolGeometry g) {
+  const std::size_t oh = g.oh(), ow = g.ow(), total = g.n * g.c * g.h * g.w;
+  for (std::size_t i = global_thread(); i < total; i += grid_stride()) {
+    const std::size_t plane = i / (g.h * g.w), local = i % (g.h * g.w), y = local / g.w, x = local % g.w;
+    const std::size_t oy_lo = y + 1 > g.kernel ? (y + 1 - g.kernel + g.stride - 1) / g.stride : 0;
+    const std::size_t ox_lo = x + 1 > g.kernel ? (x + 1 - g.kernel + g.stride - 1) / g.stride : 0;
+    const std::size_t oy_hi = y / g.stride < oh - 1 ? y / g.stride : oh - 1;
+    const std::size_t ox_hi = x / g.stride < ow - 1 ? x / g.stride : ow - 1;
+    float sum = 0.0f;
+    for (std::size_t oy = oy_lo; oy <= oy_hi; ++oy)
+      for (std::size_t ox = ox_lo; ox <= ox_hi; ++ox) {
+        const std::size_t o = plane * oh * ow + oy * ow + ox;
+        if (static_cast<std::size_t>(argmax[o]) == local) sum += dy[o];
+      }
+    dx[i] = sum;
+  }
+}
+
+__global__ void channel_bias_add_kernel(float* y, const float* bias, std::size_t c, std::size_t hw, std::size_t total) {
+  for (std::size_t i = global_thread(); i < total; i += grid_stride()) y[i] += bias[(i / hw) % c];
+}
+
+// One block per channel, threads striding over (n, hw).
+__global__ void channel_bias_grad_kernel(const float* dy, float* dbias, std::size_t n, std::size_t c, std::size_t hw) {
+  const std::size_t ch = blockIdx.x;
+  float acc = 0.0f;
+  for (std::size_t j = threadIdx.x; j < n * hw; j += blockDim.x) acc += dy[((j / hw) * c + ch) * hw + j % hw];
+  acc = block_sum_all(acc);
+  if (threadIdx.x == 0) dbias[ch] = acc;
+}
+
+__global__ void batch_norm_stats_kernel(const float* x, float* save_mean, float* save_invstd, float* running_mean,
+                                        float* running_var, std::size_t n, std::size_t c, std::size_t hw, float momentum,
+                                        float eps) {
+  const std::size_t ch = blockIdx.x, m = n * hw;
+  float acc = 0.0f;
+  for (std::size_t j = threadIdx.x; j < m; j += blockDim.x) acc += x[((j / hw) * c + ch) * hw + j % hw];
+  const float mean = block_sum_all(acc) / static_cast<float>(m);
+  float sq = 0.0f;
+  for (std::size_t j = threadIdx.x; j < m; j += blockDim.x) {
+    const float d = x[((j / hw) * c + ch) * hw + j % hw] - mean;
+    sq += d * d;
+  }
+  const float var = block_sum_all(sq) / static_cast<float>(m);
+  if (threadIdx.x == 0) {
+    save_mean[ch] = mean;
+    save_invstd[ch] = rsqrtf(var + eps);
+    const float unbiased = m > 1 ? var * static_cast<float>(m) / static_cast<float>(m - 1) : var;
+    running_mean[ch] = (1.0f - momentum) * running_mean[ch] + momentum * mean;
+    running_var[ch] = (1.0f - momentum) * running_var[ch] + momentum * unbiased;
+  }
+}
+
+__global__ void batch_norm_apply_kernel(const float* x, const float* gamma, const float* beta, const float* mean,
+                                        const float* invstd, float* y, std::size_t c, std::size_t hw, std::size_t total) {
+  for (std::size_t i = global_thread(); i < total; i += grid_stride()) {
+    const std::size_t ch = (i / hw) % c;
+    y[i] = (x[i] - mean[ch]) * invstd[ch] * gamma[ch] + beta[ch];
+  }
+}
+
+__global__ void batch_norm_eval_kernel(const float* x, const float* gamma, const float* beta, const float* running_mean,
+                                       const float* running_var, float* y, std::size_t c, std::size_t hw,
+                                       std::size_t total, float eps) {
+  for (std::size_t i = global_thread(); i < total; i += grid_stride()) {
+    const std::size_t ch = (i / hw) % c;
+    y[i] = (x[i] - running_mean[ch]) * rsqrtf(running_var[ch] + eps) * gamma[ch] + beta[ch];
+  }
+}
+
+__global__ void batch_norm_backward_sums_kernel(const float* dy, const float* x, const float* save_mean,
+                                                const float* save_invstd, float* dgamma, float* dbeta, std::size_t n,
+                                                std::size_t c, std::size_t hw) {
+  const std::size_t ch = blockIdx.x, m = n * hw;
+  float s_dy = 0.0f, s_dy_xhat = 0.0f;
+  for (std::size_t j = threadIdx.x; j < m; j += blockDim.x) {
+    const std::size_t i = ((j / hw) * c + ch) * hw + j % hw;
+    s_dy += dy[i];
+    s_dy_xhat += dy[i] * (x[i] - save_mean[ch]) * save_invstd[ch];
+  }
+  s_dy = block_sum_all(s_dy);
+  s_dy_xhat = block_sum_all(s_dy_xhat);
+  if (threadIdx.x == 0) {
+    dbeta[ch] = s_dy;
+    dgamma[ch] = s_dy_xhat;
+  }
+}
+
+__global__ void batch_norm_backward_dx_kernel(const float* dy, const float* x, const float* gamma, const float* save_mean,
+                                              const float* save_invstd, const float* dgamma, const float* dbeta,
+                                              float* dx, std::size_t c, std::size_t hw, std::size_t m,
+                                              std::size_t total) {
+  for (std::size_t i = global_thread(); i < total; i += grid_stride()) {
+    const std::size_t ch = (i / hw) % c;
+    const float xhat = (x[i] - save_mean[ch]) * save_invstd[ch];
+    const float k = gamma[ch] * save_invstd[ch] / static_cast<float>(m);
+    dx[i] = k * (static_cast<float>(m) * dy[i] - dbeta[ch] - xhat * dgamma[ch]);
+  }
+}
+
+}  // namespace
+
+void max_pool2d_forward(const float* x, float* y, std::int32_t* argmax, const PoolGeometry& g, cudaStream_t stream) {
+  const std::size_t total = g.n * g.c * g.oh() * g.ow();
+  if (total == 0) return;
+  max_pool_forward_kernel<<<grid_for(total), kBlock, 0, stream>>>(x, y, argmax, g);
+  check_launch("max_pool2d_forward", stream);
+}
+
+void max_pool2d_backward(const float* dy, const std::int32_t* argmax, float* dx, const PoolGeometry& g,
+                         cudaStream_t stream) {
+  const std::size_t total = g.n * g.c * g.h * g.w;
+  if (total == 0) return;
+  max_pool_backward_kernel<<<grid_for(total), kBlock, 0, stream>>>(dy, argmax, dx, g);
+  check_launch("max_pool2d_backward", stream);
+}
+
+void channel_bias_add(float* y, const float* bias, std::size_t n, std::size_t c, std::size_t hw, cudaStream_t stream) {
+  const std::size_t total = n * c * hw;
+  if (total == 0) return;
+  channel_bias_add_kernel<<<grid_for(total), kBlock, 0, stream>>>(y, bias, c, hw, total);
+  check_launch("channel_bias_add", stream);
+}
+
+void channel_bias_grad(const float* dy, float* dbias, std::size_t n, std::size_t c, std::size_t hw, cudaStream_t stream) {
+  if (c == 0) return;
+  channel_bias_grad_kernel<<<static_cast<unsigned>(c), kBlock, 0, stream>>>(dy, dbias, n, c, hw);
+  check_launch("channel_bias_grad", stream);
+}
+
+void batch_norm_forward_train(const float* x, const float* gamma, const float* beta, float* y, float* save_mean,
+                              float* save_invstd, float* running_mean, float* running_var, std::size_t n, std::size_t c,
+                              std::size_t hw, float momentum, float eps, cudaStream_t stream) {
+  if (c == 0 || n * hw == 0) return;
+  batch_norm_stats_kernel<<<static_cast<unsigned>(c), kBlock, 0, stream>>>(x, save_mean, save_invstd, running_mean,
+                                                                          running_var, n, c, hw, momentum, eps);
+  check_launch("batch_norm_stats", stream);
+  const std::size_t total = n * c * hw;
+  batch_norm_apply_kernel<<<grid_for(total), kBlock, 0, stream>>>(x, gamma, beta, save_mean, save_invstd, y, c, hw, total);
+  check_launch("batch_norm_apply", stream);
+}
+
+void batch_norm_forward_eval(const float* x, const float* gamma, const float* beta, const float* running_mean,
+                             const float* running_var, float* y, std::size_t n, std::size_t c, std::size_t hw, float eps,
+                             cudaStream_t stream) {
+  const std::size_t total = n * c * hw;
+  if (total == 0) return;
+  batch_norm_eval_kernel<<<grid_for(total), kBlock, 0, stream>>>(x, gamma, beta, running_mean, running_var, y, c, hw,
+                                                                 total, eps);
+  check_launch("batch_norm_eval", stream);
+}
+
+void batch_norm_backward(const float* dy, const float* x, const float* gamma, const float* save_mean,
+                         const float* save_invstd, float* dx, float* dgamma, float* dbeta, std::size_t n, std::size_t c,
+                         std::size_t hw, cudaStream_t stream) {
+  if (c == 0 || n * hw == 0) return;
+  batch_norm_backward_sums_kernel<<<static_cast<unsigned>(c), kBlock, 0, stream>>>(dy, x, save_mean, save_invstd,
+                                                                                  dgamma, dbeta, n, c, hw);
+  check_launch("batch_norm_backward_sums", stream);
+  const std::size_t total = n * c * hw;
+  batch_norm_backward_dx_kernel<<<grid_for(total), kBlock, 0, stream>>>(dy, x, gamma, save_mean, save_invstd, dgamma,
+                                                                        dbeta, dx, c, hw, n * hw, total);
+  check_launch("batch_norm_backward_dx", stream);
+}
+
+}  // namespace ember::kernels::cuda

@@ -1,0 +1,217 @@
+// Convolutions through cuDNN 9's legacy API (cudnnConvolutionForward and friends), which every
+// cuDNN 9 release carries. Per thread and device: one handle, bound to the caller's stream at
+// each call, and a cache of plans (descriptors and chosen algorithms) per geometry.
+#include "core/config.h"
+#include "core/error.h"
+#include "kernels/conv.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <tuple>
+
+#if EMBER_WITH_CUDNN
+#include <cuda_runtime.h>
+#include <cudnn.h>
+#if CUDNN_MAJOR < 9
+#error "ember needs cuDNN 9 or newer (found an older cudnn.h)"
+#endif
+#endif
+
+namespace ember::kernels::cuda {
+namespace {
+std::atomic<int> g_deterministic{-1};  // -1: not decided yet (read EMBER_DETERMINISTIC once)
+}  // namespace
+
+void set_deterministic(bool on) { g_deterministic = on ? 1 : 0; }
+
+bool deterministic() {
+  int v = g_deterministic.load();
+  if (v < 0) {
+    const char* env = std::getenv("EMBER_DETERMINISTIC");
+    v = env && std::strcmp(env, "0") != 0 && env[0] != '\0' ? 1 : 0;
+    g_deterministic = v;
+  }
+  return v == 1;
+}
+
+#if EMBER_WITH_CUDNN
+
+bool cudnn_available() { return true; }
+int cudnn_version() { return static_cast<int>(cudnnGetVersion()); }
+
+namespace {
+
+// Everything cuDNN needs for one geometry, and its algorithm choices.
+struct Plan {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  cudnnConvolutionFwdAlgo_t fwd{};
+  cudnnConvolutionBwdDataAlgo_t bwd_data{};
+  cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
+  std::size_t fwd_bytes = 0, bwd_data_bytes = 0, bwd_filter_bytes = 0;
+};
+
+constexpr std::size_t kMaxWorkspace = std::size_t{1} << 30;
+
+// FP32 math without tensor-core conversion (TF32): results match the CPU's fp32 GEMMs.
+bool acceptable(cudnnStatus_t status, cudnnDeterminism_t determinism, cudnnMathType_t math, std::size_t memory) {
+  return status == CUDNN_STATUS_SUCCESS && memory <= kMaxWorkspace &&
+         (!deterministic() || determinism == CUDNN_DETERMINISTIC) && math != CUDNN_TENSOR_OP_MATH &&
+         math != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+}
+
+cudnnHandle_t handle_for_current_device() {
+  thread_local std::map<int, cudnnHandle_t> handles;
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  auto it = handles.find(device);
+  if (it != handles.end()) return it->second;
+  cudnnHandle_t h = nullptr;
+  CUDNN_CHECK(cudnnCreate(&h));
+  handles.emplace(device, h);  // kept for the thread's life: destroying at exit may outlive the context
+  return h;
+}
+
+const Plan& plan_for(cudnnHandle_t h, const ConvGeometry& g) {
+  thread_local std::map<std::tuple<cudnnHandle_t, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t,
+                                   std::size_t, std::size_t, std::size_t, std::size_t, bool>,
+                        Plan>
+      cache;
+  const auto key = std::make_tuple(h, g.n, g.c, g.h, g.w, g.k, g.kh, g.kw, g.stride, g.pad, deterministic());
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  Plan p;
+  auto i = [](std::size_t v) { return static_cast<int>(v); };
+  CUDNN_CHECK(cudnnCreateTensorDescriptor(&p.x));
+  CUDNN_CHECK(cudnnCreateTensorDescriptor(&p.y));
+  CUDNN_CHECK(cudnnCreateFilterDescriptor(&p.w));
+  CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&p.conv));
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(p.x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i(g.n), i(g.c), i(g.h), i(g.w)));
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(p.y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i(g.n), i(g.k), i(g.oh()), i(g.ow())));
+  CUDNN_CHECK(cudnnSetFilter4dDescriptor(p.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, i(g.k), i(g.c), i(g.kh), i(g.kw)));
+  CUDNN_CHECK(cudnnSetConvolution2dDescriptor(p.conv, i(g.pad), i(g.pad), i(g.stride), i(g.stride), 1, 1,
+                                              CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, CUDNN_FMA_MATH));
+
+  constexpr int kCandidates = 8;
+  int found = 0;
+  bool chosen = false;
+  cudnnConvolutionFwdAlgoPerf_t fwd[kCandidates];
+  CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, p.x, p.w, p.conv, p.y, kCandidates, &found, fwd));
+  for (int k = 0; k < found && !chosen; ++k)
+    if (acceptable(fwd[k].status, fwd[k].determinism, fwd[k].mathType, fwd[k].memory)) {
+      p.fwd = fwd[k].algo;
+      chosen = true;
+    }
+  EMBER_CHECK(chosen, CudaError, "cuDNN offers no usable forward algorithm for this convolution",
+              deterministic() ? " in deterministic mode (EMBER_DETERMINISTIC=1)" : "");
+  CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(h, p.x, p.w, p.conv, p.y, p.fwd, &p.fwd_bytes));
+
+  chosen = false;
+  cudnnConvolutionBwdDataAlgoPerf_t data[kCandidates];
+  CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p.w, p.y, p.conv, p.x, kCandidates, &found, data));
+  for (int k = 0; k < found && !chosen; ++k)
+    if (acceptable(data[k].status, data[k].determinism, data[k].mathType, data[k].memory)) {
+      p.bwd_data = data[k].algo;
+      chosen = true;
+    }
+  EMBER_CHECK(chosen, CudaError, "cuDNN offers no usable backward-data algorithm for this convolution");
+  CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(h, p.w, p.y, p.conv, p.x, p.bwd_data, &p.bwd_data_bytes));
+
+  chosen = false;
+  cudnnConvolutionBwdFilterAlgoPerf_t filter[kCandidates];
+  CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p.x, p.y, p.conv, p.w, kCandidates, &found, filter));
+  for (int k = 0; k < found && !chosen; ++k)
+    if (acceptable(filter[k].status, filter[k].determinism, filter[k].mathType, filter[k].memory)) {
+      p.bwd_filter = filter[k].algo;
+      chosen = true;
+    }
+  EMBER_CHECK(chosen, CudaError, "cuDNN offers no usable backward-filter algorithm for this convolution",
+              deterministic() ? " in deterministic mode (EMBER_DETERMINISTIC=1)" : "");
+  CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p.x, p.y, p.conv, p.w, p.bwd_filter,
+                                                             &p.bwd_filter_bytes));
+  return cache.emplace(key, p).first->second;
+}
+
+// A workspace from the stream-ordered pool: freed on the same stream, after the call that uses it.
+class Workspace {
+ public:
+  Workspace(std::size_t bytes, cudaStream_t stream) : stream_(stream) {
+    if (bytes) CUDA_CHECK(cudaMallocAsync(&data_, bytes, stream));
+  }
+  ~Workspace() {
+    if (data_) CUDA_CHECK_NOTHROW(cudaFreeAsync(data_, stream_));
+  }
+  void* data() const { return data_; }
+
+ private:
+  void* data_ = nullptr;
+  cudaStream_t stream_;
+};
+
+}  // namespace
+
+void conv2d_forward(const float* x, const float* w, float* y, const ConvGeometry& g, cudaStream_t stream) {
+  if (g.n * g.k * g.oh() * g.ow() == 0) return;
+  cudnnHandle_t h = handle_for_current_device();
+  CUDNN_CHECK(cudnnSetStream(h, stream));
+  const Plan& p = plan_for(h, g);
+  Workspace ws(p.fwd_bytes, stream);
+  const float one = 1.0f, zero = 0.0f;
+  CUDNN_CHECK(cudnnConvolutionForward(h, &one, p.x, x, p.w, w, p.conv, p.fwd, ws.data(), p.fwd_bytes, &zero, p.y, y));
+}
+
+void conv2d_backward_data(const float* dy, const float* w, float* dx, const ConvGeometry& g, cudaStream_t stream) {
+  if (g.n * g.c * g.h * g.w == 0) return;
+  cudnnHandle_t h = handle_for_current_device();
+  CUDNN_CHECK(cudnnSetStream(h, stream));
+  const Plan& p = plan_for(h, g);
+  Workspace ws(p.bwd_data_bytes, stream);
+  const float one = 1.0f, zero = 0.0f;
+  CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, p.w, w, p.y, dy, p.conv, p.bwd_data, ws.data(), p.bwd_data_bytes,
+                                           &zero, p.x, dx));
+}
+
+void conv2d_backward_filter(const float* x, const float* dy, float* dw, const ConvGeometry& g, cudaStream_t stream) {
+  if (g.k * g.c * g.kh * g.kw == 0) return;
+  cudnnHandle_t h = handle_for_current_device();
+  CUDNN_CHECK(cudnnSetStream(h, stream));
+  const Plan& p = plan_for(h, g);
+  Workspace ws(p.bwd_filter_bytes, stream);
+  const float one = 1.0f, zero = 0.0f;
+  CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, p.x, x, p.y, dy, p.conv, p.bwd_filter, ws.data(),
+                                             p.bwd_filter_bytes, &zero, p.w, dw));
+}
+
+#else  // built without cuDNN
+
+bool cudnn_available() { return false; }
+int cudnn_version() { return 0; }
+
+namespace {
+[[noreturn]] void no_cudnn() {
+  throw NotImplementedError("convolutions on CUDA need cuDNN, and this build of ember has none (install cuDNN 9 or "
+                            "point -DEMBER_CUDNN_ROOT at it and rebuild), or run the model on the CPU");
+}
+}  // namespace
+
+void conv2d_forward(const float*, const float*, float*, const ConvGeometry&, cudaStream_t) { no_cudnn(); }
+void conv2d_backward_data(const float*, const float*, float*, const ConvGeometry&, cudaStream_t) { no_cudnn(); }
+void conv2d_backward_filter(const float*, const float*, float*, const ConvGeometry&, cudaStream_t) { no_cudnn(); }
+
+#endif
+
+}  // namespace ember::kernels::cuda
+
+#if EMBER_WITH_CUDNN
+namespace ember::detail {
+void throw_cudnn_error(int status, const char* call, const char* file, int line) {
+  throw CudaError(concat("cuDNN error: ", call, " failed at ", file, ":", line, ": ",
+                         cudnnGetErrorString(static_cast<cudnnStatus_t>(status))));
+}
+}  // namespace ember::detail
+#endif

@@ -1,0 +1,65 @@
+// Conv2d, MaxPool2d and BatchNorm2d.
+#include "layers/conv.h"
+
+#include <cmath>
+
+#include "core/autograd.h"
+#include "core/op_helpers.h"
+#include "core/ops.h"
+
+namespace ember::nn {
+
+Conv2d::Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel_size, std::int64_t stride,
+               std::int64_t padding, bool bias, Generator* generator)
+    : in_(in_channels), out_(out_channels), kernel_(kernel_size), stride_(stride), padding_(padding) {
+  EMBER_CHECK(in_channels > 0 && out_channels > 0 && kernel_size > 0 && stride > 0 && padding >= 0, ValueError,
+              "Conv2d: channels, kernel size and stride must be positive and padding non-negative");
+  Generator& g = generator ? *generator : default_generator();
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in_channels * kernel_size * kernel_size));
+  weight_ = register_parameter("weight", uniform({out_channels, in_channels, kernel_size, kernel_size}, -bound, bound, {}, &g));
+  if (bias) bias_ = register_parameter("bias", uniform({out_channels}, -bound, bound, {}, &g));
+}
+
+Tensor Conv2d::forward(const Tensor& input) {
+  return conv2d(input, weight_, bias_, static_cast<int>(stride_), static_cast<int>(padding_));
+}
+
+std::string Conv2d::extra_repr() const {
+  return detail::concat(in_, ", ", out_, ", kernel_size=(", kernel_, ", ", kernel_, "), stride=(", stride_, ", ",
+                        stride_, ")", padding_ ? detail::concat(", padding=(", padding_, ", ", padding_, ")") : "",
+                        bias_.defined() ? "" : ", bias=False");
+}
+
+Tensor MaxPool2d::forward(const Tensor& input) {
+  return max_pool2d(input, static_cast<int>(kernel_), static_cast<int>(stride_));
+}
+
+std::string MaxPool2d::extra_repr() const {
+  return detail::concat("kernel_size=", kernel_, ", stride=", stride_, ", padding=0, dilation=1, ceil_mode=False");
+}
+
+BatchNorm2d::BatchNorm2d(std::int64_t num_features, double eps, double momentum)
+    : features_(num_features), eps_(eps), momentum_(momentum) {
+  EMBER_CHECK(num_features > 0, ValueError, "BatchNorm2d: num_features must be positive");
+  weight_ = register_parameter("weight", ones({num_features}));
+  bias_ = register_parameter("bias", zeros({num_features}));
+  running_mean_ = register_buffer("running_mean", zeros({num_features}));
+  running_var_ = register_buffer("running_var", ones({num_features}));
+  num_batches_tracked_ = register_buffer("num_batches_tracked", zeros({}, {.dtype = DType::i64}));
+}
+
+Tensor BatchNorm2d::forward(const Tensor& input) {
+  if (is_training()) {
+    // Counted on the tensor's own device: a cast, an add and a cast back, no synchronization
+    // (exact up to 2^24 batches).
+    NoGradGuard no_grad;
+    num_batches_tracked_.copy_(num_batches_tracked_.to(DType::f32) + 1.0);
+  }
+  return batch_norm(input, weight_, bias_, running_mean_, running_var_, is_training(), momentum_, eps_);
+}
+
+std::string BatchNorm2d::extra_repr() const {
+  return detail::concat(features_, ", eps=", eps_, ", momentum=", momentum_, ", affine=True, track_running_stats=True");
+}
+
+}  // namespace ember::nn

@@ -1,0 +1,153 @@
+// Convolution, pooling and batch normalization on the CPU: against a naive direct convolution,
+// gradchecks in f64, running statistics as PyTorch keeps them, and the layers' names and shapes.
+#include <catch2/catch.hpp>
+
+#include "core/autograd.h"
+#include "core/gradcheck.h"
+#include "core/ops.h"
+#include "layers/conv.h"
+#include "layers/models.h"
+#include "support/helpers.h"
+
+using namespace ember;
+using Catch::Matchers::Contains;
+
+namespace {
+
+Tensor random(const Shape& shape, std::uint64_t seed, double lo = -1, double hi = 1) {
+  Generator g(seed);
+  return uniform(shape, lo, hi, {.dtype = DType::f64}, &g);
+}
+
+// The definition: y[n,k,oy,ox] = b[k] + Σ_{c,ky,kx} w[k,c,ky,kx]·x[n,c,oy·s+ky−p,ox·s+kx−p].
+std::vector<double> naive_conv(const Tensor& x, const Tensor& w, const Tensor& b, int s, int p) {
+  const auto xs = x.shape(), ws = w.shape();
+  const std::int64_t n = xs[0], c = xs[1], h = xs[2], wd = xs[3], k = ws[0], kh = ws[2], kw = ws[3];
+  const std::int64_t oh = (h + 2 * p - kh) / s + 1, ow = (wd + 2 * p - kw) / s + 1;
+  const auto xv = x.to_vector<double>(), wv = w.to_vector<double>(), bv = b.to_vector<double>();
+  std::vector<double> y(static_cast<std::size_t>(n * k * oh * ow));
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t o = 0; o < k; ++o)
+      for (std::int64_t oy = 0; oy < oh; ++oy)
+        for (std::int64_t ox = 0; ox < ow; ++ox) {
+          double acc = bv[static_cast<std::size_t>(o)];
+          for (std::int64_t ci = 0; ci < c; ++ci)
+            for (std::int64_t ky = 0; ky < kh; ++ky)
+              for (std::int64_t kx = 0; kx < kw; ++kx) {
+                const std::int64_t iy = oy * s + ky - p, ix = ox * s + kx - p;
+                if (iy < 0 || iy >= h || ix < 0 || ix >= wd) continue;
+                acc += wv[static_cast<std::size_t>(((o * c + ci) * kh + ky) * kw + kx)] *
+                       xv[static_cast<std::size_t>(((i * c + ci) * h + iy) * wd + ix)];
+              }
+          y[static_cast<std::size_t>(((i * k + o) * oh + oy) * ow + ox)] = acc;
+        }
+  return y;
+}
+
+void require_gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn, const std::vector<Tensor>& in) {
+  const GradcheckResult r = gradcheck(fn, in);
+  INFO(r.report);
+  REQUIRE(r.passed);
+}
+
+}  // namespace
+
+TEST_CASE("conv2d equals a naive direct convolution for several geometries") {
+  for (auto [stride, pad, size] : {std::tuple{1, 0, 7}, std::tuple{2, 1, 8}, std::tuple{1, 2, 5}, std::tuple{3, 0, 9}}) {
+    INFO("stride " << stride << " padding " << pad << " size " << size);
+    const Tensor x = random({2, 3, size, size + 1}, 1), w = random({4, 3, 3, 2}, 2), b = random({4}, 3);
+    const Tensor y = conv2d(x, w, b, stride, pad);
+    CHECK(y.shape()[2] == (size + 2 * pad - 3) / stride + 1);
+    EMBER_REQUIRE_CLOSE(y.to_vector<double>(), naive_conv(x, w, b, stride, pad), 1e-12, 1e-12);
+  }
+  CHECK_THAT(ember::testing::message_of<ShapeError>([] { conv2d(zeros({1, 2, 5, 5}), zeros({3, 4, 3, 3})); }),
+             Contains("'input' has 2 channels"));
+}
+
+TEST_CASE("conv2d, max_pool2d and batch_norm pass gradcheck") {
+  SECTION("conv2d with padding and stride") {
+    require_gradcheck([](const std::vector<Tensor>& v) { return conv2d(v[0], v[1], v[2], 2, 1); },
+                      {random({2, 2, 5, 4}, 4).set_requires_grad(), random({3, 2, 3, 3}, 5).set_requires_grad(),
+                       random({3}, 6).set_requires_grad()});
+  }
+  SECTION("conv2d without bias") {
+    require_gradcheck([](const std::vector<Tensor>& v) { return conv2d(v[0], v[1]); },
+                      {random({1, 2, 4, 4}, 7).set_requires_grad(), random({2, 2, 2, 2}, 8).set_requires_grad()});
+  }
+  SECTION("max_pool2d, disjoint and overlapping windows") {
+    // Distinct values keep every window's maximum away from a tie, where the derivative jumps.
+    std::vector<double> values(2 * 2 * 6 * 6);
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = std::sin(static_cast<double>(i) * 1.7) * 3;
+    const Tensor x = from_vector(values, {2, 2, 6, 6}).set_requires_grad();
+    require_gradcheck([](const std::vector<Tensor>& v) { return max_pool2d(v[0], 2); }, {x});
+    require_gradcheck([](const std::vector<Tensor>& v) { return max_pool2d(v[0], 3, 2); }, {x});
+  }
+  SECTION("batch_norm in training mode") {
+    require_gradcheck(
+        [](const std::vector<Tensor>& v) {
+          Tensor rm = zeros({3}, {.dtype = DType::f64}), rv = ones({3}, {.dtype = DType::f64});
+          return batch_norm(v[0], v[1], v[2], rm, rv, true);
+        },
+        {random({4, 3, 2, 2}, 9).set_requires_grad(), random({3}, 10, 0.5, 1.5).set_requires_grad(),
+         random({3}, 11).set_requires_grad()});
+  }
+  SECTION("batch_norm in evaluation mode") {
+    require_gradcheck(
+        [](const std::vector<Tensor>& v) {
+          Tensor rm = from_vector<double>({0.1, -0.2, 0.3}, {3}), rv = from_vector<double>({0.5, 1.5, 2.0}, {3});
+          return batch_norm(v[0], v[1], v[2], rm, rv, false);
+        },
+        {random({2, 3, 2, 2}, 12).set_requires_grad(), random({3}, 13, 0.5, 1.5).set_requires_grad(),
+         random({3}, 14).set_requires_grad()});
+  }
+}
+
+TEST_CASE("max_pool2d picks window maxima and routes gradients to them") {
+  const Tensor x = from_vector<float>({1, 5, 2, 0, 3, 4, 9, 8, 0, 0, 1, 1, 7, 0, 1, 6}, {1, 1, 4, 4}).set_requires_grad();
+  const Tensor y = max_pool2d(x, 2);
+  CHECK(y.to_vector<float>() == std::vector<float>{5, 9, 7, 6});
+  sum(y * from_vector<float>({1, 2, 3, 4}, {1, 1, 2, 2})).backward();
+  CHECK(x.grad().to_vector<float>() == std::vector<float>{0, 1, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 3, 0, 0, 4});
+}
+
+TEST_CASE("BatchNorm2d keeps PyTorch's running statistics and buffers") {
+  nn::BatchNorm2d bn(2);
+  std::vector<std::string> names;
+  for (const auto& [name, t] : bn.state_dict()) names.push_back(name);
+  CHECK(names == std::vector<std::string>{"weight", "bias", "running_mean", "running_var", "num_batches_tracked"});
+  const Tensor x = from_vector<float>({1, 2, 3, 4, 10, 20, 30, 40}, {2, 2, 1, 2});  // channel 0: 1,2,10,20
+  const Tensor y = bn(x);
+  // Channel 0: mean 8.25, biased var 58.1875, unbiased 77.583…
+  const auto yv = y.to_vector<float>();
+  CHECK(yv[0] == Approx((1 - 8.25) / std::sqrt(58.1875 + 1e-5)).epsilon(1e-5));
+  const auto rm = bn.named_buffers()[0].second.to_vector<float>(), rv = bn.named_buffers()[1].second.to_vector<float>();
+  CHECK(rm[0] == Approx(0.1 * 8.25));
+  CHECK(rv[0] == Approx(0.9 + 0.1 * 58.1875 * 4 / 3));
+  CHECK(bn.named_buffers()[2].second.item<std::int64_t>() == 1);
+  bn(x);
+  CHECK(bn.named_buffers()[2].second.item<std::int64_t>() == 2);
+  bn.eval();
+  const Tensor e = bn(x);  // evaluation: the running statistics, and no update
+  CHECK(bn.named_buffers()[2].second.item<std::int64_t>() == 2);
+  const double mean = bn.named_buffers()[0].second.to_vector<float>()[0];
+  const double var = bn.named_buffers()[1].second.to_vector<float>()[0];
+  CHECK(e.to_vector<float>()[0] == Approx((1 - mean) / std::sqrt(var + 1e-5)).epsilon(1e-5));
+  CHECK(bn.repr() == "BatchNorm2d(2, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True)");
+}
+
+TEST_CASE("Conv2d initialization, summary and the MNIST CNN's names") {
+  Generator g(1);
+  nn::Conv2d conv(3, 8, 5, 1, 2, true, &g);
+  const double bound = 1.0 / std::sqrt(3.0 * 25);
+  for (float v : conv.weight().to_vector<float>()) CHECK(std::abs(v) <= bound);
+  CHECK(conv.repr() == "Conv2d(3, 8, kernel_size=(5, 5), stride=(1, 1), padding=(2, 2))");
+  auto model = nn::cnn(4, 8, 16, &g);
+  std::vector<std::string> names;
+  for (const auto& [name, t] : model->named_parameters()) names.push_back(name);
+  CHECK(names == std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias", "6.weight", "6.bias",
+                                          "8.weight", "8.bias"});
+  CHECK((*model)(rand({3, 1, 28, 28})).shape() == Shape{3, 10});
+  const nn::CnnShape shape = nn::cnn_shape_of(model->state_dict(), "cnn");
+  CHECK((shape.c1 == 4 && shape.c2 == 8 && shape.hidden == 16));
+  CHECK_THROWS_AS(nn::cnn_shape_of(nn::mlp(784, {32}, 10)->state_dict(), "mlp"), FormatError);
+}
