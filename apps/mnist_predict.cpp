@@ -57,19 +57,27 @@ int predict(const Settings& s) {
     throw UsageError("--device " + s.device + ": " + e.what());
   }
 
-  // The model: its architecture from the checkpoint's shapes, its inputs' scaling from metadata.
+  // The model: its architecture (an MLP or the CNN) from the checkpoint's shapes, its inputs'
+  // scaling from the metadata.
   Checkpoint checkpoint;
-  nn::MlpShape shape;
+  std::shared_ptr<nn::Sequential> model;
+  bool is_cnn = false;
   try {
     checkpoint = load_safetensors(s.model_path, Device::cpu());
-    shape = nn::mlp_shape_of(checkpoint.tensors, s.model_path);
+    is_cnn = find_tensor(checkpoint.tensors, "0.weight") && find_tensor(checkpoint.tensors, "0.weight")->dim() == 4;
+    if (is_cnn) {
+      const nn::CnnShape c = nn::cnn_shape_of(checkpoint.tensors, s.model_path);
+      model = nn::cnn(c.c1, c.c2, c.hidden);
+    } else {
+      const nn::MlpShape shape = nn::mlp_shape_of(checkpoint.tensors, s.model_path);
+      if (shape.in_features != 784 || shape.out_features != 10)
+        throw UsageError("--model " + s.model_path + ": the model maps " + std::to_string(shape.in_features) +
+                         " inputs to " + std::to_string(shape.out_features) + " outputs, not 784 to 10");
+      model = nn::mlp(784, shape.hidden, 10);
+    }
   } catch (const Error& e) {
     throw UsageError(std::string("--model ") + e.what());
   }
-  if (shape.in_features != 784 || shape.out_features != 10)
-    throw UsageError("--model " + s.model_path + ": the model maps " + std::to_string(shape.in_features) + " inputs to " +
-                     std::to_string(shape.out_features) + " outputs, not 784 to 10");
-  auto model = nn::mlp(784, shape.hidden, 10);
   StateDict weights;
   for (auto& [name, t] : checkpoint.tensors)
     if (name.rfind("optimizer.", 0) != 0) weights.emplace_back(name, t);
@@ -119,7 +127,9 @@ int predict(const Settings& s) {
     std::vector<std::uint8_t> batch;
     for (const Input& in : inputs) batch.insert(batch.end(), in.pixels.begin(), in.pixels.end());
     NoGradGuard no_grad;
-    const Tensor x = normalize_u8(from_vector(batch, {static_cast<std::int64_t>(inputs.size()), 784}).to(device),
+    const Shape shape = is_cnn ? Shape{static_cast<std::int64_t>(inputs.size()), 1, 28, 28}
+                               : Shape{static_cast<std::int64_t>(inputs.size()), 784};
+    const Tensor x = normalize_u8(from_vector(batch, shape).to(device),
                                   normalize ? 0.1307f : 0.0f, normalize ? 0.3081f : 1.0f);
     const std::vector<float> probs = softmax((*model)(x)).to_vector<float>();
     for (std::size_t i = 0; i < inputs.size(); ++i) {

@@ -30,7 +30,7 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 struct Settings {
-  std::string data_dir, device = "auto", model = "mlp", hidden = "32", optimizer = "sgd";
+  std::string data_dir, device = "auto", model = "mlp", hidden, channels = "32,64", optimizer = "sgd";
   int epochs = 5;
   std::size_t batch_size = 128, eval_batch_size = 256, workers = 2;
   double lr = 0.5, momentum = 0, weight_decay = 0;
@@ -95,9 +95,33 @@ void write_json_lines(const std::string& path, const std::vector<nlohmann::json>
   write_file_atomically(path, {reinterpret_cast<const std::uint8_t*>(text.data()), text.size()});
 }
 
+// The Dropout layers' stream positions, as "o1,o2,...", for an exact resume.
+std::vector<nn::Dropout*> dropouts(nn::Module& model) {
+  std::vector<nn::Dropout*> out;
+  for (const auto& [name, child] : model.named_children()) {
+    if (auto* d = dynamic_cast<nn::Dropout*>(child.get())) out.push_back(d);
+    for (nn::Dropout* inner : dropouts(*child)) out.push_back(inner);
+  }
+  return out;
+}
+
+std::string dropout_offsets(nn::Module& model) {
+  std::string text;
+  for (nn::Dropout* d : dropouts(model)) text += (text.empty() ? "" : ",") + std::to_string(d->offset());
+  return text;
+}
+
+void restore_dropout_offsets(nn::Module& model, const std::string& text) {
+  std::stringstream in(text);
+  std::string item;
+  for (nn::Dropout* d : dropouts(model))
+    if (std::getline(in, item, ',')) d->set_offset(std::stoull(item));
+}
+
 int train(const Settings& s) {
   // ---- validate everything before touching any file ------------------------------------------
-  if (s.model != "mlp") throw UsageError("--model " + s.model + ": only 'mlp' is available");
+  if (s.model != "mlp" && s.model != "cnn") throw UsageError("--model " + s.model + ": expected mlp or cnn");
+  const bool is_cnn = s.model == "cnn";
   if (s.optimizer != "sgd" && s.optimizer != "adam")
     throw UsageError("--optimizer " + s.optimizer + ": expected sgd or adam");
   if (!std::isfinite(s.lr) || s.lr <= 0) throw UsageError("--lr must be a positive number");
@@ -106,7 +130,12 @@ int train(const Settings& s) {
   if (!s.resume.empty() && !s.init.empty()) throw UsageError("--resume and --init cannot be used together");
   if (!s.plot.empty() && (s.plot.size() < 4 || s.plot.substr(s.plot.size() - 4) != ".svg"))
     throw UsageError("--plot " + s.plot + ": the picture is written as SVG; give a name ending in .svg");
-  const std::vector<std::int64_t> hidden = parse_hidden(s.hidden);
+  // Hidden widths default to the tutorials': 32 for the MLP, 128 for the CNN's dense layer.
+  const std::string hidden_text = s.hidden.empty() ? (is_cnn ? "128" : "32") : s.hidden;
+  const std::vector<std::int64_t> hidden = parse_hidden(hidden_text);
+  const std::vector<std::int64_t> channels = parse_hidden(s.channels);
+  if (is_cnn && (hidden.size() != 1 || channels.size() != 2))
+    throw UsageError("--model cnn takes one --hidden width (e.g. 128) and two --channels (e.g. 32,64)");
   kernels::cpu::set_num_threads(s.threads);
 
   Device device;
@@ -141,7 +170,11 @@ int train(const Settings& s) {
   }
 
   Generator init_generator(s.seed);
-  auto model = nn::mlp(static_cast<std::int64_t>(full_train->sample_numel()), hidden, 10, &init_generator);
+  if (is_cnn && full_train->sample_shape() != Shape{28, 28})
+    throw UsageError("--model cnn expects 28×28 images; " + s.data_dir + " has " + shape_str(full_train->sample_shape()));
+  std::shared_ptr<nn::Sequential> model =
+      is_cnn ? nn::cnn(channels[0], channels[1], hidden[0], &init_generator)
+             : nn::mlp(static_cast<std::int64_t>(full_train->sample_numel()), hidden, 10, &init_generator);
   if (!s.init.empty()) {
     try {
       nn::load(*model, s.init);
@@ -163,10 +196,10 @@ int train(const Settings& s) {
     } catch (const Error& e) {
       throw UsageError(std::string("--resume ") + e.what());
     }
-    if (meta.count("hidden") && meta["hidden"] != join(hidden))
-      throw UsageError("--resume " + s.resume + ": the checkpoint's model has hidden sizes " + meta["hidden"] +
-                       ", not " + join(hidden));
+    if (meta.count("model_kind") && meta["model_kind"] != s.model)
+      throw UsageError("--resume " + s.resume + ": the checkpoint holds a " + meta["model_kind"] + ", not a " + s.model);
     start_epoch = meta.count("epoch") ? std::atoi(meta["epoch"].c_str()) : 0;
+    if (meta.count("dropout_offsets")) restore_dropout_offsets(*model, meta["dropout_offsets"]);
     // The resumed run continues with the rates given now (the checkpoint's are overwritten).
     for (auto& group : optimizer->param_groups()) group.options.lr = s.lr;
   }
@@ -177,12 +210,15 @@ int train(const Settings& s) {
   const bool pinned = device.is_cuda();
   const std::optional<data::Normalization> host_norm =
       device.is_cpu() ? std::optional<data::Normalization>(norm) : std::nullopt;
+  // The MLP takes images as [B, 784], the CNN as [B, 1, 28, 28].
+  const bool flat = !is_cnn;
   data::DataLoader train_loader(train_set, {.batch_size = s.batch_size, .shuffle = !s.no_shuffle, .seed = s.seed,
-                                            .num_workers = s.workers, .pin_memory = pinned, .normalize = host_norm});
+                                            .num_workers = s.workers, .pin_memory = pinned, .flatten = flat,
+                                            .normalize = host_norm});
   data::DataLoader val_loader(val_set, {.batch_size = s.eval_batch_size, .shuffle = false, .num_workers = s.workers,
-                                        .pin_memory = pinned, .normalize = host_norm});
+                                        .pin_memory = pinned, .flatten = flat, .normalize = host_norm});
   data::DataLoader test_loader(test, {.batch_size = s.eval_batch_size, .shuffle = false, .num_workers = s.workers,
-                                      .pin_memory = pinned, .normalize = host_norm});
+                                      .pin_memory = pinned, .flatten = flat, .normalize = host_norm});
   data::DeviceLoader train_batches(train_loader, device, norm), val_batches(val_loader, device, norm),
       test_batches(test_loader, device, norm);
 
@@ -202,13 +238,15 @@ int train(const Settings& s) {
   std::vector<apps::EpochRecord> records;
   auto metadata_for = [&](int epochs_done) {
     return std::map<std::string, std::string>{{"epoch", std::to_string(epochs_done)},
-                                              {"model_kind", "mlp"},
+                                              {"model_kind", s.model},
                                               {"hidden", join(hidden)},
+                                              {"channels", is_cnn ? join(channels) : ""},
                                               {"seed", std::to_string(s.seed)},
                                               {"normalize", s.normalize ? "1" : "0"},
                                               {"val_size", std::to_string(val_size)},
                                               {"batch_size", std::to_string(s.batch_size)},
-                                              {"shuffle", s.no_shuffle ? "0" : "1"}};
+                                              {"shuffle", s.no_shuffle ? "0" : "1"},
+                                              {"dropout_offsets", dropout_offsets(*model)}};
   };
   int last_saved = start_epoch;
 
@@ -277,7 +315,8 @@ int train(const Settings& s) {
       apps::save_training_state(s.save, *model, *optimizer, metadata_for(epoch + 1));
       last_saved = epoch + 1;
     }
-    if (!s.plot.empty()) apps::write_svg_plot(s.plot, records, "MNIST MLP " + s.hidden + " (" + device.str() + ")");
+    if (!s.plot.empty())
+      apps::write_svg_plot(s.plot, records, "MNIST " + s.model + " " + hidden_text + " (" + device.str() + ")");
   }
 
   const EvalResult result = evaluate(*model, test_batches, 0, test->size());
@@ -297,8 +336,11 @@ int main(int argc, char** argv) {
   app.add_option("--data", s.data_dir, "folder with the four MNIST files (default: $MNIST_DIR, else data/mnist)");
   app.add_option("--device", s.device, "auto (CUDA when usable, else the CPU), cpu, cuda or cuda:N")
       ->capture_default_str();
-  app.add_option("--model", s.model, "model: mlp")->capture_default_str();
-  app.add_option("--hidden", s.hidden, "hidden layer widths, e.g. 32 or 512,256")->capture_default_str();
+  app.add_option("--model", s.model, "mlp (the tutorials' 784-32-10) or cnn (conv 32, conv 64, pool, dense 128)")
+      ->capture_default_str();
+  app.add_option("--hidden", s.hidden, "hidden layer widths: e.g. 32 or 512,256 for the MLP (default 32); the CNN's "
+                                      "dense layer (default 128)");
+  app.add_option("--channels", s.channels, "the CNN's two convolution widths")->capture_default_str();
   app.add_option("--epochs", s.epochs, "epochs to train")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--batch-size", s.batch_size, "training batch size")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--eval-batch-size", s.eval_batch_size, "evaluation batch size")

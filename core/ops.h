@@ -54,6 +54,10 @@ Tensor max_pool2d(const Tensor& input, int kernel, int stride = 0);
 Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
                   Tensor& running_var, bool training, double momentum = 0.1, double eps = 1e-5);
 
+// Dropout: zeroes each element with probability p and scales the rest by 1/(1 − p). Which
+// elements drop is a function of (seed, offset + element index), the same on every device.
+Tensor dropout(const Tensor& input, double p, std::uint64_t seed, std::uint64_t offset);
+
 // Shapes.
 Tensor reshape(const Tensor& input, Shape shape);
 Tensor cat(std::span<const Tensor> tensors, int dim = 0);

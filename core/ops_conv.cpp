@@ -18,13 +18,21 @@ using kernels::Transpose;
 std::size_t at(const Shape& s, std::size_t i) { return static_cast<std::size_t>(s[i]); }
 
 // y[n] = W·im2col(x[n]) + b, image by image: one GEMM of [K, C·KH·KW]·[C·KH·KW, OH·OW] each.
+// The im2col buffer comes from the host cache (a large std::vector would be fresh pages from the
+// system on every call).
+template <class T>
+Tensor column_buffer(const ConvGeometry& g) {
+  return empty({static_cast<std::int64_t>(g.c * g.kh * g.kw * g.oh() * g.ow())}, {.dtype = dtype_of<T>});
+}
+
 template <class T>
 void conv_forward_cpu(const T* x, const T* w, const T* b, T* y, const ConvGeometry& g) {
   const std::size_t patch = g.c * g.kh * g.kw, out = g.oh() * g.ow();
-  std::vector<T> columns(patch * out);
+  Tensor buffer = column_buffer<T>(g);
+  T* columns = buffer.raw<T>();
   for (std::size_t i = 0; i < g.n; ++i) {
-    kernels::cpu::im2col(x + i * g.c * g.h * g.w, columns.data(), g);
-    kernels::cpu::gemm<T>(Transpose::no, Transpose::no, g.k, out, patch, T(1), w, patch, columns.data(), out, T(0),
+    kernels::cpu::im2col(x + i * g.c * g.h * g.w, columns, g);
+    kernels::cpu::gemm<T>(Transpose::no, Transpose::no, g.k, out, patch, T(1), w, patch, columns, out, T(0),
                           y + i * g.k * out, out);
   }
   if (b) kernels::cpu::channel_bias_add(y, b, g.n, g.k, out);
@@ -34,21 +42,22 @@ void conv_forward_cpu(const T* x, const T* w, const T* b, T* y, const ConvGeomet
 template <class T>
 void conv_backward_cpu(const T* x, const T* w, const T* dy, T* dx, T* dw, const ConvGeometry& g) {
   const std::size_t patch = g.c * g.kh * g.kw, out = g.oh() * g.ow();
-  std::vector<T> columns(patch * out);
+  Tensor buffer = column_buffer<T>(g);
+  T* columns = buffer.raw<T>();
   if (dw) std::fill(dw, dw + g.k * patch, T(0));
   for (std::size_t i = 0; i < g.n; ++i) {
     const T* dyi = dy + i * g.k * out;
     if (dw) {
-      kernels::cpu::im2col(x + i * g.c * g.h * g.w, columns.data(), g);
-      kernels::cpu::gemm<T>(Transpose::no, Transpose::yes, g.k, patch, out, T(1), dyi, out, columns.data(), out, T(1),
-                            dw, patch);
+      kernels::cpu::im2col(x + i * g.c * g.h * g.w, columns, g);
+      kernels::cpu::gemm<T>(Transpose::no, Transpose::yes, g.k, patch, out, T(1), dyi, out, columns, out, T(1), dw,
+                            patch);
     }
     if (dx) {
-      kernels::cpu::gemm<T>(Transpose::yes, Transpose::no, patch, out, g.k, T(1), w, patch, dyi, out, T(0),
-                            columns.data(), out);
+      kernels::cpu::gemm<T>(Transpose::yes, Transpose::no, patch, out, g.k, T(1), w, patch, dyi, out, T(0), columns,
+                            out);
       T* dxi = dx + i * g.c * g.h * g.w;
       std::fill(dxi, dxi + g.c * g.h * g.w, T(0));
-      kernels::cpu::col2im(columns.data(), dxi, g);
+      kernels::cpu::col2im(columns, dxi, g);
     }
   }
 }

@@ -52,18 +52,16 @@ Tensor ReLU::forward(const Tensor& input) { return relu(input); }
 Tensor Flatten::forward(const Tensor& input) { return input.flatten(start_dim_); }
 std::string Flatten::extra_repr() const { return detail::concat("start_dim=", start_dim_, ", end_dim=-1"); }
 
-Dropout::Dropout(double p, std::uint64_t seed) : p_(p), generator_(seed) {
+Dropout::Dropout(double p, std::optional<std::uint64_t> seed)
+    : p_(p), seed_(seed ? *seed : default_generator().next_u64()) {
   EMBER_CHECK(p >= 0.0 && p <= 1.0, ValueError, "Dropout: p must be in [0, 1], got ", p);
 }
 
 Tensor Dropout::forward(const Tensor& input) {
   if (!is_training() || p_ == 0.0) return input;
-  // The mask is drawn on the host from this layer's generator, so it is the same on every device.
-  std::vector<float> mask(static_cast<std::size_t>(input.numel()));
-  const float keep_scale = p_ < 1.0 ? static_cast<float>(1.0 / (1.0 - p_)) : 0.0f;
-  for (float& m : mask) m = generator_.uniform() >= p_ ? keep_scale : 0.0f;
-  Tensor m = from_vector(mask, input.shape()).to(input.dtype()).to(input.device());
-  return input * m;
+  const std::uint64_t offset = offset_;
+  offset_ += static_cast<std::uint64_t>(input.numel());
+  return dropout(input, p_, seed_, offset);
 }
 
 std::string Dropout::extra_repr() const { return detail::concat("p=", p_, ", inplace=False"); }

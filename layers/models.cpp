@@ -22,16 +22,19 @@ std::shared_ptr<Sequential> mlp(std::int64_t in_features, const std::vector<std:
 }
 
 std::shared_ptr<Sequential> cnn(std::int64_t c1, std::int64_t c2, std::int64_t hidden, Generator* generator) {
+  Generator& g = generator ? *generator : default_generator();
   auto model = std::make_shared<Sequential>();
-  model->append(std::make_shared<Conv2d>(1, c1, 3, 1, 0, true, generator));
+  model->append(std::make_shared<Conv2d>(1, c1, 3, 1, 0, true, &g));
   model->append(std::make_shared<ReLU>());
-  model->append(std::make_shared<Conv2d>(c1, c2, 3, 1, 0, true, generator));
+  model->append(std::make_shared<Conv2d>(c1, c2, 3, 1, 0, true, &g));
   model->append(std::make_shared<ReLU>());
   model->append(std::make_shared<MaxPool2d>(2));
+  model->append(std::make_shared<Dropout>(0.25, g.next_u64()));
   model->append(std::make_shared<Flatten>());
-  model->append(std::make_shared<Linear>(c2 * 12 * 12, hidden, true, generator));
+  model->append(std::make_shared<Linear>(c2 * 12 * 12, hidden, true, &g));
   model->append(std::make_shared<ReLU>());
-  model->append(std::make_shared<Linear>(hidden, 10, true, generator));
+  model->append(std::make_shared<Dropout>(0.5, g.next_u64()));
+  model->append(std::make_shared<Linear>(hidden, 10, true, &g));
   return model;
 }
 
@@ -41,12 +44,12 @@ CnnShape cnn_shape_of(const StateDict& state, const std::string& name) {
     if (!t) throw FormatError(detail::concat(name, ": not a CNN checkpoint: no '", key, "'"));
     return t->shape();
   };
-  const Shape w0 = shape("0.weight"), w2 = shape("2.weight"), w6 = shape("6.weight"), w8 = shape("8.weight");
-  if (w0.size() != 4 || w0[1] != 1 || w2.size() != 4 || w2[1] != w0[0] || w6.size() != 2 || w6[1] != w2[0] * 144 ||
-      w8.size() != 2 || w8[1] != w6[0] || w8[0] != 10)
+  const Shape w0 = shape("0.weight"), w2 = shape("2.weight"), w7 = shape("7.weight"), w10 = shape("10.weight");
+  if (w0.size() != 4 || w0[1] != 1 || w2.size() != 4 || w2[1] != w0[0] || w7.size() != 2 || w7[1] != w2[0] * 144 ||
+      w10.size() != 2 || w10[1] != w7[0] || w10[0] != 10)
     throw FormatError(detail::concat(name, ": the tensor shapes are not those of ember's MNIST CNN (0.weight ",
-                                     shape_str(w0), ", 2.weight ", shape_str(w2), ", 6.weight ", shape_str(w6), ")"));
-  return {w0[0], w2[0], w6[0]};
+                                     shape_str(w0), ", 2.weight ", shape_str(w2), ", 7.weight ", shape_str(w7), ")"));
+  return {w0[0], w2[0], w7[0]};
 }
 
 MlpShape mlp_shape_of(const StateDict& state, const std::string& name) {

@@ -19,8 +19,9 @@ namespace ember::nn {
 std::shared_ptr<Sequential> mlp(std::int64_t in_features, const std::vector<std::int64_t>& hidden,
                                 std::int64_t out_features, Generator* generator = nullptr);
 
-// The tutorials' CNN for 28×28 images: Conv2d(1, c1, 3), ReLU, Conv2d(c1, c2, 3), ReLU,
-// MaxPool2d(2), Flatten, Linear(c2·12·12, hidden), ReLU, Linear(hidden, 10). Input [B, 1, 28, 28].
+// The CNN of PyTorch's MNIST example, for 28×28 images: Conv2d(1, c1, 3), ReLU, Conv2d(c1, c2, 3),
+// ReLU, MaxPool2d(2), Dropout(0.25), Flatten, Linear(c2·12·12, hidden), ReLU, Dropout(0.5),
+// Linear(hidden, 10) — parameters 0.*, 2.*, 7.*, 10.*, as in that example. Input [B, 1, 28, 28].
 std::shared_ptr<Sequential> cnn(std::int64_t c1 = 32, std::int64_t c2 = 64, std::int64_t hidden = 128,
                                 Generator* generator = nullptr);
 

@@ -2,6 +2,7 @@
 #include "apps/common/plot.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <iomanip>
@@ -78,6 +79,61 @@ void write_svg_plot(const std::string& path, const std::vector<EpochRecord>& epo
          {"validation", "#1f77b4", [](const EpochRecord& e) { return e.val_loss; }}});
   panel(svg, 450, 20, 450, 360, "validation accuracy", epochs,
         {{"accuracy", "#2ca02c", [](const EpochRecord& e) { return e.val_acc; }}});
+  svg << "</svg>\n";
+  const std::string text = svg.str();
+  write_file_atomically(path, {reinterpret_cast<const std::uint8_t*>(text.data()), text.size()});
+}
+
+void write_svg_loglog(const std::string& path, const std::string& title, const std::string& x_label,
+                      const std::string& y_label, const std::vector<XYSeries>& series) {
+  double x_lo = 1e300, x_hi = -1e300, y_lo = 1e300, y_hi = -1e300;
+  for (const auto& s : series)
+    for (const auto& [x, y] : s.points) {
+      if (x <= 0 || y <= 0) continue;
+      x_lo = std::min(x_lo, std::log10(x));
+      x_hi = std::max(x_hi, std::log10(x));
+      y_lo = std::min(y_lo, std::log10(y));
+      y_hi = std::max(y_hi, std::log10(y));
+    }
+  if (x_lo > x_hi) return;
+  x_lo = std::floor(x_lo);
+  x_hi = std::max(std::ceil(x_hi), x_lo + 1);
+  y_lo = std::floor(y_lo);
+  y_hi = std::max(std::ceil(y_hi), y_lo + 1);
+  const double w = 760, h = 460, left = 80, bottom = 60, top = 40, right = 30;
+  auto px = [&](double x) { return left + (std::log10(x) - x_lo) / (x_hi - x_lo) * (w - left - right); };
+  auto py = [&](double y) { return h - bottom - (std::log10(y) - y_lo) / (y_hi - y_lo) * (h - bottom - top); };
+  std::ostringstream svg;
+  svg << "<svg xmlns='http://www.w3.org/2000/svg' width='" << w << "' height='" << h
+      << "' font-family='sans-serif'>\n<rect width='100%' height='100%' fill='white'/>\n"
+      << "<text x='" << w / 2 << "' y='22' text-anchor='middle' font-size='15'>" << title << "</text>\n";
+  for (double e = x_lo; e <= x_hi; ++e) {
+    const double x = px(std::pow(10.0, e));
+    svg << "<line x1='" << x << "' y1='" << top << "' x2='" << x << "' y2='" << h - bottom
+        << "' stroke='#ddd'/>\n<text x='" << x << "' y='" << h - bottom + 16 << "' text-anchor='middle' "
+        << "font-size='11'>1e" << e << "</text>\n";
+  }
+  for (double e = y_lo; e <= y_hi; ++e) {
+    const double y = py(std::pow(10.0, e));
+    svg << "<line x1='" << left << "' y1='" << y << "' x2='" << w - right << "' y2='" << y
+        << "' stroke='#ddd'/>\n<text x='" << left - 6 << "' y='" << y + 4 << "' text-anchor='end' "
+        << "font-size='11'>1e" << e << "</text>\n";
+  }
+  svg << "<text x='" << w / 2 << "' y='" << h - 15 << "' text-anchor='middle' font-size='12'>" << x_label
+      << "</text>\n<text x='16' y='" << h / 2 << "' transform='rotate(-90 16 " << h / 2
+      << ")' text-anchor='middle' font-size='12'>" << y_label << "</text>\n";
+  double legend = top + 14;
+  for (const auto& s : series) {
+    svg << "<polyline fill='none' stroke='" << s.color << "' stroke-width='2' points='";
+    for (const auto& [x, y] : s.points)
+      if (x > 0 && y > 0) svg << px(x) << ',' << py(y) << ' ';
+    svg << "'/>\n";
+    for (const auto& [x, y] : s.points)
+      if (x > 0 && y > 0) svg << "<circle cx='" << px(x) << "' cy='" << py(y) << "' r='3' fill='" << s.color << "'/>\n";
+    svg << "<text x='" << left + 12 << "' y='" << legend << "' font-size='12' fill='" << s.color << "'>" << s.name
+        << "</text>\n";
+    legend += 16;
+  }
   svg << "</svg>\n";
   const std::string text = svg.str();
   write_file_atomically(path, {reinterpret_cast<const std::uint8_t*>(text.data()), text.size()});

@@ -14,4 +14,12 @@ struct EpochRecord {
 // Two panels side by side, axes with ticks, one polyline per series. Written atomically.
 void write_svg_plot(const std::string& path, const std::vector<EpochRecord>& epochs, const std::string& title);
 
+// A log-log chart of named series of (x, y) points, for measurements across sizes.
+struct XYSeries {
+  std::string name, color;
+  std::vector<std::pair<double, double>> points;
+};
+void write_svg_loglog(const std::string& path, const std::string& title, const std::string& x_label,
+                      const std::string& y_label, const std::vector<XYSeries>& series);
+
 }  // namespace ember::apps

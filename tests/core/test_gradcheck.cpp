@@ -94,6 +94,7 @@ std::vector<OpCase> op_cases() {
       {"cross_entropy (i64)", [targets](auto& x) { return cross_entropy(x[0], targets); }, {logits}},
       {"cross_entropy (i32)", [targets32](auto& x) { return cross_entropy(x[0], targets32); }, {logits}},
       {"clone", [](auto& x) { return x[0].clone(); }, {a}},
+      {"dropout (fixed seed and offset)", [](auto& x) { return dropout(x[0], 0.3, 7, 100); }, {a}},
   };
 }
 

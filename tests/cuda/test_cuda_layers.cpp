@@ -2,6 +2,7 @@
 // checkpoints moving between devices, a module called on the wrong device, LeakyReLU's kernels.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "core/ops.h"
@@ -127,4 +128,14 @@ TEST_CASE("LeakyReLU's CUDA kernels match their CPU twins") {
     }
   const Tensor x = from_vector<float>({-1, 2}, {2});
   CHECK(nn::leaky_relu(x.to(kGpu), 0.5).to_vector<float>() == std::vector<float>{-0.5f, 2.0f});
+}
+
+TEST_CASE("dropout drops the same elements on the GPU as on the CPU") {
+  const Tensor x = uniform({1000, 37}, -1, 1);
+  const Tensor cpu = dropout(x, 0.4, 123, 456);
+  const Tensor gpu = dropout(x.to(kGpu), 0.4, 123, 456);
+  CHECK(gpu.to_vector<float>() == cpu.to_vector<float>());
+  const auto values = cpu.to_vector<float>();
+  const double dropped = static_cast<double>(std::count(values.begin(), values.end(), 0.0f)) / values.size();
+  CHECK(dropped == Approx(0.4).margin(0.02));
 }

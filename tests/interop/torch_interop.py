@@ -72,13 +72,15 @@ def main():
         # int64 num_batches_tracked) from PyTorch.
         def cnn():
             return torch.nn.Sequential(torch.nn.Conv2d(1, 8, 3), torch.nn.ReLU(), torch.nn.Conv2d(8, 16, 3),
-                                       torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Flatten(),
-                                       torch.nn.Linear(16 * 12 * 12, 32), torch.nn.ReLU(), torch.nn.Linear(32, 10))
+                                       torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Dropout(0.25),
+                                       torch.nn.Flatten(), torch.nn.Linear(16 * 12 * 12, 32), torch.nn.ReLU(),
+                                       torch.nn.Dropout(0.5), torch.nn.Linear(32, 10))
         ximg = torch.from_numpy(x).reshape(-1, 1, 28, 28)
         ember_cnn = os.path.join(work, "cnn.safetensors")
         subprocess.run([args.tool, "save-cnn", ember_cnn, "3"], check=True)
         model = cnn()
         model.load_state_dict({k: torch.from_numpy(v) for k, v in safetensors_lite.load(ember_cnn)[0].items()}, strict=True)
+        model.eval()
         with torch.no_grad():
             torch_logits = model(ximg).numpy()
         out = os.path.join(work, "cnn_logits.safetensors")
@@ -87,7 +89,7 @@ def main():
         print(f"CNN ember -> torch: max |logits difference| = {diff:.3g}")
         failures += diff > 1e-5
         torch.manual_seed(11)
-        model = cnn()
+        model = cnn().eval()
         torch_cnn = os.path.join(work, "torch_cnn.safetensors")
         safetensors_lite.save(torch_cnn, {k: v.numpy() for k, v in model.state_dict().items()})
         with torch.no_grad():

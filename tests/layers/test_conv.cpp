@@ -144,8 +144,8 @@ TEST_CASE("Conv2d initialization, summary and the MNIST CNN's names") {
   auto model = nn::cnn(4, 8, 16, &g);
   std::vector<std::string> names;
   for (const auto& [name, t] : model->named_parameters()) names.push_back(name);
-  CHECK(names == std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias", "6.weight", "6.bias",
-                                          "8.weight", "8.bias"});
+  CHECK(names == std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias", "7.weight", "7.bias",
+                                          "10.weight", "10.bias"});
   CHECK((*model)(rand({3, 1, 28, 28})).shape() == Shape{3, 10});
   const nn::CnnShape shape = nn::cnn_shape_of(model->state_dict(), "cnn");
   CHECK((shape.c1 == 4 && shape.c2 == 8 && shape.hidden == 16));

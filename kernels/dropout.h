@@ -1,0 +1,42 @@
+// Dropout from a counter-based random stream: element i of a call keeps its value when
+// u(seed, offset + i) ≥ p, with u a hash of its arguments mapped to [0, 1). The CPU and the GPU
+// compute the same u, so one seed drops the same elements on every device, and no random state
+// moves between host and device.
+// Forward: y = keep ? x/(1 − p) : 0 and mask = keep (1 byte per element). Backward:
+// dx = mask ? dy/(1 − p) : 0. CPU: float and double; CUDA: float.
+#pragma once
+
+#include "kernels/common.h"
+
+#if defined(__CUDACC__)
+#define EMBER_HASH_FN __host__ __device__ inline
+#else
+#define EMBER_HASH_FN inline
+#endif
+
+namespace ember::kernels {
+
+// splitmix64's finalizer over (seed, counter): a good 64-bit mix, then the top 24 bits as a float
+// in [0, 1) (24 bits: exactly representable, the same on every device).
+EMBER_HASH_FN float counter_uniform(std::uint64_t seed, std::uint64_t counter) {
+  std::uint64_t z = seed + 0x9E3779B97F4A7C15ULL * (counter + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  z ^= z >> 31;
+  return static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
+}
+
+}  // namespace ember::kernels
+
+namespace ember::kernels::cpu {
+template <class T>
+void dropout_forward(const T* x, T* y, std::uint8_t* mask, std::size_t n, float p, std::uint64_t seed,
+                     std::uint64_t offset);
+template <class T> void dropout_backward(const T* dy, const std::uint8_t* mask, T* dx, std::size_t n, float p);
+}  // namespace ember::kernels::cpu
+
+namespace ember::kernels::cuda {
+void dropout_forward(const float* x, float* y, std::uint8_t* mask, std::size_t n, float p, std::uint64_t seed,
+                     std::uint64_t offset, cudaStream_t stream);
+void dropout_backward(const float* dy, const std::uint8_t* mask, float* dx, std::size_t n, float p, cudaStream_t stream);
+}  // namespace ember::kernels::cuda

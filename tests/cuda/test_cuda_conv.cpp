@@ -1,0 +1,123 @@
+// Convolution, pooling and batch normalization on the GPU (cuDNN and ember's kernels) against the
+// CPU's im2col + GEMM and direct loops.
+//
+// Tolerances: a convolution output is a dot product of C·KH·KW terms and a weight gradient one of
+// N·OH·OW terms, summed by cuDNN in float in its own order; the CPU sums with OpenBLAS in float
+// too. Their difference is bounded by (terms)·ε·Σ|products|; with inputs in [−1, 1] and at most
+// a few thousand terms a relative 2e-4 with an absolute 1e-4 covers that bound. Batch
+// statistics: the GPU sums N·H·W floats in a tree, the CPU in double; 1e-5 relative.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+
+#include "core/autograd.h"
+#include "core/ops.h"
+#include "cuda/cuda_helpers.h"
+#include "kernels/conv.h"
+#include "layers/models.h"
+#include "optim/optimizer.h"
+
+using namespace ember;
+using namespace ember::testing;
+
+namespace {
+Tensor rnd(const Shape& shape, std::uint64_t seed) {
+  Generator g(seed);
+  return uniform(shape, -1, 1, {}, &g);
+}
+}  // namespace
+
+TEST_CASE("cuDNN convolution forward and backward match the CPU") {
+  INFO("cuDNN version " << kernels::cuda::cudnn_version());
+  REQUIRE(kernels::cuda::cudnn_available());
+  CHECK(kernels::cuda::cudnn_version() >= 90000);
+  for (auto [n, c, h, k, kernel, stride, pad] : {std::tuple{2, 1, 28, 8, 3, 1, 0}, std::tuple{3, 8, 13, 16, 3, 2, 1},
+                                                 std::tuple{64, 32, 26, 64, 3, 1, 0}, std::tuple{1, 3, 7, 5, 5, 1, 2}}) {
+    INFO(n << "x" << c << "x" << h << "x" << h << " kernel " << kernel << " stride " << stride << " pad " << pad);
+    const Tensor x = rnd({n, c, h, h}, 1).set_requires_grad(), w = rnd({k, c, kernel, kernel}, 2).set_requires_grad();
+    const Tensor b = rnd({k}, 3).set_requires_grad();
+    const Tensor gx = x.detach().to(kGpu).set_requires_grad(), gw = w.detach().to(kGpu).set_requires_grad();
+    const Tensor gb = b.detach().to(kGpu).set_requires_grad();
+    const Tensor y = conv2d(x, w, b, stride, pad), gy = conv2d(gx, gw, gb, stride, pad);
+    EMBER_REQUIRE_CLOSE(gy.to_vector<float>(), y.to_vector<float>(), 1e-4, 2e-4);
+    const Tensor upstream = rnd(y.shape(), 4);
+    sum(y * upstream).backward();
+    sum(gy * upstream.to(kGpu)).backward();
+    EMBER_REQUIRE_CLOSE(gx.grad().to_vector<float>(), x.grad().to_vector<float>(), 1e-4, 2e-4);
+    EMBER_REQUIRE_CLOSE(gw.grad().to_vector<float>(), w.grad().to_vector<float>(), 1e-3, 2e-4);
+    EMBER_REQUIRE_CLOSE(gb.grad().to_vector<float>(), b.grad().to_vector<float>(), 1e-3, 1e-5);
+  }
+}
+
+TEST_CASE("deterministic mode gives bit-identical convolution gradients run after run") {
+  kernels::cuda::set_deterministic(true);
+  const Tensor x = rnd({32, 16, 20, 20}, 5).to(kGpu), w = rnd({32, 16, 3, 3}, 6).to(kGpu);
+  std::vector<std::vector<float>> runs;
+  for (int r = 0; r < 3; ++r) {
+    Tensor wr = w.detach().clone().set_requires_grad();
+    sum(conv2d(x, wr) * 0.5).backward();
+    runs.push_back(wr.grad().to_vector<float>());
+  }
+  kernels::cuda::set_deterministic(false);
+  CHECK(std::memcmp(runs[0].data(), runs[1].data(), runs[0].size() * 4) == 0);
+  CHECK(std::memcmp(runs[0].data(), runs[2].data(), runs[0].size() * 4) == 0);
+}
+
+TEST_CASE("max pooling and batch normalization on the GPU match the CPU") {
+  Tensor x = rnd({8, 6, 12, 12}, 7).set_requires_grad();
+  Tensor gx = x.detach().to(kGpu).set_requires_grad();
+  for (auto [kernel, stride] : {std::pair{2, 2}, std::pair{3, 2}}) {
+    INFO("pool " << kernel << " stride " << stride);
+    const Tensor y = max_pool2d(x, kernel, stride), gy = max_pool2d(gx, kernel, stride);
+    CHECK(gy.to_vector<float>() == y.to_vector<float>());
+    x.set_grad(Tensor());
+    gx.set_grad(Tensor());
+    sum(y * y).backward();
+    sum(gy * gy).backward();
+    EMBER_REQUIRE_CLOSE(gx.grad().to_vector<float>(), x.grad().to_vector<float>(), 0.0, 1e-6);
+  }
+  const Tensor gamma = rnd({6}, 8).set_requires_grad(), beta = rnd({6}, 9).set_requires_grad();
+  const Tensor ggamma = gamma.detach().to(kGpu).set_requires_grad(), gbeta = beta.detach().to(kGpu).set_requires_grad();
+  Tensor rm = zeros({6}), rv = ones({6}), grm = zeros({6}, {.device = kGpu}), grv = ones({6}, {.device = kGpu});
+  x.set_grad(Tensor());
+  gx.set_grad(Tensor());
+  const Tensor y = batch_norm(x, gamma, beta, rm, rv, true), gy = batch_norm(gx, ggamma, gbeta, grm, grv, true);
+  EMBER_REQUIRE_CLOSE(gy.to_vector<float>(), y.to_vector<float>(), 1e-5, 1e-5);
+  EMBER_REQUIRE_CLOSE(grm.to_vector<float>(), rm.to_vector<float>(), 1e-6, 1e-5);
+  EMBER_REQUIRE_CLOSE(grv.to_vector<float>(), rv.to_vector<float>(), 1e-6, 1e-5);
+  const Tensor upstream = rnd(y.shape(), 10);
+  sum(y * upstream).backward();
+  sum(gy * upstream.to(kGpu)).backward();
+  EMBER_REQUIRE_CLOSE(gx.grad().to_vector<float>(), x.grad().to_vector<float>(), 1e-5, 1e-4);
+  EMBER_REQUIRE_CLOSE(ggamma.grad().to_vector<float>(), gamma.grad().to_vector<float>(), 1e-4, 1e-4);
+  EMBER_REQUIRE_CLOSE(gbeta.grad().to_vector<float>(), beta.grad().to_vector<float>(), 1e-4, 1e-5);
+  const Tensor e = batch_norm(x.detach(), gamma.detach(), beta.detach(), rm, rv, false);
+  const Tensor ge = batch_norm(gx.detach(), ggamma.detach(), gbeta.detach(), grm, grv, false);
+  EMBER_REQUIRE_CLOSE(ge.to_vector<float>(), e.to_vector<float>(), 1e-5, 1e-5);
+}
+
+TEST_CASE("the CNN trains on the GPU as on the CPU for its first steps") {
+  Generator data(1);
+  const Tensor x = uniform({16, 1, 28, 28}, 0, 1, {}, &data);
+  const Tensor y = randint(0, 10, {16}, {.dtype = DType::i64}, &data);
+  Generator a(2), b(2);
+  auto cpu_model = nn::cnn(8, 16, 32, &a), gpu_model = nn::cnn(8, 16, 32, &b);
+  gpu_model->to(kGpu);
+  optim::SGD cpu_opt(cpu_model->parameters(), {.lr = 0.05, .momentum = 0.9});
+  optim::SGD gpu_opt(gpu_model->parameters(), {.lr = 0.05, .momentum = 0.9});
+  for (int step = 0; step < 3; ++step) {
+    const Tensor cpu_loss = cross_entropy((*cpu_model)(x), y), gpu_loss = cross_entropy((*gpu_model)(x.to(kGpu)), y.to(kGpu));
+    CHECK(gpu_loss.item<float>() == Approx(cpu_loss.item<float>()).epsilon(1e-4));
+    cpu_opt.zero_grad();
+    gpu_opt.zero_grad();
+    cpu_loss.backward();
+    gpu_loss.backward();
+    cpu_opt.step();
+    gpu_opt.step();
+  }
+  const auto cp = cpu_model->parameters(), gp = gpu_model->parameters();
+  for (std::size_t i = 0; i < cp.size(); ++i) {
+    INFO("parameter " << i);
+    EMBER_REQUIRE_CLOSE(gp[i].to_vector<float>(), cp[i].to_vector<float>(), 1e-4, 1e-3);
+  }
+}
