@@ -22,6 +22,7 @@
 #include "kernels/gemm.h"
 #include "layers/models.h"
 #include "optim/optimizer.h"
+#include "optim/scheduler.h"
 
 using namespace ember;
 using apps::UsageError;
@@ -33,7 +34,7 @@ struct Settings {
   std::string data_dir, device = "auto", model = "mlp", hidden, channels = "32,64", optimizer = "sgd";
   int epochs = 5;
   std::size_t batch_size = 128, eval_batch_size = 256, workers = 2;
-  double lr = 0.5, momentum = 0, weight_decay = 0;
+  double lr = 0.5, momentum = 0, weight_decay = 0, lr_decay = 1.0;
   std::uint64_t seed = 0;
   bool no_shuffle = false, normalize = false;
   int threads = 1;
@@ -127,6 +128,7 @@ int train(const Settings& s) {
   if (!std::isfinite(s.lr) || s.lr <= 0) throw UsageError("--lr must be a positive number");
   if (!(s.momentum >= 0 && s.momentum < 1)) throw UsageError("--momentum must be in [0, 1)");
   if (!(s.weight_decay >= 0)) throw UsageError("--weight-decay must be non-negative");
+  if (!(s.lr_decay > 0 && s.lr_decay <= 1)) throw UsageError("--lr-decay must be in (0, 1]");
   if (!s.resume.empty() && !s.init.empty()) throw UsageError("--resume and --init cannot be used together");
   if (!s.plot.empty() && (s.plot.size() < 4 || s.plot.substr(s.plot.size() - 4) != ".svg"))
     throw UsageError("--plot " + s.plot + ": the picture is written as SVG; give a name ending in .svg");
@@ -201,7 +203,7 @@ int train(const Settings& s) {
     start_epoch = meta.count("epoch") ? std::atoi(meta["epoch"].c_str()) : 0;
     if (meta.count("dropout_offsets")) restore_dropout_offsets(*model, meta["dropout_offsets"]);
     // The resumed run continues with the rates given now (the checkpoint's are overwritten).
-    for (auto& group : optimizer->param_groups()) group.options.lr = s.lr;
+    for (auto& group : optimizer->param_groups()) group.options.lr = group.initial_lr = s.lr;
   }
 
   const data::Normalization norm = s.normalize ? data::Normalization{0.1307f, 0.3081f} : data::Normalization{};
@@ -233,6 +235,9 @@ int train(const Settings& s) {
               s.normalize ? "normalized (0.1307, 0.3081)" : "[0, 1]", s.threads, s.threads == 1 ? "" : "s");
   std::fflush(stdout);
 
+  // The rate of epoch e is lr·decay^e (StepLR with step 1), a resumed run picking up where it was.
+  optim::StepLR schedule(*optimizer, 1, s.lr_decay);
+  schedule.set_last_epoch(start_epoch);
   const bool tty = ::isatty(STDOUT_FILENO);
   std::vector<nlohmann::json> log_lines;
   std::vector<apps::EpochRecord> records;
@@ -315,6 +320,7 @@ int train(const Settings& s) {
       apps::save_training_state(s.save, *model, *optimizer, metadata_for(epoch + 1));
       last_saved = epoch + 1;
     }
+    schedule.step();
     if (!s.plot.empty())
       apps::write_svg_plot(s.plot, records, "MNIST " + s.model + " " + hidden_text + " (" + device.str() + ")");
   }
@@ -349,6 +355,8 @@ int main(int argc, char** argv) {
   app.add_option("--optimizer", s.optimizer, "sgd or adam")->capture_default_str();
   app.add_option("--momentum", s.momentum, "SGD momentum")->capture_default_str();
   app.add_option("--weight-decay", s.weight_decay, "L2 weight decay")->capture_default_str();
+  app.add_option("--lr-decay", s.lr_decay, "multiply the learning rate by this after every epoch (StepLR)")
+      ->capture_default_str();
   app.add_option("--seed", s.seed, "seed of the initialization, the split and the data order")->capture_default_str();
   app.add_flag("--no-shuffle", s.no_shuffle, "keep the training data in file order");
   app.add_option("--workers", s.workers, "data loader threads (0: load on the training thread)")->capture_default_str();

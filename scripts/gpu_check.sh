@@ -154,7 +154,7 @@ section_build() {
 export LD_LIBRARY_PATH="$deps/usr/lib/x86_64-linux-gnu:$deps/usr/lib/x86_64-linux-gnu/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export MNIST_DIR=${MNIST_DIR:-$root/data/mnist}
 # The CNN's settings (docs/results/cnn.md): 5 epochs on the 10,000-image training prefix.
-CNN_ARGS=${CNN_ARGS:-"--epochs 5 --optimizer sgd --momentum 0.9 --lr 0.02 --batch-size 32 --val-size 0 --normalize"}
+CNN_ARGS=${CNN_ARGS:-"--epochs 5 --optimizer adam --lr 0.002 --lr-decay 0.6 --batch-size 64 --val-size 0 --normalize"}
 
 section_test() {
   local budget=$1

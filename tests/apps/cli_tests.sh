@@ -78,7 +78,8 @@ expect 0 "" "predict --help" -- "$predict" --help
 "$train" --help >"$work/help.txt"
 missing=""
 for option in --data --device --model --hidden --epochs --batch-size --eval-batch-size --lr --optimizer --momentum \
-  --weight-decay --seed --no-shuffle --workers --threads --val-size --normalize --json-log --save --resume --init --plot; do
+  --weight-decay --lr-decay --channels --seed --no-shuffle --workers --threads --val-size --normalize --json-log \
+  --save --resume --init --plot; do
   grep -q -- "$option" "$work/help.txt" || missing="$missing $option"
 done
 [ -z "$missing" ] && pass "--help documents every option" || fail "--help lacks:$missing"
