@@ -108,7 +108,9 @@ class Arena {
   }
   std::vector<Tensor> outputs(const Shape& shape, DType dtype, int n) const {
     std::vector<Tensor> out;
-    for (int i = 0; i < n; ++i) out.push_back(empty(shape, {.dtype = dtype, .device = device_}));
+    // Touched once here: a fresh page's first write costs a page fault, which would otherwise be
+    // timed as the kernel's when each timed run writes a set that the warm-up did not reach.
+    for (int i = 0; i < n; ++i) out.push_back(zeros(shape, {.dtype = dtype, .device = device_}));
     return out;
   }
 
@@ -422,7 +424,9 @@ void add_optimizers(std::vector<Case>& cases, const Arena& arena, std::size_t n)
     }
     const kernels::SgdConfig sgd{0.9f, 0.0f, 1e-4f, false};
     const kernels::AdamConfig adam_config{0.9f, 0.999f, 1e-8f, 1e-2f, true};
+    // Captures everything the slots point into (p, g, m, v and step) so that it outlives the case.
     auto run = [=](int r) {
+      (void)p, (void)g, (void)m, (void)v, (void)step;
       const auto* s = static_cast<const kernels::ParamSlot*>((*slots)[r].raw_bytes());
       if (gpu) {
         EMBER_CUDA_ONLY(if (adam) kernels::cuda::adam_step(s, 1, n, adam_config, lr->raw<float>(), stream_of(d));
@@ -524,11 +528,11 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-// Median microseconds of one run, after two warm-up runs: a monotonic clock on the CPU, CUDA
-// events on the GPU.
+// Median microseconds of one run, after a warm-up pass over every rotation (a buffer's first use
+// after a long idle can cost page faults, which belong to no kernel): a monotonic clock on the CPU,
+// CUDA events on the GPU.
 double time_us(const std::function<void(int)>& run, int rotations, int repeat, Device device) {
-  run(0);
-  run(rotations > 1 ? 1 : 0);
+  for (int r = 0; r < std::max(rotations, 2); ++r) run(r % rotations);
   std::vector<double> samples;
   if (device.is_cuda()) {
 #if EMBER_WITH_CUDA

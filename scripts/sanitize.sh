@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Builds the CPU tests with sanitizers and runs them (the GPU binary is left out: the CUDA
-# runtime and AddressSanitizer do not mix, and GPU memory errors are compute-sanitizer's job).
+# Builds the library, the programs and the CPU tests with sanitizers and runs the tests, which
+# also drive the programs (the GPU binary is left out: the CUDA runtime and AddressSanitizer do
+# not mix, and GPU memory errors are compute-sanitizer's job).
 #   scripts/sanitize.sh [address,undefined | thread]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sanitizers=${1:-address,undefined}
 scripts/install_deps.sh --tests
 build=build-sanitize-${sanitizers//,/-}
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DEMBER_SANITIZE="$sanitizers" -DEMBER_BUILD_APPS=OFF -DEMBER_WERROR=ON
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DEMBER_SANITIZE="$sanitizers" -DEMBER_BUILD_APPS=ON -DEMBER_WERROR=ON
 cmake --build "$build" -j "$(nproc)"
 cd "$build"
 # OpenBLAS's own thread pool is not instrumented, so ThreadSanitizer would report its internal

@@ -34,11 +34,26 @@ void softmax_forward(SoftmaxKind kind, const T* x, T* y, std::size_t rows, std::
   for (std::size_t r = 0; r < rows; ++r) {
     const T* xr = x + r * cols;
     T* yr = y + r * cols;
-    const T lse = static_cast<T>(row_logsumexp(xr, cols));
-    for (std::size_t c = 0; c < cols; ++c) {
-      const T shifted = xr[c] - lse;
-      yr[c] = kind == SoftmaxKind::softmax ? std::exp(shifted) : shifted;
+    if (kind == SoftmaxKind::log_softmax) {
+      const T lse = static_cast<T>(row_logsumexp(xr, cols));
+      for (std::size_t c = 0; c < cols; ++c) yr[c] = xr[c] - lse;
+      continue;
     }
+    // One exponential per element: exp(x − max) kept in y, then scaled by 1/Σ.
+    T max = -std::numeric_limits<T>::infinity();
+    for (std::size_t c = 0; c < cols; ++c) max = xr[c] > max ? xr[c] : max;
+    if (std::isinf(max)) {  // all −inf (or +inf present): the log-sum-exp form gives the limits
+      const T lse = static_cast<T>(row_logsumexp(xr, cols));
+      for (std::size_t c = 0; c < cols; ++c) yr[c] = std::exp(xr[c] - lse);
+      continue;
+    }
+    double sum = 0;
+    for (std::size_t c = 0; c < cols; ++c) {
+      yr[c] = std::exp(xr[c] - max);
+      sum += yr[c];
+    }
+    const T inv = static_cast<T>(1.0 / sum);
+    for (std::size_t c = 0; c < cols; ++c) yr[c] *= inv;
   }
 }
 
