@@ -3,6 +3,7 @@
 
 #include "core/autograd.h"
 #include "core/cuda.h"
+#include "core/cuda_graph.h"
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/error.h"
@@ -22,3 +23,4 @@
 #include "data/dataset.h"
 #include "data/idx.h"
 #include "data/loader.h"
+#include "train/mlp_step.h"

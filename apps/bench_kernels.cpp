@@ -429,8 +429,8 @@ void add_optimizers(std::vector<Case>& cases, const Arena& arena, std::size_t n)
       (void)p, (void)g, (void)m, (void)v, (void)step;
       const auto* s = static_cast<const kernels::ParamSlot*>((*slots)[r].raw_bytes());
       if (gpu) {
-        EMBER_CUDA_ONLY(if (adam) kernels::cuda::adam_step(s, 1, n, adam_config, lr->raw<float>(), stream_of(d));
-                        else kernels::cuda::sgd_step(s, 1, n, sgd, lr->raw<float>(), stream_of(d)));
+        EMBER_CUDA_ONLY(if (adam) kernels::cuda::adam_step(s, 1, n, adam_config, lr->raw<float>(), nullptr, stream_of(d));
+                        else kernels::cuda::sgd_step(s, 1, n, sgd, lr->raw<float>(), nullptr, stream_of(d)));
       } else if (adam) {
         kc::adam_step(s, 1, adam_config, lr->raw<float>());
       } else {
@@ -486,7 +486,7 @@ void add_gemms(std::vector<Case>& cases, const Arena& arena, bool quick) {
     // A length-k dot product of values in [−2, 2] may round differently by k·ε·Σ|a·b| ≤ k²·4ε.
     const double tol = 4.0 * static_cast<double>(s.k * s.k) * std::numeric_limits<float>::epsilon();
     if (gpu) {
-      auto run = [=](int r) {
+      auto run = [=]([[maybe_unused]] int r) {  // unused in a build without CUDA
         EMBER_CUDA_ONLY(kernels::cuda::gemm(s.ta, s.tb, s.m, s.n, s.k, 1.0f, (*a)[r].raw<float>(), lda, (*b)[r].raw<float>(),
                                             ldb, 0.0f, (*c)[r].raw<float>(), s.n, stream_of(d)));
       };

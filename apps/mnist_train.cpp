@@ -23,6 +23,7 @@
 #include "layers/models.h"
 #include "optim/optimizer.h"
 #include "optim/scheduler.h"
+#include "train/mlp_step.h"
 
 using namespace ember;
 using apps::UsageError;
@@ -36,7 +37,8 @@ struct Settings {
   std::size_t batch_size = 128, eval_batch_size = 256, workers = 2;
   double lr = 0.5, momentum = 0, weight_decay = 0, lr_decay = 1.0;
   std::uint64_t seed = 0;
-  bool no_shuffle = false, normalize = false;
+  bool no_shuffle = false, normalize = false, cuda_graph = true;
+  std::string step = "auto";
   int threads = 1;
   long long val_size = -1;  // -1: a sixth of the training images
   std::string json_log, save, resume, init, plot;
@@ -119,7 +121,7 @@ void restore_dropout_offsets(nn::Module& model, const std::string& text) {
     if (std::getline(in, item, ',')) d->set_offset(std::stoull(item));
 }
 
-int train(const Settings& s) {
+int run_training(const Settings& s) {
   // ---- validate everything before touching any file ------------------------------------------
   if (s.model != "mlp" && s.model != "cnn") throw UsageError("--model " + s.model + ": expected mlp or cnn");
   const bool is_cnn = s.model == "cnn";
@@ -129,6 +131,9 @@ int train(const Settings& s) {
   if (!(s.momentum >= 0 && s.momentum < 1)) throw UsageError("--momentum must be in [0, 1)");
   if (!(s.weight_decay >= 0)) throw UsageError("--weight-decay must be non-negative");
   if (!(s.lr_decay > 0 && s.lr_decay <= 1)) throw UsageError("--lr-decay must be in (0, 1]");
+  if (s.step != "auto" && s.step != "fused" && s.step != "autograd")
+    throw UsageError("--step " + s.step + ": expected auto, fused or autograd");
+  if (s.step == "fused" && is_cnn) throw UsageError("--step fused trains the MLP only; the CNN runs on autograd");
   if (!s.resume.empty() && !s.init.empty()) throw UsageError("--resume and --init cannot be used together");
   if (!s.plot.empty() && (s.plot.size() < 4 || s.plot.substr(s.plot.size() - 4) != ".svg"))
     throw UsageError("--plot " + s.plot + ": the picture is written as SVG; give a name ending in .svg");
@@ -236,6 +241,23 @@ int train(const Settings& s) {
   std::fflush(stdout);
 
   // The rate of epoch e is lr·decay^e (StepLR with step 1), a resumed run picking up where it was.
+  int last_saved = start_epoch;
+  // The MLP trains through the fused step (the whole step as fused kernels, replayed from a CUDA
+  // graph on a GPU) unless --step autograd or EMBER_FUSION=0 asks for the op-by-op path.
+  const bool fused_step = !is_cnn && (s.step == "fused" || (s.step == "auto" && nn::fusion_enabled()));
+  std::unique_ptr<train::MlpStep> mlp_step;
+  if (fused_step)
+    mlp_step = std::make_unique<train::MlpStep>(
+        *model, *optimizer, s.batch_size,
+        train::MlpStepOptions{.gemm_epilogues = nn::fusion_enabled(), .cuda_graph = s.cuda_graph});
+  auto non_finite = [&](int epoch, const std::string& at) {
+    return std::runtime_error("non-finite training loss in epoch " + std::to_string(epoch) + at +
+                              (s.save.empty() ? std::string()
+                                              : "; the last good checkpoint is " + s.save + " (" +
+                                                    std::to_string(last_saved) + " epochs)") +
+                              ". Try a smaller --lr");
+  };
+
   optim::StepLR schedule(*optimizer, 1, s.lr_decay);
   schedule.set_last_epoch(start_epoch);
   const bool tty = ::isatty(STDOUT_FILENO);
@@ -253,15 +275,26 @@ int train(const Settings& s) {
                                               {"shuffle", s.no_shuffle ? "0" : "1"},
                                               {"dropout_offsets", dropout_offsets(*model)}};
   };
-  int last_saved = start_epoch;
 
   for (int epoch = start_epoch; epoch < s.epochs; ++epoch) {
     const auto t0 = Clock::now();
     model->train();
     train_batches.start_epoch(epoch);
     Tensor loss_sum = zeros({}, {.device = device});
+    if (mlp_step) mlp_step->reset_loss_sum();
     std::size_t step = 0, total_steps = train_loader.batches_per_epoch();
     while (auto batch = train_batches.next()) {
+      if (mlp_step) {
+        try {
+          ProfileRange range("fused step");
+          mlp_step->step(batch->x, batch->y);
+        } catch (const NonFiniteError&) {  // the CPU finds it at its step; CUDA at the epoch's end
+          throw non_finite(epoch, ", step " + std::to_string(step));
+        }
+        ++step;
+        if (tty) progress(step, total_steps);
+        continue;
+      }
       Tensor loss;
       {
         ProfileRange range("forward");
@@ -282,25 +315,24 @@ int train(const Settings& s) {
       }
       // On the CPU reading the loss costs nothing, so a non-finite one is caught at its step; on
       // CUDA the sum is checked once per epoch instead of synchronizing every step.
-      if (device.is_cpu() && !std::isfinite(loss.item<double>())) {
-        throw std::runtime_error("non-finite training loss (" + std::to_string(loss.item<double>()) + ") in epoch " +
-                                 std::to_string(epoch) + ", step " + std::to_string(step) +
-                                 (s.save.empty() ? std::string() : "; the last good checkpoint is " + s.save +
-                                                                       " (" + std::to_string(last_saved) + " epochs)") +
-                                 ". Try a smaller --lr");
-      }
+      if (device.is_cpu() && !std::isfinite(loss.item<double>())) throw non_finite(epoch, ", step " + std::to_string(step));
       ++step;
       if (tty) progress(step, total_steps);
     }
-    const double train_loss = loss_sum.item<double>() / static_cast<double>(train_set->size());
+    double train_loss = 0;
+    try {
+      train_loss = (mlp_step ? mlp_step->loss_sum() : loss_sum).item<double>() / static_cast<double>(train_set->size());
+    } catch (const NonFiniteError&) {  // raised on the device, read here once per epoch
+      throw non_finite(epoch, " (on " + device.str() + " the loss is checked once per epoch, so the step is not known)");
+    }
+    if (mlp_step && epoch == start_epoch) {
+      std::printf("training step: fused MLP step, %s\n", mlp_step->describe().c_str());
+      std::fflush(stdout);
+    }
     const auto t_train = Clock::now();
     if (tty) std::printf("\r%60s\r", "");
     if (!std::isfinite(train_loss))
-      throw std::runtime_error("non-finite training loss in epoch " + std::to_string(epoch) + " (on " + device.str() +
-                               " the loss is checked once per epoch, so the step is not known)" +
-                               (s.save.empty() ? std::string() : "; the last good checkpoint is " + s.save + " (" +
-                                                                     std::to_string(last_saved) + " epochs)") +
-                               ". Try a smaller --lr");
+      throw non_finite(epoch, " (on " + device.str() + " the loss is checked once per epoch, so the step is not known)");
     const data::LoaderStats stats = train_batches.epoch_stats();
     const EvalResult val = evaluate(*model, val_batches, 0, val_set->size());
     const double train_s = std::chrono::duration<double>(t_train - t0).count();
@@ -313,7 +345,9 @@ int train(const Settings& s) {
     std::fflush(stdout);
     log_lines.push_back({{"epoch", epoch}, {"train_loss", train_loss}, {"val_loss", val.loss},
                          {"val_acc", val.accuracy}, {"epoch_s", epoch_s}, {"images_per_s", images_per_s},
-                         {"input_wait_s", stats.wait_s}});
+                         {"input_wait_s", stats.wait_s},
+                         {"step", mlp_step ? "fused" : "autograd"},
+                         {"graph_kernels", mlp_step ? mlp_step->graph_kernel_nodes() : 0}});
     records.push_back({epoch, train_loss, val.loss, val.accuracy});
     if (!s.json_log.empty()) write_json_lines(s.json_log, log_lines);
     if (!s.save.empty()) {
@@ -366,6 +400,10 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--normalize", s.normalize, "normalize inputs with MNIST's mean and std (0.1307, 0.3081) "
                                            "instead of pixel/255");
+  app.add_option("--step", s.step, "auto (the MLP through the fused step unless EMBER_FUSION=0), fused, or autograd "
+                                   "(op by op, as written in PyTorch)")->capture_default_str();
+  app.add_option("--cuda-graph", s.cuda_graph, "on CUDA, capture the fused step in a CUDA graph and replay it")
+      ->capture_default_str();
   app.add_option("--json-log", s.json_log, "write one JSON object per epoch, then the test result, to this file");
   app.add_option("--save", s.save, "save a checkpoint (safetensors, model and optimizer) after every epoch");
   app.add_option("--resume", s.resume, "continue from a checkpoint written by --save (model, optimizer, epoch, order)");
@@ -379,5 +417,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: %s\nRun with --help for the options.\n", e.what());
     return 2;
   }
-  return apps::run_program([&] { return train(s); });
+  return apps::run_program([&] { return run_training(s); });
 }

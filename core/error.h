@@ -31,6 +31,9 @@ class ValueError : public Error {  // an argument outside its allowed range
 class IndexError : public ValueError {  // an index (label, target, dim) out of range
   using ValueError::ValueError;
 };
+class NonFiniteError : public ValueError {  // a loss or value that became NaN or infinite
+  using ValueError::ValueError;
+};
 class AutogradError : public Error {  // misuse of the autograd graph
   using Error::Error;
 };

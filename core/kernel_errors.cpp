@@ -28,7 +28,10 @@ void throw_kernel_error(const kernels::DeviceErrorRecord& record, Device device)
                                       " is out of range [0, ", record.bound, ")", where,
                                       ": targets must be class indices in [0, number of classes)"));
     case kernels::DeviceErrorCode::non_finite:
-      throw ValueError(detail::concat(op_name(record.op), ": non-finite value at position ", record.position, where));
+      if (record.op == static_cast<int>(kernels::OpTag::loss_check))
+        throw NonFiniteError(detail::concat("the training loss is not finite", where,
+                                        ": the model diverged; try a smaller learning rate"));
+      throw NonFiniteError(detail::concat(op_name(record.op), ": non-finite value at position ", record.position, where));
     case kernels::DeviceErrorCode::none: break;
   }
   throw Error(detail::concat(op_name(record.op), ": unknown device-side error code ", record.code, where));

@@ -8,7 +8,7 @@ struct DeviceErrorRecord;
 }
 
 namespace ember {
-// Throws IndexError (target out of range) or ValueError (non-finite value), naming the op, the
+// Throws IndexError (target out of range) or NonFiniteError (non-finite value), naming the op, the
 // offending value and where it was; for a CUDA device the message says that the error was
 // found at a synchronization after the op had returned.
 [[noreturn]] void throw_kernel_error(const kernels::DeviceErrorRecord& record, Device device);

@@ -10,6 +10,8 @@
 namespace ember::kernels::cpu {
 // y ← max(0, y + bias), in place.
 template <class T> void bias_relu_forward(T* y, const T* bias, std::size_t rows, std::size_t cols);
+// y ← y + bias, in place (a last Linear layer, which has no ReLU).
+template <class T> void bias_forward(T* y, const T* bias, std::size_t rows, std::size_t cols);
 // dx = dy·[y > 0] (overwritten) and dbias = Σ_rows dx (overwritten).
 template <class T>
 void bias_relu_backward(const T* dy, const T* y, T* dx, T* dbias, std::size_t rows, std::size_t cols);
@@ -17,6 +19,7 @@ void bias_relu_backward(const T* dy, const T* y, T* dx, T* dbias, std::size_t ro
 
 namespace ember::kernels::cuda {
 void bias_relu_forward(float* y, const float* bias, std::size_t rows, std::size_t cols, cudaStream_t stream);
+void bias_forward(float* y, const float* bias, std::size_t rows, std::size_t cols, cudaStream_t stream);
 void bias_relu_backward(const float* dy, const float* y, float* dx, float* dbias, std::size_t rows, std::size_t cols,
                         cudaStream_t stream);
 }  // namespace ember::kernels::cuda

@@ -43,10 +43,13 @@ void adam_step(const ParamSlot* slots, std::size_t count, const AdamConfig& conf
 
 namespace ember::kernels::cuda {
 // slots is a device array of `count` slots; max_n the largest slot's n (sizes the grid); lr a
-// device pointer.
+// device pointer. With `advance` — a device counter at 0, which the kernel leaves at 0 — the
+// update advances the step counts itself (it runs as step count + 1 and the last block to
+// finish stores that), so a whole optimizer step is one launch; with null, call advance_steps
+// first.
 void advance_steps(const ParamSlot* slots, std::size_t count, cudaStream_t stream);
 void sgd_step(const ParamSlot* slots, std::size_t count, std::size_t max_n, const SgdConfig& config,
-              const float* lr, cudaStream_t stream);
+              const float* lr, unsigned* advance, cudaStream_t stream);
 void adam_step(const ParamSlot* slots, std::size_t count, std::size_t max_n, const AdamConfig& config,
-               const float* lr, cudaStream_t stream);
+               const float* lr, unsigned* advance, cudaStream_t stream);
 }  // namespace ember::kernels::cuda

@@ -36,6 +36,17 @@ void cross_entropy_backward(const T* logits, const Target* targets, const T* lse
                             const T* grad_scale, T row_scale, T* dlogits, std::size_t rows,
                             std::size_t cols, WriteMode mode);
 
+// A training step's loss and its gradient in one pass: per row, row_loss[r] = logsumexp(x[r]) −
+// x[r, target[r]] and dlogits[r] = (softmax(x[r]) − onehot(target[r]))·row_scale (overwritten);
+// then batch_loss = row_scale·Σ row_loss (overwritten) and loss_sum += Σ row_loss, summed in a
+// fixed order. row_scale is 1/rows for a mean-reduced loss. batch_loss and loss_sum may be null.
+// A bad target gives that row zero loss and zero gradient and fills in `error`; a non-finite
+// Σ row_loss raises DeviceErrorCode::non_finite (OpTag::loss_check).
+template <class T, class Target>
+void cross_entropy_fused(const T* logits, const Target* targets, T* dlogits, T* row_loss, T* batch_loss,
+                         T* loss_sum, std::size_t rows, std::size_t cols, T row_scale,
+                         DeviceErrorRecord* error);
+
 }  // namespace ember::kernels::cpu
 
 namespace ember::kernels::cuda {
@@ -53,5 +64,13 @@ void cross_entropy_backward(const float* logits, const Target* targets, const fl
                             const float* grad_scale, float row_scale, float* dlogits,
                             std::size_t rows, std::size_t cols, WriteMode mode,
                             cudaStream_t stream);
+// One launch: every block handles rows; the last block to finish (found through `blocks_done`, a
+// device counter that must be 0 before the first call and that the kernel resets) sums row_loss
+// in a fixed order, so the result is bit-identical run after run and the launch can be replayed
+// from a CUDA graph.
+template <class Target>
+void cross_entropy_fused(const float* logits, const Target* targets, float* dlogits, float* row_loss,
+                         float* batch_loss, float* loss_sum, std::size_t rows, std::size_t cols, float row_scale,
+                         DeviceErrorRecord* error, unsigned* blocks_done, cudaStream_t stream);
 
 }  // namespace ember::kernels::cuda

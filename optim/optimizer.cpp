@@ -21,6 +21,7 @@ struct Optimizer::GroupCache {
   double lr_value = std::nan("");
   std::vector<kernels::ParamSlot> uploaded;
   Tensor device_slots;  // u8 bytes of the slot table, CUDA only
+  Tensor advance;       // i32 counter the CUDA update uses to advance the step counts (kept at 0)
 };
 
 namespace {
@@ -111,14 +112,12 @@ void Optimizer::step() {
     GroupCache& cache = *caches_[g];
     if (!cache.lr.defined() || cache.device != device) {
       cache.lr = zeros({}, {.device = device});
+      cache.advance = Tensor();
       cache.lr_value = std::nan("");
       cache.uploaded.clear();
       cache.device = device;
     }
-    if (cache.lr_value != group.options.lr) {
-      cache.lr.fill_(group.options.lr);
-      cache.lr_value = group.options.lr;
-    }
+    refresh_lr(cache, group);
     if (device.is_cuda()) {
       if (!same_slots(cache.uploaded, slots)) {
         std::vector<std::uint8_t> bytes(slots.size() * sizeof(kernels::ParamSlot));
@@ -126,16 +125,30 @@ void Optimizer::step() {
         cache.device_slots = from_vector(bytes, {static_cast<std::int64_t>(bytes.size())}).to(device);
         cache.uploaded = slots;
       }
+      if (!cache.advance.defined()) cache.advance = zeros({1}, {.dtype = DType::i32, .device = device});
       EMBER_CUDA_ONLY(
           detail::CudaScope scope(device);
           const auto* device_slots = static_cast<const kernels::ParamSlot*>(cache.device_slots.raw_bytes());
-          kernels::cuda::advance_steps(device_slots, slots.size(), scope.stream());
-          update(group, device_slots, slots.size(), max_n, device, cache.lr.raw<float>()));
+          // One launch: the update advances the step counts itself.
+          update(group, device_slots, slots.size(), max_n, device, cache.lr.raw<float>(),
+                 reinterpret_cast<unsigned*>(cache.advance.raw<std::int32_t>())));
     } else {
       kernels::cpu::advance_steps(slots.data(), slots.size());
-      update(group, slots.data(), slots.size(), max_n, device, cache.lr.raw<float>());
+      update(group, slots.data(), slots.size(), max_n, device, cache.lr.raw<float>(), nullptr);
     }
   }
+}
+
+void Optimizer::refresh_lr(GroupCache& cache, const ParamGroup& group) {
+  if (cache.lr_value == group.options.lr) return;
+  cache.lr.fill_(group.options.lr);
+  cache.lr_value = group.options.lr;
+}
+
+void Optimizer::sync_learning_rates() {
+  NoGradGuard no_grad;
+  for (std::size_t g = 0; g < groups_.size(); ++g)
+    if (caches_[g]->lr.defined()) refresh_lr(*caches_[g], groups_[g]);
 }
 
 void Optimizer::zero_grad(bool set_to_none) {
@@ -267,16 +280,16 @@ std::vector<std::string> SGD::buffer_names(const GroupOptions& options) const {
 }
 
 void SGD::update(const ParamGroup& group, const kernels::ParamSlot* slots, std::size_t count, std::size_t max_n,
-                 Device device, const float* lr) {
+                 Device device, const float* lr, unsigned* advance) {
   kernels::SgdConfig config;
   config.momentum = static_cast<float>(group.options.momentum);
   config.dampening = static_cast<float>(group.options.dampening);
   config.weight_decay = static_cast<float>(group.options.weight_decay);
   config.nesterov = group.options.nesterov;
   if (device.is_cuda()) {
-    EMBER_CUDA_ONLY(kernels::cuda::sgd_step(slots, count, max_n, config, lr, cuda::current_stream(device)));
+    EMBER_CUDA_ONLY(kernels::cuda::sgd_step(slots, count, max_n, config, lr, advance, cuda::current_stream(device)));
   } else {
-    (void)max_n;
+    (void)max_n, (void)advance;
     kernels::cpu::sgd_step(slots, count, config, lr);
   }
 }
@@ -291,7 +304,7 @@ Adam::Adam(std::vector<ParamGroup> groups, bool decoupled) : Optimizer(std::move
 std::vector<std::string> Adam::buffer_names(const GroupOptions&) const { return {"exp_avg", "exp_avg_sq"}; }
 
 void Adam::update(const ParamGroup& group, const kernels::ParamSlot* slots, std::size_t count, std::size_t max_n,
-                  Device device, const float* lr) {
+                  Device device, const float* lr, unsigned* advance) {
   kernels::AdamConfig config;
   config.beta1 = static_cast<float>(group.options.beta1);
   config.beta2 = static_cast<float>(group.options.beta2);
@@ -299,9 +312,9 @@ void Adam::update(const ParamGroup& group, const kernels::ParamSlot* slots, std:
   config.weight_decay = static_cast<float>(group.options.weight_decay);
   config.decoupled_weight_decay = decoupled_;
   if (device.is_cuda()) {
-    EMBER_CUDA_ONLY(kernels::cuda::adam_step(slots, count, max_n, config, lr, cuda::current_stream(device)));
+    EMBER_CUDA_ONLY(kernels::cuda::adam_step(slots, count, max_n, config, lr, advance, cuda::current_stream(device)));
   } else {
-    (void)max_n;
+    (void)max_n, (void)advance;
     kernels::cpu::adam_step(slots, count, config, lr);
   }
 }

@@ -39,6 +39,10 @@ class Optimizer {
   // PyTorch. Gradients must be f32 and on the parameter's device.
   void step();
   void zero_grad(bool set_to_none = true);
+  // Writes changed learning rates into the memory the update kernels read. step() does it itself;
+  // a step replayed from a CUDA graph does not run step()'s host code, so call this before each
+  // replay (it enqueues a fill only when a rate has changed, e.g. after a scheduler's step).
+  void sync_learning_rates();
 
   std::vector<ParamGroup>& param_groups() { return groups_; }
   const std::vector<ParamGroup>& param_groups() const { return groups_; }
@@ -56,9 +60,11 @@ class Optimizer {
   explicit Optimizer(std::vector<ParamGroup> groups);
   // The per-parameter state buffers a group needs, e.g. {"momentum_buffer"} for SGD with momentum.
   virtual std::vector<std::string> buffer_names(const GroupOptions& options) const = 0;
-  // Runs the group's update over `slots` (host array for the CPU, device array on CUDA).
+  // Runs the group's update over `slots` (host array for the CPU, device array on CUDA). On CUDA
+  // `advance` is the counter that lets the update kernel advance the step counts itself (see
+  // kernels/optim.h); on the CPU the counts are already advanced and it is null.
   virtual void update(const ParamGroup& group, const kernels::ParamSlot* slots, std::size_t count,
-                      std::size_t max_n, Device device, const float* lr) = 0;
+                      std::size_t max_n, Device device, const float* lr, unsigned* advance) = 0;
 
  private:
   struct ParamState {
@@ -67,6 +73,7 @@ class Optimizer {
   };
   struct GroupCache;  // the slot table and the lr, in the parameters' memory
   ParamState& state_for(std::size_t index, const Tensor& param, const GroupOptions& options);
+  static void refresh_lr(GroupCache& cache, const ParamGroup& group);
 
   std::vector<ParamGroup> groups_;
   std::map<std::size_t, ParamState> state_;
@@ -83,7 +90,7 @@ class SGD : public Optimizer {
  protected:
   std::vector<std::string> buffer_names(const GroupOptions& options) const override;
   void update(const ParamGroup& group, const kernels::ParamSlot* slots, std::size_t count, std::size_t max_n,
-              Device device, const float* lr) override;
+              Device device, const float* lr, unsigned* advance) override;
 };
 
 // torch.optim.Adam (L2 weight decay added to the gradient), with bias correction.
@@ -97,7 +104,7 @@ class Adam : public Optimizer {
   Adam(std::vector<ParamGroup> groups, bool decoupled);
   std::vector<std::string> buffer_names(const GroupOptions& options) const override;
   void update(const ParamGroup& group, const kernels::ParamSlot* slots, std::size_t count, std::size_t max_n,
-              Device device, const float* lr) override;
+              Device device, const float* lr, unsigned* advance) override;
 
  private:
   bool decoupled_ = false;

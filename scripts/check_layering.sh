@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks the direction of ember's include arrows: apps → layers/optim/data → core → kernels.
+# Checks the direction of ember's include arrows: apps → train → layers/optim/data → core → kernels.
 # kernels/ may use only core/error.h and the generated core/config.h from core/. Nothing outside
 # tests/ includes tests/, and nothing outside apps/ includes apps/. Prints each violation; exits 1 if any.
 set -u
@@ -14,7 +14,8 @@ allowed() {  # allowed <folder of the including file> <included path>
     kernels/*) return 0 ;;
     core/error.h | core/config.h) return 0 ;;
     core/*) [ "$from" != kernels ] ;;
-    layers/* | optim/* | data/*) [ "$from" = apps ] || [ "$from" = tests ] || [ "$from" = "${inc%%/*}" ] ;;
+    train/*) [ "$from" = apps ] || [ "$from" = tests ] || [ "$from" = train ] ;;
+    layers/* | optim/* | data/*) [ "$from" = apps ] || [ "$from" = tests ] || [ "$from" = train ] || [ "$from" = "${inc%%/*}" ] ;;
     *) return 0 ;;
   esac
 }
@@ -24,10 +25,10 @@ while IFS= read -r file; do
   from=${file%%/*}
   while IFS= read -r inc; do
     if ! allowed "$from" "$inc"; then
-      echo "layering: $file includes $inc (arrows point down only: apps → layers/optim/data → core → kernels)"
+      echo "layering: $file includes $inc (arrows point down only: apps → train → layers/optim/data → core → kernels)"
       bad=1
     fi
   done < <(sed -nE 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"([^"]+)".*/\1/p' "$file")
-done < <(find apps layers optim data core kernels tests examples -type f \( -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '*.cuh' \) 2>/dev/null | sort)
+done < <(find apps train layers optim data core kernels tests examples -type f \( -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '*.cuh' \) 2>/dev/null | sort)
 [ $bad = 0 ] && echo "layering: ok"
 exit $bad

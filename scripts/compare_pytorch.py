@@ -5,6 +5,14 @@ epoch. Reports the median-epoch training images/s of each (evaluation excluded) 
 
   scripts/compare_pytorch.py --device cpu [--build build] [--data DIR] [--threads 1,2]
                              [--models 32,128,512-256] [--epochs 6] [--rounds 3] [--report FILE]
+  scripts/compare_pytorch.py --device cuda [--models 32,512-256] [--epochs 5] [--rounds 1] ...
+
+On CUDA (see run_cuda): ember's fused step replayed from a CUDA graph, the same step eager, and
+the op-by-op autograd path, all streaming batches from host memory through pinned staging, next
+to PyTorch eager with the data preloaded on the device, PyTorch through the tutorials'
+DataLoader(num_workers=2, pin_memory=True), and torch.compile(mode="reduce-overhead") where it
+works; the first epoch of each is a warm-up and left out of the median; test accuracy is printed
+beside the speed.
 
 The references get their data preloaded as float tensors; ember reads the IDX files through its
 DataLoader, as mnist_train does. Each configuration runs --rounds times, the frameworks taking
@@ -68,13 +76,17 @@ def run_program(path, data_dir, n, hidden, epochs, lr, threads):
     return [n / float(line.split()[2]) for line in out.splitlines() if line.startswith("epoch")]
 
 
-def run_ember(train, data, hidden, epochs, lr, threads, work):
+def run_ember(train, data, hidden, epochs, lr, threads, work, device="cpu", extra=(), with_accuracy=False):
     log = os.path.join(work, "ember.jsonl")
     env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads))
-    subprocess.run([train, "--data", data, "--device", "cpu", "--threads", str(threads), "--hidden",
+    subprocess.run([train, "--data", data, "--device", device, "--threads", str(threads), "--hidden",
                     hidden.replace("-", ","), "--epochs", str(epochs), "--val-size", "0", "--lr", str(lr),
-                    "--batch-size", "128", "--json-log", log], check=True, stdout=subprocess.DEVNULL, env=env)
-    return [json.loads(line)["images_per_s"] for line in open(log) if '"epoch"' in line]
+                    "--batch-size", "128", "--json-log", log, *extra], check=True, stdout=subprocess.DEVNULL, env=env)
+    lines = [json.loads(line) for line in open(log)]
+    rates = [line["images_per_s"] for line in lines if "epoch" in line]
+    if not with_accuracy:
+        return rates
+    return rates, next(line["test_acc"] for line in lines if "test_acc" in line)
 
 
 def run_torch(x, y, hidden, epochs, lr, threads):
@@ -103,15 +115,113 @@ def run_torch(x, y, hidden, epochs, lr, threads):
     return rates
 
 
+def torch_mlp(hidden):
+    import torch
+    widths = [784] + [int(h) for h in hidden.split("-")]
+    layers = []
+    for a, b in zip(widths, widths[1:]):
+        layers += [torch.nn.Linear(a, b), torch.nn.ReLU()]
+    return torch.nn.Sequential(*layers, torch.nn.Linear(widths[-1], 10))
+
+
+def run_torch_cuda(mode, x, y, xt, yt, hidden, epochs, lr):
+    """PyTorch on the GPU, one of: preloaded (eager, data on the device), dataloader (the tutorials'
+    pinned DataLoader with two workers), compile (torch.compile reduce-overhead, data preloaded).
+    The loss is summed on the device and read once per epoch, as ember does. Returns (rates, acc)."""
+    import torch
+    torch.manual_seed(0)
+    dev = torch.device("cuda")
+    model = torch_mlp(hidden).to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    forward = torch.compile(model, mode="reduce-overhead") if mode == "compile" else model
+    xd, yd = x.to(dev), y.to(dev)
+    n = x.shape[0]
+    loader = None
+    if mode == "dataloader":
+        loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=128, shuffle=True,
+                                             num_workers=2, pin_memory=True, persistent_workers=True)
+    rates = []
+    for _ in range(epochs):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        total = torch.zeros((), device=dev)
+        if loader is not None:
+            batches = ((bx.to(dev, non_blocking=True), by.to(dev, non_blocking=True)) for bx, by in loader)
+        else:
+            order = torch.randperm(n, device=dev)
+            batches = ((xd[order[s:s + 128]], yd[order[s:s + 128]]) for s in range(0, n, 128))
+        for bx, by in batches:
+            loss = torch.nn.functional.cross_entropy(forward(bx), by)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            total += loss.detach() * bx.shape[0]
+        total.item()
+        rates.append(n / (time.perf_counter() - start))
+    with torch.no_grad():
+        acc = (model(xt.to(dev)).argmax(1) == yt.to(dev)).float().mean().item()
+    return rates, acc
+
+
+def run_cuda(args, train):
+    import torch
+    if not torch.cuda.is_available():
+        sys.exit("compare_pytorch: --device cuda needs PyTorch with a usable CUDA device")
+    images = read_idx(args.data, "train-images-idx3-ubyte")
+    labels = read_idx(args.data, "train-labels-idx1-ubyte")
+    n = len(images)
+    x = torch.from_numpy(images.reshape(n, 784).astype(np.float32) / 255.0)
+    y = torch.from_numpy(labels.astype(np.int64))
+    test_images = read_idx(args.data, "t10k-images-idx3-ubyte")
+    xt = torch.from_numpy(test_images.reshape(len(test_images), 784).astype(np.float32) / 255.0)
+    yt = torch.from_numpy(read_idx(args.data, "t10k-labels-idx1-ubyte").astype(np.int64))
+    ember_modes = {"ember graph": [], "ember eager step": ["--cuda-graph", "0"], "ember autograd": ["--step", "autograd"]}
+    torch_modes = {"PyTorch preloaded": "preloaded", "PyTorch DataLoader": "dataloader", "torch.compile": "compile"}
+    rows = []
+    with tempfile.TemporaryDirectory() as work:
+        for hidden in args.models.split(","):
+            rates = {k: [] for k in list(ember_modes) + list(torch_modes)}
+            acc = {}
+            for _ in range(args.rounds):
+                for name, extra in ember_modes.items():
+                    r, acc[name] = run_ember(train, args.data, hidden, args.epochs, args.lr, 1, work, "cuda", extra,
+                                             with_accuracy=True)
+                    rates[name] += r[1:]
+                for name, mode in torch_modes.items():
+                    try:
+                        r, acc[name] = run_torch_cuda(mode, x, y, xt, yt, hidden, args.epochs, args.lr)
+                        rates[name] += r[1:]
+                    except Exception as e:  # torch.compile needs a working Triton toolchain
+                        print(f"compare_pytorch: {name} failed ({type(e).__name__}: {str(e)[:200]})", flush=True)
+            med = {k: statistics.median(v) for k, v in rates.items() if v}
+            rows.append({"model": f"784-{hidden}-10", **med, "acc": acc})
+            print(f"784-{hidden}-10: " + ", ".join(f"{k} {v / 1e3:.0f}k (acc {acc[k]:.4f})" for k, v in med.items()),
+                  flush=True)
+    columns = list(ember_modes) + list(torch_modes)
+    lines = [f"| model | {' | '.join(c + ' images/s' for c in columns)} | graph / PyTorch preloaded | "
+             "graph / PyTorch DataLoader | graph / torch.compile |",
+             "| --- | " + " | ".join("---" for _ in columns) + " | --- | --- | --- |"]
+    for r in rows:
+        cells = [f"{r[c] / 1e3:.0f}k ({r['acc'][c]:.4f})" if c in r else "—" for c in columns]
+        ratio = lambda other: f"{r['ember graph'] / r[other]:.1f}" if other in r and "ember graph" in r else "—"
+        lines.append(f"| {r['model']} | {' | '.join(cells)} | {ratio('PyTorch preloaded')} | "
+                     f"{ratio('PyTorch DataLoader')} | {ratio('torch.compile')} |")
+    print("\n".join(lines))
+    if args.report:
+        with open(args.report, "w") as f:
+            f.write("images/s, median epoch after a warm-up epoch (test accuracy in brackets)\n\n" + "\n".join(lines) + "\n")
+    return 0
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--device", default="cpu", choices=["cpu"], help="cpu (the GPU comparison comes later)")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
     parser.add_argument("--data", default=os.environ.get("MNIST_DIR", os.path.join(ROOT, "data/mnist")))
     parser.add_argument("--threads", default="1,2")
-    parser.add_argument("--models", default="32,128,512-256")
+    parser.add_argument("--models", help="hidden widths per model (default 32,128,512-256; on cuda 32,512-256)")
     parser.add_argument("--epochs", type=int, default=6)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, help="default 3 on the CPU, 1 on cuda")
     parser.add_argument("--lr", type=float, default=0.1)
     parser.add_argument("--report", help="write the table (markdown) to this file")
     args = parser.parse_args()
@@ -122,6 +232,10 @@ def main():
     train = os.path.join(args.build, "apps", "mnist_train")
     if not os.path.exists(train):
         sys.exit(f"compare_pytorch: build mnist_train first ({train} is missing)")
+    args.models = args.models or ("32,512-256" if args.device == "cuda" else "32,128,512-256")
+    args.rounds = args.rounds or (1 if args.device == "cuda" else 3)
+    if args.device == "cuda":
+        return run_cuda(args, train)
     images = read_idx(args.data, "train-images-idx3-ubyte")
     labels = read_idx(args.data, "train-labels-idx1-ubyte")
     n = len(images)

@@ -9,15 +9,15 @@
 #
 # --dry-run does everything up to running on a GPU: unpacks .deps and configures and builds
 # against it exactly as the GPU machine will. CI runs it, so a broken device build shows there.
-# Sections run in order, each within its time budget; the whole run stays under 6 minutes.
+# Sections run in order, each within its time budget; the whole run stays under 7.5 minutes.
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
 # name:budget-seconds, in order
-# The budgets add up to 6 minutes.
-all_sections=(facts:10 build:120 test:60 sanitize:45 train:50 loader:15 bench:35 devices:25)
+# The budgets add up to 7.5 minutes.
+all_sections=(facts:10 build:120 test:60 sanitize:45 train:50 compare:90 loader:15 bench:35 devices:25)
 dry_run=0
 only=""
 while [ $# -gt 0 ]; do
@@ -221,6 +221,21 @@ section_train() {
   awk -v a="$acc_gpu" -v b="$acc_cpu" -v c="$acc_cnn" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.01 && c >= 0.98) }'
 }
 
+# ---- compare -----------------------------------------------------------------------------------
+# ember's fused, graph-replayed MLP step next to PyTorch eager (data preloaded), the tutorials'
+# pinned DataLoader and torch.compile, on the same GPU; goal: ≥ 10× PyTorch eager preloaded.
+section_compare() {
+  local budget=$1
+  python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null || { NOTE="no PyTorch with CUDA"; return 3; }
+  timeout "$budget" python3 scripts/compare_pytorch.py --device cuda --build "$build" --data "$MNIST_DIR" \
+    --models 32,512-256 --epochs 4 --rounds 1 --report "$out/compare.md" >"$out/compare.log" 2>&1
+  local rc=$?
+  cat "$out/compare.log"
+  NOTE="ember graph / PyTorch preloaded: $(grep '^| 784' "$out/compare.md" 2>/dev/null | awk -F'|' '{printf "%s %s; ", $2, $9}')"
+  rm -f "$out/compare.md"  # the table is in the log too; few files come back from the GPU machine
+  return $rc
+}
+
 # ---- loader ------------------------------------------------------------------------------------
 section_loader() {
   local budget=$1
@@ -276,7 +291,7 @@ fi
 
 # At most 8 files come back from the GPU machine: the sections' short logs go into runs.log, the
 # facts into the report.
-for part in train loader bench devices; do
+for part in train compare loader bench devices; do
   [ -f "$out/$part.log" ] && { echo "==== $part"; cat "$out/$part.log"; rm -f "$out/$part.log"; } >>"$out/runs.log"
 done
 

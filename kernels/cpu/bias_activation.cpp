@@ -17,6 +17,14 @@ void bias_relu_forward(T* __restrict y, const T* __restrict bias, std::size_t ro
 }
 
 template <class T>
+void bias_forward(T* __restrict y, const T* __restrict bias, std::size_t rows, std::size_t cols) {
+  for (std::size_t r = 0; r < rows; ++r) {
+    T* row = y + r * cols;
+    for (std::size_t c = 0; c < cols; ++c) row[c] += bias[c];
+  }
+}
+
+template <class T>
 void bias_relu_backward(const T* __restrict dy, const T* __restrict y, T* __restrict dx, T* __restrict dbias,
                         std::size_t rows, std::size_t cols) {
   std::fill(dbias, dbias + cols, T(0));
@@ -36,6 +44,8 @@ void bias_relu_backward(const T* __restrict dy, const T* __restrict y, T* __rest
 
 template void bias_relu_forward<float>(float*, const float*, std::size_t, std::size_t);
 template void bias_relu_forward<double>(double*, const double*, std::size_t, std::size_t);
+template void bias_forward<float>(float*, const float*, std::size_t, std::size_t);
+template void bias_forward<double>(double*, const double*, std::size_t, std::size_t);
 template void bias_relu_backward<float>(const float*, const float*, float*, float*, std::size_t, std::size_t);
 template void bias_relu_backward<double>(const double*, const double*, double*, double*, std::size_t, std::size_t);
 

@@ -113,6 +113,36 @@ void cross_entropy_backward(const T* logits, const Target* targets, const T* lse
   }
 }
 
+template <class T, class Target>
+void cross_entropy_fused(const T* logits, const Target* targets, T* dlogits, T* row_loss, T* batch_loss,
+                         T* loss_sum, std::size_t rows, std::size_t cols, T row_scale,
+                         DeviceErrorRecord* error) {
+  double total = 0;
+  for (std::size_t r = 0; r < rows; ++r) {
+    const T* row = logits + r * cols;
+    T* drow = dlogits + r * cols;
+    const long long target = static_cast<long long>(targets[r]);
+    if (target < 0 || target >= static_cast<long long>(cols)) {
+      row_loss[r] = T(0);
+      for (std::size_t c = 0; c < cols; ++c) drow[c] = T(0);
+      if (error && error->code == 0)
+        *error = {static_cast<int>(DeviceErrorCode::target_out_of_range),
+                  static_cast<int>(OpTag::cross_entropy), target, static_cast<long long>(r),
+                  static_cast<long long>(cols)};
+      continue;
+    }
+    const T lse = static_cast<T>(row_logsumexp(row, cols));
+    for (std::size_t c = 0; c < cols; ++c) drow[c] = std::exp(row[c] - lse) * row_scale;
+    drow[target] -= row_scale;
+    row_loss[r] = lse - row[target];
+    total += static_cast<double>(row_loss[r]);
+  }
+  if (batch_loss) *batch_loss = static_cast<T>(total * static_cast<double>(row_scale));
+  if (loss_sum) *loss_sum += static_cast<T>(total);
+  if (!std::isfinite(total) && error && error->code == 0)
+    *error = {static_cast<int>(DeviceErrorCode::non_finite), static_cast<int>(OpTag::loss_check), 0, 0, 0};
+}
+
 #define EMBER_INSTANTIATE(T)                                                                  \
   template void softmax_forward<T>(SoftmaxKind, const T*, T*, std::size_t, std::size_t);      \
   template void softmax_backward<T>(SoftmaxKind, const T*, const T*, T*, std::size_t,         \
@@ -128,7 +158,11 @@ void cross_entropy_backward(const T* logits, const Target* targets, const T* lse
                                                         std::size_t, std::size_t, WriteMode); \
   template void cross_entropy_backward<T, std::int64_t>(const T*, const std::int64_t*,        \
                                                         const T*, const T*, T, T*,            \
-                                                        std::size_t, std::size_t, WriteMode);
+                                                        std::size_t, std::size_t, WriteMode);   \
+  template void cross_entropy_fused<T, std::int32_t>(const T*, const std::int32_t*, T*, T*, T*, T*, \
+                                                     std::size_t, std::size_t, T, DeviceErrorRecord*); \
+  template void cross_entropy_fused<T, std::int64_t>(const T*, const std::int64_t*, T*, T*, T*, T*, \
+                                                     std::size_t, std::size_t, T, DeviceErrorRecord*);
 EMBER_INSTANTIATE(float)
 EMBER_INSTANTIATE(double)
 #undef EMBER_INSTANTIATE

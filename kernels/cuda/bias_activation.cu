@@ -17,6 +17,11 @@ __global__ void bias_relu_forward_kernel(float* y, const float* bias, std::size_
   }
 }
 
+__global__ void bias_forward_kernel(float* y, const float* bias, std::size_t rows, std::size_t cols) {
+  const std::size_t n = rows * cols;
+  for (std::size_t i = global_thread(); i < n; i += grid_stride()) y[i] += bias[i % cols];
+}
+
 __global__ void bias_relu_backward_kernel(const float* dy, const float* y, float* dx, float* dbias, std::size_t rows,
                                           std::size_t cols) {
   const std::size_t c = global_thread();
@@ -38,6 +43,13 @@ void bias_relu_forward(float* y, const float* bias, std::size_t rows, std::size_
   if (n == 0) return;
   bias_relu_forward_kernel<<<grid_for(n), kBlock, 0, stream>>>(y, bias, rows, cols);
   check_launch("bias_relu_forward", stream);
+}
+
+void bias_forward(float* y, const float* bias, std::size_t rows, std::size_t cols, cudaStream_t stream) {
+  const std::size_t n = rows * cols;
+  if (n == 0) return;
+  bias_forward_kernel<<<grid_for(n), kBlock, 0, stream>>>(y, bias, rows, cols);
+  check_launch("bias_forward", stream);
 }
 
 void bias_relu_backward(const float* dy, const float* y, float* dx, float* dbias, std::size_t rows, std::size_t cols,

@@ -36,4 +36,17 @@ __device__ inline float warp_max(float v) {
   return v;
 }
 
+// Whether this block is the last of the grid to get here: for a deterministic finishing step
+// (a fixed-order sum, advancing counters) without a second launch. Every thread of every block
+// must call it (no early return before it). `blocks_done` counts arrivals; the last block must
+// reset it to 0 before returning, so the next launch (or graph replay) starts from 0.
+__device__ inline bool is_last_block(unsigned* blocks_done) {
+  __shared__ bool last;
+  __threadfence();  // this block's writes (and reads) are done before it counts itself
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(blocks_done, 1u) == gridDim.x * gridDim.y - 1;
+  __syncthreads();
+  return last;
+}
+
 }  // namespace ember::kernels::cuda

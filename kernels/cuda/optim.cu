@@ -15,20 +15,34 @@ __global__ void advance_steps_kernel(const ParamSlot* slots, std::size_t count) 
   if (s < count) *slots[s].step += 1.0f;
 }
 
-__global__ void sgd_kernel(const ParamSlot* slots, SgdConfig config, const float* lr) {
-  const ParamSlot slot = slots[blockIdx.y];
-  const float rate = *lr;
-  const bool first = *slot.step <= 1.0f;
-  for (std::size_t i = global_thread(); i < slot.n; i += grid_stride())
-    sgd_update(slot.param[i], slot.grad[i], slot.state0 ? slot.state0 + i : nullptr, config, rate, first);
+// With `advance` (a counter at 0), this update is step *step + 1, and the last block to finish
+// writes that count back to every slot of the launch: the step counts advance without a launch
+// of their own. Without it, the counts were advanced beforehand (advance_steps).
+__device__ float this_step(const ParamSlot& slot, const unsigned* advance) {
+  return *slot.step + (advance ? 1.0f : 0.0f);
+}
+__device__ void finish_advance(const ParamSlot* slots, unsigned* advance) {
+  if (!advance || !is_last_block(advance)) return;
+  for (unsigned s = threadIdx.x; s < gridDim.y; s += blockDim.x) *slots[s].step += 1.0f;
+  if (threadIdx.x == 0) *advance = 0;
 }
 
-__global__ void adam_kernel(const ParamSlot* slots, AdamConfig config, const float* lr) {
+__global__ void sgd_kernel(const ParamSlot* slots, SgdConfig config, const float* lr, unsigned* advance) {
   const ParamSlot slot = slots[blockIdx.y];
   const float rate = *lr;
-  const AdamCorrections k = adam_corrections(config, rate, *slot.step);
+  const bool first = this_step(slot, advance) <= 1.0f;
+  for (std::size_t i = global_thread(); i < slot.n; i += grid_stride())
+    sgd_update(slot.param[i], slot.grad[i], slot.state0 ? slot.state0 + i : nullptr, config, rate, first);
+  finish_advance(slots, advance);
+}
+
+__global__ void adam_kernel(const ParamSlot* slots, AdamConfig config, const float* lr, unsigned* advance) {
+  const ParamSlot slot = slots[blockIdx.y];
+  const float rate = *lr;
+  const AdamCorrections k = adam_corrections(config, rate, this_step(slot, advance));
   for (std::size_t i = global_thread(); i < slot.n; i += grid_stride())
     adam_update(slot.param[i], slot.grad[i], slot.state0[i], slot.state1[i], config, rate, k);
+  finish_advance(slots, advance);
 }
 
 template <class Launch>
@@ -49,19 +63,19 @@ void advance_steps(const ParamSlot* slots, std::size_t count, cudaStream_t strea
 }
 
 void sgd_step(const ParamSlot* slots, std::size_t count, std::size_t max_n, const SgdConfig& config,
-              const float* lr, cudaStream_t stream) {
+              const float* lr, unsigned* advance, cudaStream_t stream) {
   if (count == 0 || max_n == 0) return;
   for_each_batch(count, max_n, [&](std::size_t first, dim3 grid) {
-    sgd_kernel<<<grid, kBlock, 0, stream>>>(slots + first, config, lr);
+    sgd_kernel<<<grid, kBlock, 0, stream>>>(slots + first, config, lr, advance);
     check_launch("sgd_step", stream);
   });
 }
 
 void adam_step(const ParamSlot* slots, std::size_t count, std::size_t max_n, const AdamConfig& config,
-               const float* lr, cudaStream_t stream) {
+               const float* lr, unsigned* advance, cudaStream_t stream) {
   if (count == 0 || max_n == 0) return;
   for_each_batch(count, max_n, [&](std::size_t first, dim3 grid) {
-    adam_kernel<<<grid, kBlock, 0, stream>>>(slots + first, config, lr);
+    adam_kernel<<<grid, kBlock, 0, stream>>>(slots + first, config, lr, advance);
     check_launch("adam_step", stream);
   });
 }

@@ -55,6 +55,17 @@ __global__ void softmax_backward_kernel(SoftmaxKind kind, const float* dy, const
   }
 }
 
+__device__ void raise_target_error(DeviceErrorRecord* error, long long target, std::size_t row, std::size_t cols) {
+  // The first error wins; the host reads the record at its next synchronization.
+  if (error && atomicCAS(&error->code, 0, static_cast<int>(DeviceErrorCode::target_out_of_range)) == 0) {
+    error->op = static_cast<int>(OpTag::cross_entropy);
+    error->value = target;
+    error->position = static_cast<long long>(row);
+    error->bound = static_cast<long long>(cols);
+    __threadfence_system();
+  }
+}
+
 template <class Target>
 __global__ void cross_entropy_forward_kernel(const float* logits, const Target* targets, float* loss, float* lse,
                                              std::size_t rows, std::size_t cols, DeviceErrorRecord* error) {
@@ -68,14 +79,7 @@ __global__ void cross_entropy_forward_kernel(const float* logits, const Target* 
   const long long target = static_cast<long long>(targets[row]);
   if (target < 0 || target >= static_cast<long long>(cols)) {
     loss[row] = 0.0f;
-    // The first error wins; the host reads the record at its next synchronization.
-    if (error && atomicCAS(&error->code, 0, static_cast<int>(DeviceErrorCode::target_out_of_range)) == 0) {
-      error->op = static_cast<int>(OpTag::cross_entropy);
-      error->value = target;
-      error->position = static_cast<long long>(row);
-      error->bound = static_cast<long long>(cols);
-      __threadfence_system();
-    }
+    raise_target_error(error, target, row, cols);
     return;
   }
   loss[row] = row_lse - xr[target];
@@ -93,6 +97,55 @@ __global__ void cross_entropy_backward_kernel(const float* logits, const Target*
     const float onehot = static_cast<long long>(c) == static_cast<long long>(targets[r]) ? 1.0f : 0.0f;
     const float g = (p - onehot) * scale;
     dlogits[i] = mode == WriteMode::overwrite ? g : dlogits[i] + g;
+  }
+}
+
+// One warp per row writes the row's gradient and loss; the last block to arrive sums the losses.
+// No thread returns early: every thread of every block must reach the __syncthreads below.
+template <class Target>
+__global__ void cross_entropy_fused_kernel(const float* logits, const Target* targets, float* dlogits,
+                                           float* row_loss, float* batch_loss, float* loss_sum, std::size_t rows,
+                                           std::size_t cols, float row_scale, DeviceErrorRecord* error,
+                                           unsigned* blocks_done) {
+  const std::size_t row = global_thread() / kWarp;
+  const unsigned lane = threadIdx.x % kWarp;
+  if (row < rows) {
+    const float* xr = logits + row * cols;
+    float* dr = dlogits + row * cols;
+    const long long target = static_cast<long long>(targets[row]);
+    const bool bad = target < 0 || target >= static_cast<long long>(cols);
+    const float lse = warp_row_logsumexp(xr, cols, lane);
+    for (std::size_t c = lane; c < cols; c += kWarp) {
+      const float onehot = static_cast<long long>(c) == target ? 1.0f : 0.0f;
+      dr[c] = bad ? 0.0f : (expf(xr[c] - lse) - onehot) * row_scale;
+    }
+    if (lane == 0) {
+      row_loss[row] = bad ? 0.0f : lse - xr[target];
+      if (bad) raise_target_error(error, target, row, cols);
+    }
+  }
+  if (!is_last_block(blocks_done)) return;
+  // Fixed order: thread t sums rows t, t + blockDim, ...; then a fixed tree over the threads.
+  __shared__ float partial[kBlock];
+  const volatile float* losses = row_loss;  // written by other blocks: read past the L1 cache
+  float sum = 0.0f;
+  for (std::size_t r = threadIdx.x; r < rows; r += blockDim.x) sum += losses[r];
+  partial[threadIdx.x] = sum;
+  __syncthreads();
+  for (unsigned width = blockDim.x / 2; width > 0; width /= 2) {
+    if (threadIdx.x < width) partial[threadIdx.x] += partial[threadIdx.x + width];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    const float total = partial[0];
+    if (batch_loss) *batch_loss = total * row_scale;
+    if (loss_sum) *loss_sum += total;
+    if (!isfinite(total) && error &&
+        atomicCAS(&error->code, 0, static_cast<int>(DeviceErrorCode::non_finite)) == 0) {
+      error->op = static_cast<int>(OpTag::loss_check);
+      __threadfence_system();
+    }
+    *blocks_done = 0;  // ready for the next launch (or graph replay)
   }
 }
 
@@ -134,12 +187,25 @@ void cross_entropy_backward(const float* logits, const Target* targets, const fl
   check_launch("cross_entropy_backward", stream);
 }
 
+template <class Target>
+void cross_entropy_fused(const float* logits, const Target* targets, float* dlogits, float* row_loss,
+                         float* batch_loss, float* loss_sum, std::size_t rows, std::size_t cols, float row_scale,
+                         DeviceErrorRecord* error, unsigned* blocks_done, cudaStream_t stream) {
+  if (rows == 0) return;
+  cross_entropy_fused_kernel<<<warp_rows_grid(rows), kBlock, 0, stream>>>(
+      logits, targets, dlogits, row_loss, batch_loss, loss_sum, rows, cols, row_scale, error, blocks_done);
+  check_launch("cross_entropy_fused", stream);
+}
+
 #define EMBER_INSTANTIATE(Target)                                                                          \
   template void cross_entropy_forward<Target>(const float*, const Target*, float*, float*, std::size_t,    \
                                               std::size_t, DeviceErrorRecord*, cudaStream_t);              \
   template void cross_entropy_backward<Target>(const float*, const Target*, const float*, const float*,    \
                                                float, float*, std::size_t, std::size_t, WriteMode,         \
-                                               cudaStream_t);
+                                               cudaStream_t);                                \
+  template void cross_entropy_fused<Target>(const float*, const Target*, float*, float*, float*, float*,  \
+                                            std::size_t, std::size_t, float, DeviceErrorRecord*,         \
+                                            unsigned*, cudaStream_t);
 EMBER_INSTANTIATE(std::int32_t)
 EMBER_INSTANTIATE(std::int64_t)
 #undef EMBER_INSTANTIATE

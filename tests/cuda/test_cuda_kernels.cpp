@@ -285,6 +285,55 @@ TEMPLATE_TEST_CASE("cross-entropy forward and backward match the CPU twin", "", 
   }
 }
 
+TEMPLATE_TEST_CASE("fused cross-entropy matches the CPU twin, is deterministic, and resets its counter",
+                   "", std::int32_t, std::int64_t) {
+  using Target = TestType;
+  for (auto [rows, cols] : {std::pair<std::size_t, std::size_t>{1, 1}, {31, 10}, {128, 10}, {1000, 33}, {65537, 10}}) {
+    INFO(rows << "x" << cols);
+    const auto x = random_floats(rows * cols, rows + 7, -6.0f, 6.0f);
+    std::vector<Target> t(rows);
+    for (std::size_t r = 0; r < rows; ++r) t[r] = static_cast<Target>((r * 13 + 1) % cols);
+    const float row_scale = 1.0f / static_cast<float>(rows);
+    Tensor dx = device_copy(x, 1), dt = device_copy(t), dgrad = poisoned<float>(rows * cols);
+    Tensor drow = poisoned<float>(rows), dbatch = poisoned<float>(1), dsum = device_copy(std::vector<float>{3.0f});
+    Tensor counter = ember::zeros({1}, {.dtype = ember::DType::i32, .device = kGpu});
+    DeviceErrorRecord* record = ember::cuda::device_error_record(kGpu);
+    auto launch = [&] {
+      kcuda::cross_entropy_fused(dx.raw<float>() + 1, dt.raw<Target>(), dgrad.raw<float>(), drow.raw<float>(),
+                                 dbatch.raw<float>(), dsum.raw<float>(), rows, cols, row_scale, record,
+                                 reinterpret_cast<unsigned*>(counter.raw<std::int32_t>()), gpu_stream());
+    };
+    launch();
+    std::vector<float> grad(rows * cols), row_loss(rows);
+    float batch = 0, sum = 3.0f;
+    kcpu::cross_entropy_fused(x.data(), t.data(), grad.data(), row_loss.data(), &batch, &sum, rows, cols, row_scale,
+                              nullptr);
+    EMBER_REQUIRE_CLOSE(read_back<float>(drow), row_loss, 1e-5, 1e-5);
+    EMBER_REQUIRE_CLOSE(read_back<float>(dgrad), grad, 1e-7, 1e-5);
+    // Σ of `rows` losses in another order: rounding grows with log2(rows).
+    EMBER_REQUIRE_CLOSE(read_back<float>(dbatch), std::vector<float>{batch}, 1e-6, 1e-5);
+    EMBER_REQUIRE_CLOSE(read_back<float>(dsum), std::vector<float>{sum}, 1e-6, 1e-5);
+    ember::cuda::check_device_errors(kGpu);
+    REQUIRE(read_back<std::int32_t>(counter)[0] == 0);  // ready for the next launch
+    const float first = read_back<float>(dbatch)[0];
+    for (int i = 0; i < 3; ++i) launch();
+    REQUIRE(read_back<float>(dbatch)[0] == first);  // bit-identical: the order of the sum is fixed
+    REQUIRE(read_back<std::int32_t>(counter)[0] == 0);
+  }
+}
+
+TEST_CASE("fused cross-entropy raises a bad target at the next synchronization") {
+  const std::vector<float> x{1, 2, 3, 4, 5, 6};
+  const std::vector<std::int64_t> t{1, 9};
+  Tensor dx = device_copy(x), dt = device_copy(t), dgrad = poisoned<float>(6), drow = poisoned<float>(2);
+  Tensor counter = ember::zeros({1}, {.dtype = ember::DType::i32, .device = kGpu});
+  kcuda::cross_entropy_fused(dx.raw<float>(), dt.raw<std::int64_t>(), dgrad.raw<float>(), drow.raw<float>(), nullptr,
+                             nullptr, 2, 3, 0.5f, ember::cuda::device_error_record(kGpu),
+                             reinterpret_cast<unsigned*>(counter.raw<std::int32_t>()), gpu_stream());
+  REQUIRE_THROWS_WITH(ember::synchronize(kGpu), Catch::Contains("target 9 at row 1"));
+  REQUIRE(read_back<float>(dgrad)[4] == 0.0f);
+}
+
 TEST_CASE("cuBLAS GEMM matches the CPU GEMM within K·eps·sum|a||b|, every transpose combination") {
   for (auto [m, n, k] : {std::tuple<std::size_t, std::size_t, std::size_t>{1, 1, 1}, {3, 5, 7}, {128, 10, 784},
                          {31, 65, 1000}, {257, 129, 33}, {4, 4, 0}})
@@ -314,7 +363,7 @@ TEST_CASE("cuBLAS GEMM matches the CPU GEMM within K·eps·sum|a||b|, every tran
       }
 }
 
-TEST_CASE("fused bias+ReLU forward and backward match the CPU twins") {
+TEST_CASE("fused bias+ReLU forward and backward, and the bias add, match the CPU twins") {
   for (auto [rows, cols] : {std::pair<std::size_t, std::size_t>{1, 1}, {128, 32}, {1000, 33}, {65537, 10}, {7, 4099}}) {
     INFO(rows << "x" << cols);
     const auto y0 = random_floats(rows * cols, rows), bias = random_floats(cols, cols);
@@ -324,6 +373,11 @@ TEST_CASE("fused bias+ReLU forward and backward match the CPU twins") {
     std::vector<float> y = y0;
     kcpu::bias_relu_forward(y.data(), bias.data(), rows, cols);
     EMBER_REQUIRE_CLOSE(read_back<float>(dyv), y, kArithAtol, kArithRtol);
+    Tensor plain = device_copy(y0);
+    kcuda::bias_forward(plain.raw<float>(), db.raw<float>(), rows, cols, gpu_stream());
+    std::vector<float> biased = y0;
+    kcpu::bias_forward(biased.data(), bias.data(), rows, cols);
+    EMBER_REQUIRE_CLOSE(read_back<float>(plain), biased, 0.0, 0.0);  // one addition each: exact on both
     Tensor ddy = device_copy(dy), dyh = device_copy(y), ddx = poisoned<float>(rows * cols), ddb = poisoned<float>(cols);
     kcuda::bias_relu_backward(ddy.raw<float>(), dyh.raw<float>(), ddx.raw<float>(), ddb.raw<float>(), rows, cols,
                               gpu_stream());

@@ -137,6 +137,70 @@ TEST_CASE("softmax cross-entropy: hand-computed cases") {
   }
 }
 
+TEMPLATE_TEST_CASE("fused cross-entropy matches the unfused forward and backward", "", float, double) {
+  using T = TestType;
+  for (auto [rows, cols] : {std::pair<std::size_t, std::size_t>{1, 1}, {7, 10}, {128, 10}, {33, 257}}) {
+    INFO(rows << "x" << cols);
+    std::vector<T> logits(rows * cols);
+    const auto source = random_doubles(rows * cols, rows * 31 + cols, -8.0, 8.0);
+    for (std::size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<T>(source[i]);
+    std::vector<std::int64_t> targets(rows);
+    for (std::size_t r = 0; r < rows; ++r) targets[r] = static_cast<std::int64_t>((r * 7 + 3) % cols);
+    const T row_scale = T(1) / static_cast<T>(rows), one = 1;
+    std::vector<T> loss(rows), lse(rows), grad(rows * cols);
+    cpu::cross_entropy_forward(logits.data(), targets.data(), loss.data(), lse.data(), rows, cols, nullptr);
+    cpu::cross_entropy_backward(logits.data(), targets.data(), lse.data(), &one, row_scale, grad.data(), rows, cols,
+                                WriteMode::overwrite);
+    std::vector<T> fused_grad(rows * cols, std::numeric_limits<T>::quiet_NaN()), row_loss(rows);
+    T batch_loss = std::numeric_limits<T>::quiet_NaN(), loss_sum = 5;
+    DeviceErrorRecord err;
+    cpu::cross_entropy_fused(logits.data(), targets.data(), fused_grad.data(), row_loss.data(), &batch_loss, &loss_sum,
+                             rows, cols, row_scale, &err);
+    CHECK(err.code == 0);
+    double total = 0;
+    for (std::size_t r = 0; r < rows; ++r) {
+      CHECK(row_loss[r] == Approx(loss[r]).epsilon(1e-6));
+      total += static_cast<double>(loss[r]);
+    }
+    // Same formula, but the fused kernel subtracts row_scale from one scaled probability where the
+    // unfused one scales (p − 1): they may differ by a rounding of row_scale.
+    for (std::size_t i = 0; i < grad.size(); ++i)
+      CHECK(static_cast<double>(fused_grad[i]) == Approx(static_cast<double>(grad[i])).margin(4e-7 * row_scale));
+    CHECK(static_cast<double>(batch_loss) == Approx(total / static_cast<double>(rows)).epsilon(1e-6));
+    CHECK(static_cast<double>(loss_sum) == Approx(5.0 + total).epsilon(1e-6));
+  }
+}
+
+TEST_CASE("fused cross-entropy: a bad target zeroes its row and is recorded; a non-finite loss is flagged") {
+  const std::vector<float> logits{1, 2, 3, 4, 5, 6};
+  std::vector<float> grad(6, 1.0f), row_loss(2);
+  float batch_loss = 0, loss_sum = 0;
+  SECTION("target out of range") {
+    const std::vector<std::int32_t> targets{2, -1};
+    DeviceErrorRecord err;
+    cpu::cross_entropy_fused(logits.data(), targets.data(), grad.data(), row_loss.data(), &batch_loss, &loss_sum, 2,
+                             3, 0.5f, &err);
+    CHECK(err.code == static_cast<int>(DeviceErrorCode::target_out_of_range));
+    CHECK(err.value == -1);
+    CHECK(err.position == 1);
+    CHECK(row_loss[1] == 0.0f);
+    CHECK(grad[3] == 0.0f);
+    CHECK(grad[4] == 0.0f);
+    CHECK(grad[5] == 0.0f);
+    CHECK(std::isfinite(batch_loss));
+  }
+  SECTION("a NaN logit makes the loss non-finite") {
+    std::vector<float> bad = logits;
+    bad[4] = std::numeric_limits<float>::quiet_NaN();
+    const std::vector<std::int32_t> targets{0, 1};
+    DeviceErrorRecord err;
+    cpu::cross_entropy_fused(bad.data(), targets.data(), grad.data(), row_loss.data(), &batch_loss, &loss_sum, 2, 3,
+                             0.5f, &err);
+    CHECK(err.code == static_cast<int>(DeviceErrorCode::non_finite));
+    CHECK(err.op == static_cast<int>(OpTag::loss_check));
+  }
+}
+
 TEST_CASE("softmax and log-softmax rows sum to one and match the definition") {
   const auto x = random_doubles(3 * 5, 7, -4, 4);
   std::vector<double> y(15), ly(15);

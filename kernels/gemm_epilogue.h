@@ -1,0 +1,33 @@
+// GEMMs with a fused epilogue, through cuBLASLt (CUDA only, fp32 throughout). Row-major, like
+// gemm.h: C[m, n] = op(A)·op(B) with β = 0 (C is overwritten, never read), and then
+//   bias:          C += bias                      (bias [n], one value per column)
+//   relu_aux_bias: C = max(0, C + bias), and the ReLU mask written as bits into `aux`
+//   drelu_bgrad:   C = C ⊙ mask(aux), and vec[n] = Σ over the rows of that masked C
+//   bgrad_a:       vec[m] = Σ_k op(A)[i, k]       (the bias gradient when op(A) = dYᵀ)
+// `vec` is the bias (read) or the bias gradient (written). The mask of a [m, n] result has a
+// leading dimension of relu_mask_ld(n) bits (cuBLASLt wants a multiple of 128), m of them;
+// drelu_bgrad reads the mask that relu_aux_bias wrote for a result of the same shape.
+//
+// gemm_epilogue_supported() asks cuBLASLt's heuristic whether an fp32 algorithm exists for the
+// epilogue and shape on the current device (cached per shape); callers fall back to plain GEMM
+// and their own kernels when it says no. No workspace is requested, so nothing is allocated per
+// call and a call can be captured in a CUDA graph.
+#pragma once
+
+#include "kernels/gemm.h"
+
+namespace ember::kernels {
+enum class GemmEpilogue : std::uint8_t { bias, relu_aux_bias, drelu_bgrad, bgrad_a };
+constexpr std::size_t relu_mask_ld(std::size_t n) { return ceil_div(n, 128) * 128; }
+constexpr std::size_t relu_mask_bytes(std::size_t m, std::size_t n) { return relu_mask_ld(n) / 8 * m; }
+}  // namespace ember::kernels
+
+namespace ember::kernels::cuda {
+
+bool gemm_epilogue_supported(GemmEpilogue epilogue, Transpose ta, Transpose tb, std::size_t m, std::size_t n,
+                             std::size_t k, std::size_t lda, std::size_t ldb, std::size_t ldc);
+void gemm_epilogue(GemmEpilogue epilogue, Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k,
+                   const float* a, std::size_t lda, const float* b, std::size_t ldb, float* c, std::size_t ldc,
+                   float* vec, void* aux, cudaStream_t stream);
+
+}  // namespace ember::kernels::cuda

@@ -1,0 +1,114 @@
+// The fused MLP step on the GPU: a graph-replayed epoch gives the same losses as eager steps, the
+// cuBLASLt epilogues agree with the plain GEMMs and with the CPU, the captured step of a
+// two-layer MLP has at most 8 kernels, and a bad target raises its error at the epoch's end.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "core/ops.h"
+#include "cuda/cuda_helpers.h"
+#include "layers/models.h"
+#include "optim/optimizer.h"
+#include "train/mlp_step.h"
+
+using namespace ember;
+using namespace ember::testing;
+using Catch::Matchers::Contains;
+
+namespace {
+
+struct Run {
+  std::vector<double> epoch_losses;
+  std::vector<float> weights;
+  std::string description;
+  std::size_t kernels = 0;
+};
+
+// Trains 784-hidden-10 for `epochs` epochs of 12 batches (the last one partial) on `device`.
+Run train_mlp(Device device, const std::vector<std::int64_t>& hidden, train::MlpStepOptions options, int epochs = 3,
+          const std::string& kind = "sgd") {
+  Generator init(11);
+  auto model = nn::mlp(784, hidden, 10, &init);
+  model->to(device);
+  std::unique_ptr<optim::Optimizer> opt;
+  if (kind == "sgd") opt = std::make_unique<optim::SGD>(model->parameters(), optim::GroupOptions{.lr = 0.1, .momentum = 0.9});
+  else opt = std::make_unique<optim::Adam>(model->parameters(), optim::GroupOptions{.lr = 1e-3});
+  train::MlpStep step(*model, *opt, 128, options);
+  Generator data(5);
+  std::vector<std::pair<Tensor, Tensor>> batches;
+  for (int b = 0; b < 12; ++b) {
+    const std::int64_t rows = b == 11 ? 37 : 128;
+    batches.emplace_back(uniform({rows, 784}, 0, 1, {}, &data).to(device),
+                         randint(0, 10, {rows}, {.dtype = DType::i32}, &data).to(device));
+  }
+  Run run;
+  for (int e = 0; e < epochs; ++e) {
+    step.reset_loss_sum();
+    for (const auto& [x, y] : batches) step.step(x, y);
+    run.epoch_losses.push_back(step.loss_sum().item<double>());
+    opt->param_groups()[0].options.lr *= 0.5;  // a changed rate must reach a replayed graph
+  }
+  run.weights = model->parameters()[0].cpu().to_vector<float>();
+  run.description = step.describe();
+  run.kernels = step.graph_kernel_nodes();
+  return run;
+}
+
+void require_same(const Run& a, const Run& b, double rtol) {
+  REQUIRE(a.epoch_losses.size() == b.epoch_losses.size());
+  for (std::size_t e = 0; e < a.epoch_losses.size(); ++e)
+    REQUIRE(a.epoch_losses[e] == Approx(b.epoch_losses[e]).epsilon(rtol));
+  for (std::size_t i = 0; i < a.weights.size(); i += 97)
+    REQUIRE(a.weights[i] == Approx(b.weights[i]).margin(1e-5).epsilon(1e-3));
+}
+
+}  // namespace
+
+TEST_CASE("a graph-replayed MLP step gives the eager step's per-epoch losses") {
+  for (const std::string kind : {"sgd", "adam"}) {
+    INFO(kind);
+    const Run eager = train_mlp(kGpu, {32}, {.cuda_graph = false}, 3, kind);
+    const Run graph = train_mlp(kGpu, {32}, {.cuda_graph = true}, 3, kind);
+    INFO(graph.description);
+    REQUIRE(graph.kernels > 0);
+    // The same kernels on the same data in the same order: equal up to run-to-run GEMM choices.
+    require_same(graph, eager, 1e-5);
+  }
+}
+
+TEST_CASE("the cuBLASLt epilogues agree with plain GEMMs and with the CPU") {
+  for (const std::vector<std::int64_t>& hidden : {std::vector<std::int64_t>{32}, {512, 256}}) {
+    const Run fused = train_mlp(kGpu, hidden, {.gemm_epilogues = true});
+    const Run plain = train_mlp(kGpu, hidden, {.gemm_epilogues = false});
+    const Run cpu = train_mlp(Device::cpu(), hidden, {});
+    INFO(fused.description);
+    // Different GEMM algorithms and summation orders over three epochs of training.
+    require_same(fused, plain, 1e-4);
+    require_same(fused, cpu, 1e-4);
+  }
+}
+
+TEST_CASE("the captured step of the two-layer MLP has at most 8 kernels") {
+  const Run run = train_mlp(kGpu, {32}, {}, 1);
+  INFO(run.description);
+  std::printf("two-layer MLP step: %zu kernels per replay (%s)\n", run.kernels, run.description.c_str());
+  REQUIRE(run.kernels > 0);
+  CHECK(run.kernels <= 8);
+}
+
+TEST_CASE("a bad target under a graph raises its error at the epoch's end") {
+  Generator init(1);
+  auto model = nn::mlp(784, {32}, 10, &init);
+  model->to(kGpu);
+  optim::SGD sgd(model->parameters(), {.lr = 0.1});
+  train::MlpStep step(*model, sgd, 64);
+  Generator data(2);
+  const Tensor x = uniform({64, 784}, 0, 1, {}, &data).to(kGpu);
+  const Tensor good = randint(0, 10, {64}, {.dtype = DType::i32}, &data).to(kGpu);
+  for (int i = 0; i < 5; ++i) step.step(x, good);  // captured by now
+  REQUIRE(step.graph_captured());
+  std::vector<std::int32_t> labels = good.cpu().to_vector<std::int32_t>();
+  labels[17] = 12;
+  step.step(x, from_vector(labels, {64}).to(kGpu));  // returns: nothing synchronizes
+  REQUIRE_THROWS_WITH(step.loss_sum().item<double>(), Contains("target 12 at row 17"));
+}

@@ -1,0 +1,352 @@
+// The MLP training step (see mlp_step.h). Notation, per Linear layer i with W [out, in]:
+//   z = a·Wᵀ + b, a' = relu(z) (h holds a' for hidden layers, the logits for the last one);
+//   backward: dW = dzᵀ·a, db = Σ_rows dz, da = dz·W, and dz of the layer below = da ⊙ [h > 0].
+#include "train/mlp_step.h"
+
+#include <optional>
+#include <vector>
+
+#include "core/autograd.h"
+#include "core/config.h"
+#include "core/cuda.h"
+#include "core/cuda_graph.h"
+#include "core/error.h"
+#include "core/kernel_errors.h"
+#include "kernels/bias_activation.h"
+#include "kernels/gemm.h"
+#include "kernels/gemm_epilogue.h"
+#include "kernels/reduce.h"
+#include "kernels/softmax.h"
+
+namespace ember::train {
+namespace {
+
+using kernels::GemmEpilogue;
+using kernels::Transpose;
+
+struct Layer {
+  Tensor weight, bias, weight_grad, bias_grad;
+  std::size_t in = 0, out = 0;
+  bool relu = false;  // followed by a ReLU (every layer but the last)
+  Tensor h;           // [batch, out]: relu output, or the logits
+  Tensor g;           // [batch, out]: gradient of the pre-activation z
+  Tensor mask;        // ReLU mask bits from the cuBLASLt forward (CUDA, hidden layers)
+  Tensor sum_workspace;
+};
+
+}  // namespace
+
+std::string mlp_step_unsupported(const nn::Sequential& model) {
+  const auto& children = model.named_children();
+  if (children.empty()) return "the model has no layers";
+  bool expect_linear = true;
+  for (std::size_t i = 0; i < children.size(); ++i) {
+    const nn::Module* m = children[i].second.get();
+    const std::string where = "layer " + children[i].first + " (" + m->type_name() + ")";
+    if (const auto* linear = dynamic_cast<const nn::Linear*>(m)) {
+      if (!expect_linear) return where + " follows a Linear without a ReLU between them";
+      if (!linear->bias().defined()) return where + " has no bias";
+      if (linear->weight().dtype() != DType::f32) return where + " is not f32";
+      expect_linear = false;
+    } else if (dynamic_cast<const nn::ReLU*>(m)) {
+      if (expect_linear) return where + " is not preceded by a Linear";
+      expect_linear = true;
+    } else {
+      return where + " is neither Linear nor ReLU";
+    }
+  }
+  if (expect_linear) return "the model ends with a ReLU; the step needs logits from a Linear layer";
+  return "";
+}
+
+struct MlpStep::Impl {
+  optim::Optimizer* optimizer = nullptr;
+  MlpStepOptions options;
+  Device device;
+  std::size_t batch = 0, classes = 0;
+  std::vector<Layer> layers;
+  Tensor row_loss, batch_loss, loss_sum, blocks_done;  // blocks_done: the fused loss kernel's counter
+  Tensor x_static, y_static;                           // a replayed graph reads its batch from here
+  kernels::DeviceErrorRecord cpu_error;
+  cuda::Graph graph;
+  bool graph_failed = false;
+  std::string graph_note;
+  long long steps = 0;
+  std::vector<std::string> epilogues_used;
+
+  bool cuda() const { return device.is_cuda(); }
+  cudaStream_t stream() const { return cuda() ? cuda::current_stream(device) : nullptr; }
+
+  bool lt(GemmEpilogue e, Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, std::size_t lda,
+          std::size_t ldb, std::size_t ldc) const {
+#if EMBER_WITH_CUDA
+    return cuda() && options.gemm_epilogues && kernels::cuda::gemm_epilogue_supported(e, ta, tb, m, n, k, lda, ldb, ldc);
+#else
+    (void)e, (void)ta, (void)tb, (void)m, (void)n, (void)k, (void)lda, (void)ldb, (void)ldc;
+    return false;
+#endif
+  }
+
+  void gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, const float* a, std::size_t lda,
+            const float* b, std::size_t ldb, float* c, std::size_t ldc) const {
+#if EMBER_WITH_CUDA
+    if (cuda()) return kernels::cuda::gemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc, stream());
+#endif
+    kernels::cpu::gemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+  }
+
+  void gemm_epilogue(GemmEpilogue e, Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k,
+                     const float* a, std::size_t lda, const float* b, std::size_t ldb, float* c, std::size_t ldc,
+                     float* vec, void* aux) const {
+#if EMBER_WITH_CUDA
+    kernels::cuda::gemm_epilogue(e, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, vec, aux, stream());
+#else
+    (void)e, (void)ta, (void)tb, (void)m, (void)n, (void)k, (void)a, (void)lda, (void)b, (void)ldb, (void)c,
+        (void)ldc, (void)vec, (void)aux;
+#endif
+  }
+
+  // Forward of layer l from input `a` ([rows, in]); returns whether the ReLU mask was written.
+  bool forward(Layer& l, const float* a, std::size_t rows) const {
+    float* h = l.h.raw<float>();
+    float* bias = l.bias.raw<float>();
+    const GemmEpilogue e = l.relu ? GemmEpilogue::relu_aux_bias : GemmEpilogue::bias;
+    if (lt(e, Transpose::no, Transpose::yes, rows, l.out, l.in, l.in, l.in, l.out)) {
+      gemm_epilogue(e, Transpose::no, Transpose::yes, rows, l.out, l.in, a, l.in, l.weight.raw<float>(), l.in, h, l.out,
+                    bias, l.relu ? l.mask.raw_bytes() : nullptr);
+      return l.relu;
+    }
+    gemm(Transpose::no, Transpose::yes, rows, l.out, l.in, a, l.in, l.weight.raw<float>(), l.in, h, l.out);
+#if EMBER_WITH_CUDA
+    if (cuda()) {
+      if (l.relu) kernels::cuda::bias_relu_forward(h, bias, rows, l.out, stream());
+      else kernels::cuda::bias_forward(h, bias, rows, l.out, stream());
+      return false;
+    }
+#endif
+    if (l.relu) kernels::cpu::bias_relu_forward(h, bias, rows, l.out);
+    else kernels::cpu::bias_forward(h, bias, rows, l.out);
+    return false;
+  }
+
+  void loss(const Tensor& y, std::size_t rows) {
+    Layer& last = layers.back();
+    const float scale = 1.0f / static_cast<float>(rows);
+    auto run = [&](auto target_type) {
+      using Target = decltype(target_type);
+      const Target* targets = y.raw<Target>();
+#if EMBER_WITH_CUDA
+      if (cuda()) {
+        kernels::cuda::cross_entropy_fused(last.h.raw<float>(), targets, last.g.raw<float>(), row_loss.raw<float>(),
+                                           batch_loss.raw<float>(), loss_sum.raw<float>(), rows, classes, scale,
+                                           cuda::device_error_record(device),
+                                           reinterpret_cast<unsigned*>(blocks_done.raw<std::int32_t>()), stream());
+        return;
+      }
+#endif
+      kernels::cpu::cross_entropy_fused(last.h.raw<float>(), targets, last.g.raw<float>(), row_loss.raw<float>(),
+                                        batch_loss.raw<float>(), loss_sum.raw<float>(), rows, classes, scale,
+                                        &cpu_error);
+      if (cpu_error.code != 0) {
+        const kernels::DeviceErrorRecord found = cpu_error;
+        cpu_error = {};
+        throw_kernel_error(found, device);
+      }
+    };
+    if (y.dtype() == DType::i64) run(std::int64_t{});
+    else run(std::int32_t{});
+  }
+
+  void bias_grad_sum(Layer& l, std::size_t rows) {
+    const std::size_t need = kernels::sum_workspace_size(1, rows, l.out);
+    if (need > static_cast<std::size_t>(l.sum_workspace.defined() ? l.sum_workspace.numel() : 0))
+      l.sum_workspace = empty({static_cast<std::int64_t>(need)}, {.device = device});
+#if EMBER_WITH_CUDA
+    if (cuda())
+      return kernels::cuda::sum(l.g.raw<float>(), l.bias_grad.raw<float>(), 1, rows, l.out, 1.0f,
+                                need ? l.sum_workspace.raw<float>() : nullptr, stream());
+#endif
+    kernels::cpu::sum(l.g.raw<float>(), l.bias_grad.raw<float>(), 1, rows, l.out, 1.0f);
+  }
+
+  void run(const Tensor& x, const Tensor& y, std::size_t rows) {
+    const float* input = x.raw<float>();
+    std::vector<bool> masked(layers.size(), false);
+    const float* a = input;
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      masked[i] = forward(layers[i], a, rows);
+      a = layers[i].h.raw<float>();
+    }
+    loss(y, rows);
+    // Backward, top layer first. A layer's bias gradient comes from the GEMM below it when that
+    // GEMM ran with DRELU_BGRAD; otherwise from its own weight-gradient GEMM (BGRADB) or a sum.
+    bool bias_grad_done = false;
+    for (std::size_t i = layers.size(); i-- > 0;) {
+      Layer& l = layers[i];
+      const float* below = i == 0 ? input : layers[i - 1].h.raw<float>();
+      float* dz = l.g.raw<float>();
+      if (!bias_grad_done && lt(GemmEpilogue::bgrad_a, Transpose::yes, Transpose::no, l.out, l.in, rows, l.out, l.in,
+                                l.in)) {
+        gemm_epilogue(GemmEpilogue::bgrad_a, Transpose::yes, Transpose::no, l.out, l.in, rows, dz, l.out, below, l.in,
+                      l.weight_grad.raw<float>(), l.in, l.bias_grad.raw<float>(), nullptr);
+      } else {
+        gemm(Transpose::yes, Transpose::no, l.out, l.in, rows, dz, l.out, below, l.in, l.weight_grad.raw<float>(), l.in);
+        if (!bias_grad_done) bias_grad_sum(l, rows);
+      }
+      bias_grad_done = false;
+      if (i == 0) break;
+      Layer& prev = layers[i - 1];
+      float* dprev = prev.g.raw<float>();
+      if (masked[i - 1] && lt(GemmEpilogue::drelu_bgrad, Transpose::no, Transpose::no, rows, prev.out, l.out, l.out,
+                              l.in, prev.out)) {
+        gemm_epilogue(GemmEpilogue::drelu_bgrad, Transpose::no, Transpose::no, rows, prev.out, l.out, dz, l.out,
+                      l.weight.raw<float>(), l.in, dprev, prev.out, prev.bias_grad.raw<float>(), prev.mask.raw_bytes());
+        bias_grad_done = true;
+        continue;
+      }
+      gemm(Transpose::no, Transpose::no, rows, prev.out, l.out, dz, l.out, l.weight.raw<float>(), l.in, dprev, prev.out);
+#if EMBER_WITH_CUDA
+      if (cuda()) {
+        kernels::cuda::bias_relu_backward(dprev, prev.h.raw<float>(), dprev, prev.bias_grad.raw<float>(), rows, prev.out,
+                                          stream());
+        bias_grad_done = true;
+        continue;
+      }
+#endif
+      kernels::cpu::bias_relu_backward(dprev, prev.h.raw<float>(), dprev, prev.bias_grad.raw<float>(), rows, prev.out);
+      bias_grad_done = true;
+    }
+    optimizer->step();
+  }
+
+  // The parameters' .grad must be this step's buffers (a zero_grad(set_to_none) may have dropped them).
+  void attach_grads() {
+    auto attach = [](Tensor& param, const Tensor& grad) {
+      const Tensor current = param.grad();
+      if (!current.defined() || current.raw_bytes() != grad.raw_bytes()) param.set_grad(grad);
+    };
+    for (Layer& l : layers) {
+      attach(l.weight, l.weight_grad);
+      attach(l.bias, l.bias_grad);
+    }
+  }
+};
+
+MlpStep::MlpStep(nn::Sequential& model, optim::Optimizer& optimizer, std::size_t batch_size, MlpStepOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  const std::string why = mlp_step_unsupported(model);
+  EMBER_CHECK(why.empty(), ValueError, "MlpStep: ", why, " (it trains Sequentials of Linear and ReLU, as nn::mlp makes)");
+  EMBER_CHECK(batch_size > 0, ValueError, "MlpStep: batch_size must be positive");
+  Impl& s = *impl_;
+  s.optimizer = &optimizer;
+  s.options = options;
+  s.batch = batch_size;
+  const auto& children = model.named_children();
+  for (std::size_t i = 0; i < children.size(); ++i) {
+    auto* linear = dynamic_cast<nn::Linear*>(children[i].second.get());
+    if (!linear) continue;
+    Layer l;
+    l.weight = linear->weight();
+    l.bias = linear->bias();
+    l.out = static_cast<std::size_t>(l.weight.size(0));
+    l.in = static_cast<std::size_t>(l.weight.size(1));
+    l.relu = i + 1 < children.size();
+    s.layers.push_back(l);
+  }
+  s.device = s.layers.front().weight.device();
+  for (const Layer& l : s.layers)
+    EMBER_CHECK(l.weight.device() == s.device && l.bias.device() == s.device, DeviceError,
+                "MlpStep: the model's parameters are on more than one device; call model.to(device) first");
+  const TensorOptions on_device{.device = s.device};
+  const auto B = static_cast<std::int64_t>(batch_size);
+  for (Layer& l : s.layers) {
+    l.weight_grad = zeros(l.weight.shape(), on_device);
+    l.bias_grad = zeros(l.bias.shape(), on_device);
+    l.h = zeros({B, static_cast<std::int64_t>(l.out)}, on_device);
+    l.g = zeros({B, static_cast<std::int64_t>(l.out)}, on_device);
+    if (l.relu && s.device.is_cuda())
+      l.mask = zeros({static_cast<std::int64_t>(kernels::relu_mask_bytes(batch_size, l.out))},
+                     {.dtype = DType::u8, .device = s.device});
+  }
+  s.classes = s.layers.back().out;
+  s.row_loss = zeros({B}, on_device);
+  s.batch_loss = zeros({}, on_device);
+  s.loss_sum = zeros({}, on_device);
+  s.blocks_done = zeros({1}, {.dtype = DType::i32, .device = s.device});
+  s.x_static = zeros({B, static_cast<std::int64_t>(s.layers.front().in)}, on_device);
+  if (!s.device.is_cuda() || !options.cuda_graph) s.graph_note = "eager";
+  else if (cuda::sync_debug()) s.graph_note = "eager (EMBER_SYNC_DEBUG=1 forbids graph capture)";
+}
+
+MlpStep::~MlpStep() = default;
+
+void MlpStep::step(const Tensor& x, const Tensor& y) {
+  Impl& s = *impl_;
+  EMBER_CHECK(x.defined() && y.defined(), ValueError, "MlpStep::step: x and y must be defined tensors");
+  for (const auto& [name, t] : {std::pair<const char*, const Tensor&>{"x", x}, {"y", y}})
+    if (t.device() != s.device)
+      throw DeviceError(detail::concat("MlpStep::step: '", name, "' is on ", t.device(), " but the model is on ",
+                                       s.device, ": move every batch, inputs and labels, with .to(", s.device, ")"));
+  EMBER_CHECK(x.dtype() == DType::f32 && x.dim() == 2 && x.size(1) == static_cast<std::int64_t>(s.layers.front().in),
+              ShapeError, "MlpStep::step: expected x f32 [B, ", s.layers.front().in, "], got ", x.dtype(), " ",
+              shape_str(x.shape()));
+  const auto rows = static_cast<std::size_t>(x.size(0));
+  EMBER_CHECK(rows >= 1 && rows <= s.batch, ShapeError, "MlpStep::step: the batch has ", rows,
+              " rows; this step was built for 1 to ", s.batch);
+  EMBER_CHECK((y.dtype() == DType::i32 || y.dtype() == DType::i64) && y.dim() == 1 &&
+                  y.size(0) == static_cast<std::int64_t>(rows),
+              ShapeError, "MlpStep::step: expected y i32 or i64 [", rows, "], got ", y.dtype(), " ", shape_str(y.shape()));
+  NoGradGuard no_grad;
+  std::optional<cuda::DeviceGuard> guard;
+  if (s.cuda()) guard.emplace(s.device);
+  s.attach_grads();
+  const bool graphable = s.cuda() && s.options.cuda_graph && !s.graph_failed && !cuda::sync_debug() && rows == s.batch;
+  if (!graphable) {
+    s.run(x, y, rows);
+    ++s.steps;
+    return;
+  }
+  if (!s.y_static.defined() || s.y_static.dtype() != y.dtype()) {
+    EMBER_CHECK(!s.graph.ready(), DTypeError, "MlpStep::step: the labels changed from ", s.y_static.dtype(), " to ",
+                y.dtype(), " after the step was captured");
+    s.y_static = zeros({static_cast<std::int64_t>(s.batch)}, {.dtype = y.dtype(), .device = s.device});
+  }
+  s.x_static.copy_(x, true);
+  s.y_static.copy_(y, true);
+  s.optimizer->sync_learning_rates();
+  if (!s.graph.ready() && s.steps >= s.options.eager_steps) {
+    try {
+      s.graph.begin_capture(s.stream());
+      s.run(s.x_static, s.y_static, rows);
+      s.graph.end_capture();
+      s.graph_note = detail::concat("CUDA graph, ", s.graph.kernel_nodes(), " kernels per step");
+    } catch (const Error& e) {
+      // Something in the step cannot be captured: run eagerly from now on, and say why.
+      s.graph.abandon_capture();
+      s.graph_failed = true;
+      s.graph_note = std::string("eager (graph capture failed: ") + e.what() + ")";
+    }
+  }
+  if (s.graph.ready()) s.graph.replay(s.stream());
+  else s.run(s.x_static, s.y_static, rows);
+  ++s.steps;
+}
+
+const Tensor& MlpStep::loss_sum() const { return impl_->loss_sum; }
+const Tensor& MlpStep::batch_loss() const { return impl_->batch_loss; }
+void MlpStep::reset_loss_sum() { impl_->loss_sum.zero_(); }
+bool MlpStep::graph_captured() const { return impl_->graph.ready(); }
+std::size_t MlpStep::graph_kernel_nodes() const { return impl_->graph.kernel_nodes(); }
+
+std::string MlpStep::describe() const {
+  const Impl& s = *impl_;
+  std::string text = s.graph_note.empty() ? "eager until captured" : s.graph_note;
+  if (!s.cuda()) return text + "; CPU kernels";
+  if (!s.options.gemm_epilogues) return text + "; plain GEMMs and ember's bias/ReLU kernels (epilogues off)";
+  const Layer& first = s.layers.front();
+  const bool fwd = s.lt(first.relu ? GemmEpilogue::relu_aux_bias : GemmEpilogue::bias, Transpose::no, Transpose::yes,
+                        s.batch, first.out, first.in, first.in, first.in, first.out);
+  return text + (fwd ? "; cuBLASLt epilogues" : "; cuBLASLt epilogues unsupported here, plain GEMMs and own kernels");
+}
+
+}  // namespace ember::train

@@ -1,0 +1,69 @@
+// A whole training step of an MLP classifier — forward, softmax cross-entropy, backward, update —
+// built once for a batch size and then run with no allocation, no synchronization and no read of
+// device memory by the host. The model is a Sequential of Linear layers (with bias) and ReLUs, as
+// nn::mlp makes; the optimizer is any ember optimizer over its parameters.
+//
+// The step is written out as fused kernels rather than recorded by autograd: on CUDA the forward
+// GEMMs carry bias and ReLU in cuBLASLt epilogues (RELU_AUX_BIAS, which also stores the ReLU mask
+// as bits), the backward GEMMs carry the mask and the bias gradient (DRELU_BGRAD, BGRADB); the
+// loss and its gradient are one kernel; the update is one multi-tensor launch. Where cuBLASLt has
+// no fp32 algorithm for an epilogue, plain GEMM and ember's own fused kernels take its place, and
+// the CPU runs the same sequence with its twins. On CUDA the step is then captured in a CUDA graph
+// and replayed for every full batch; a last partial batch runs eagerly.
+//
+// Loss sums and device-side errors (a target out of range, a non-finite loss) stay on the device
+// until read: on the CPU a bad batch throws at its step; on CUDA at the next synchronization.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "core/tensor.h"
+#include "layers/layers.h"
+#include "optim/optimizer.h"
+
+namespace ember::train {
+
+struct MlpStepOptions {
+  // cuBLASLt epilogues on CUDA where cuBLASLt supports them; false forces plain GEMMs and ember's
+  // own bias/ReLU kernels (for comparison, or as a fallback).
+  bool gemm_epilogues = true;
+  // Capture the step in a CUDA graph after `eager_steps` eager steps (so that every gradient and
+  // optimizer buffer exists before capture) and replay it for every full batch. CUDA only.
+  bool cuda_graph = true;
+  int eager_steps = 3;
+};
+
+// Why `model` cannot be trained by MlpStep, or an empty string when it can.
+std::string mlp_step_unsupported(const nn::Sequential& model);
+
+class MlpStep {
+ public:
+  // Throws ValueError (naming the reason) when mlp_step_unsupported(model) is not empty.
+  MlpStep(nn::Sequential& model, optim::Optimizer& optimizer, std::size_t batch_size, MlpStepOptions options = {});
+  ~MlpStep();
+  MlpStep(const MlpStep&) = delete;
+  MlpStep& operator=(const MlpStep&) = delete;
+
+  // One step on a batch: x f32 [B, in], y class indices [B] (i32 or i64), both on the model's
+  // device, 1 ≤ B ≤ batch_size. The parameters' .grad tensors hold this step's gradients after it.
+  void step(const Tensor& x, const Tensor& y);
+
+  // Σ of the per-image losses since the last reset (f32 scalar in the model's memory): read it
+  // once per epoch; reading synchronizes and reports device-side errors.
+  const Tensor& loss_sum() const;
+  const Tensor& batch_loss() const;  // the last step's mean loss, f32 scalar, same memory
+  void reset_loss_sum();
+
+  bool graph_captured() const;
+  std::size_t graph_kernel_nodes() const;  // kernel launches per replayed step (0 until captured)
+  // How the step runs, for logs: "CUDA graph, 8 kernels per step; cuBLASLt epilogues: ...".
+  std::string describe() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ember::train
