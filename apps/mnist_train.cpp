@@ -19,6 +19,7 @@
 #include "core/ops.h"
 #include "core/profile.h"
 #include "data/loader.h"
+#include "data/preloaded.h"
 #include "kernels/gemm.h"
 #include "layers/models.h"
 #include "optim/optimizer.h"
@@ -37,7 +38,7 @@ struct Settings {
   std::size_t batch_size = 128, eval_batch_size = 256, workers = 2;
   double lr = 0.5, momentum = 0, weight_decay = 0, lr_decay = 1.0;
   std::uint64_t seed = 0;
-  bool no_shuffle = false, normalize = false, cuda_graph = true;
+  bool no_shuffle = false, normalize = false, cuda_graph = true, preload = false;
   std::string step = "auto";
   int threads = 1;
   long long val_size = -1;  // -1: a sixth of the training images
@@ -69,7 +70,7 @@ struct EvalResult {
 };
 
 // Mean loss and accuracy over a loader; sums stay on the device and are read once.
-EvalResult evaluate(nn::Module& model, data::DeviceLoader& loader, std::int64_t epoch, std::size_t count) {
+EvalResult evaluate(nn::Module& model, data::BatchSource& loader, std::int64_t epoch, std::size_t count) {
   NoGradGuard no_grad;
   model.eval();
   loader.start_epoch(epoch);
@@ -226,8 +227,13 @@ int run_training(const Settings& s) {
                                         .pin_memory = pinned, .flatten = flat, .normalize = host_norm});
   data::DataLoader test_loader(test, {.batch_size = s.eval_batch_size, .shuffle = false, .num_workers = s.workers,
                                       .pin_memory = pinned, .flatten = flat, .normalize = host_norm});
-  data::DeviceLoader train_batches(train_loader, device, norm), val_batches(val_loader, device, norm),
+  data::DeviceLoader streamed_batches(train_loader, device, norm), val_batches(val_loader, device, norm),
       test_batches(test_loader, device, norm);
+  // --preload: the training images live on the device and each batch is gathered there (the same
+  // batches in the same order as streaming them), the baseline the streamed pipeline is held to.
+  std::optional<data::PreloadedLoader> preloaded;
+  if (s.preload) preloaded.emplace(train_loader, device, norm);
+  data::BatchSource& train_batches = preloaded ? static_cast<data::BatchSource&>(*preloaded) : streamed_batches;
 
   std::printf("device: %s\n", device_reason.c_str());
   std::printf("data: %zu training images (%zu for training, %s), %zu test images, from %s\n", n_all, train_set->size(),
@@ -235,6 +241,9 @@ int run_training(const Settings& s) {
                            : "validation on the test set (--val-size 0)",
               test->size(), s.data_dir.c_str());
   std::printf("%s\nparameters: %lld\n", model->repr().c_str(), static_cast<long long>(model->parameter_count()));
+  if (preloaded)
+    std::printf("data: training images preloaded on %s (%.1f MB)\n", device.str().c_str(),
+                static_cast<double>(preloaded->bytes_on_device()) / 1e6);
   std::printf("optimizer: %s, lr %g, momentum %g, weight decay %g; batch %zu; %s inputs; %d CPU thread%s\n",
               optimizer->type_name().c_str(), s.lr, s.momentum, s.weight_decay, s.batch_size,
               s.normalize ? "normalized (0.1307, 0.3081)" : "[0, 1]", s.threads, s.threads == 1 ? "" : "s");
@@ -404,6 +413,8 @@ int main(int argc, char** argv) {
                                    "(op by op, as written in PyTorch)")->capture_default_str();
   app.add_option("--cuda-graph", s.cuda_graph, "on CUDA, capture the fused step in a CUDA graph and replay it")
       ->capture_default_str();
+  app.add_flag("--preload", s.preload, "keep the training images on the device and gather each batch there, "
+                                       "instead of streaming batches from host memory");
   app.add_option("--json-log", s.json_log, "write one JSON object per epoch, then the test result, to this file");
   app.add_option("--save", s.save, "save a checkpoint (safetensors, model and optimizer) after every epoch");
   app.add_option("--resume", s.resume, "continue from a checkpoint written by --save (model, optimizer, epoch, order)");

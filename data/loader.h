@@ -73,6 +73,7 @@ class DataLoader {
 
   std::size_t batches_per_epoch() const;
   std::size_t dataset_size() const { return dataset_->size(); }
+  const Dataset& dataset() const { return *dataset_; }
   const LoaderOptions& options() const { return options_; }
   LoaderStats epoch_stats() const;
   std::vector<std::size_t> epoch_order(std::int64_t epoch) const;  // the sample order of an epoch
@@ -96,19 +97,30 @@ struct DeviceBatch {
   Tensor y;  // i32 on the device
 };
 
+// Where a training loop draws its device batches from: a DeviceLoader (streamed from host memory
+// through pinned staging) or a PreloadedLoader (the whole dataset already on the device).
+class BatchSource {
+ public:
+  virtual ~BatchSource() = default;
+  virtual void start_epoch(std::int64_t epoch) = 0;
+  virtual std::optional<DeviceBatch> next() = 0;
+  virtual Device device() const = 0;
+  virtual LoaderStats epoch_stats() const = 0;  // of the epoch so far
+};
+
 // Moves every batch — images and labels — to `device`. On CUDA the next batch is copied on a
 // separate stream while the current one is in use (uint8 pixels: a quarter of the bytes of f32),
 // ordered against compute with events; a staging buffer goes back to the loader only after the
 // copy out of it finished, and a device buffer is reused only after the compute that read it.
 // On the CPU it normalizes the host batch. Either way the training loop is the same.
-class DeviceLoader {
+class DeviceLoader : public BatchSource {
  public:
   DeviceLoader(DataLoader& loader, Device device, Normalization normalization = {});
-  ~DeviceLoader();
-  void start_epoch(std::int64_t epoch);
-  std::optional<DeviceBatch> next();
-  Device device() const { return device_; }
-  LoaderStats epoch_stats() const;
+  ~DeviceLoader() override;
+  void start_epoch(std::int64_t epoch) override;
+  std::optional<DeviceBatch> next() override;
+  Device device() const override { return device_; }
+  LoaderStats epoch_stats() const override;
 
  private:
   struct InFlight;

@@ -231,7 +231,7 @@ section_compare() {
     --models 32,512-256 --epochs 4 --rounds 1 --report "$out/compare.md" >"$out/compare.log" 2>&1
   local rc=$?
   cat "$out/compare.log"
-  NOTE="ember graph / PyTorch preloaded: $(grep '^| 784' "$out/compare.md" 2>/dev/null | awk -F'|' '{printf "%s %s; ", $2, $9}')"
+  NOTE="ember graph / PyTorch preloaded: $(grep '^| 784' "$out/compare.md" 2>/dev/null | awk -F'|' '{printf "%s ×%s (streaming cost %s); ", $2, $10, $13}')"
   rm -f "$out/compare.md"  # the table is in the log too; few files come back from the GPU machine
   return $rc
 }

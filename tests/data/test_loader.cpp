@@ -7,6 +7,7 @@
 
 #include "core/storage.h"
 #include "data/loader.h"
+#include "data/preloaded.h"
 #include "support/helpers.h"
 
 using namespace ember;
@@ -190,4 +191,32 @@ TEST_CASE("DeviceLoader on the CPU yields normalized f32 batches and labels") {
     rows += static_cast<std::size_t>(batch->x.size(0));
   }
   CHECK(rows == 20);
+}
+
+TEST_CASE("PreloadedLoader yields exactly the streamed batches, in the DataLoader's order") {
+  const auto dataset = numbered(203, 6);
+  for (bool drop_last : {false, true})
+    for (bool flatten : {true, false}) {
+      INFO("drop_last=" << drop_last << " flatten=" << flatten);
+      const data::LoaderOptions options{.batch_size = 32, .seed = 9, .drop_last = drop_last, .num_workers = 1,
+                                        .flatten = flatten};
+      data::DataLoader streamed_source(dataset, options), order(dataset, options);
+      data::DeviceLoader streamed(streamed_source, Device::cpu(), {.mean = 0.1307f, .std = 0.3081f});
+      data::PreloadedLoader preloaded(order, Device::cpu(), {.mean = 0.1307f, .std = 0.3081f});
+      for (std::int64_t epoch = 0; epoch < 2; ++epoch) {
+        streamed.start_epoch(epoch);
+        preloaded.start_epoch(epoch);
+        std::size_t batches = 0;
+        while (auto want = streamed.next()) {
+          auto got = preloaded.next();
+          REQUIRE(got);
+          REQUIRE(got->x.shape() == want->x.shape());
+          REQUIRE(got->x.to_vector<float>() == want->x.to_vector<float>());  // same constants: bit-identical
+          REQUIRE(got->y.to_vector<std::int32_t>() == want->y.to_vector<std::int32_t>());
+          ++batches;
+        }
+        CHECK_FALSE(preloaded.next());
+        CHECK(batches == streamed_source.batches_per_epoch());
+      }
+    }
 }
