@@ -329,6 +329,18 @@ void add_rowwise(std::vector<Case>& cases, const Arena& arena, std::size_t n) {
         if (gpu) EMBER_CUDA_ONLY(kernels::cuda::cross_entropy_backward((*x)[r].raw<float>(), (*t)[r].raw<std::int32_t>(), (*lse_in)[r].raw<float>(), one->raw<float>(), scale, (*out)[r].raw<float>(), rows, cols, kernels::WriteMode::overwrite, stream_of(d)));
         else kc::cross_entropy_backward((*x)[r].raw<float>(), (*t)[r].raw<std::int32_t>(), (*lse_in)[r].raw<float>(), one->raw<float>(), scale, (*out)[r].raw<float>(), rows, cols, kernels::WriteMode::overwrite);
       }, (*out)[0], want, 1e-7, 1e-5);
+  // Loss, gradient and the loss sum in one pass: a training step's whole loss (the counter and the
+  // two scalars are this case's own; the sum just keeps growing).
+  std::vector<float> fused_rows(rows);
+  float batch_host = 0, sum_host = 0;
+  kc::cross_entropy_fused(xh.data(), th.data(), want.data(), fused_rows.data(), &batch_host, &sum_host, rows, cols,
+                          scale, nullptr);
+  auto scalars = std::make_shared<Tensor>(zeros({2}, {.device = d}));
+  auto counter = std::make_shared<Tensor>(zeros({1}, {.dtype = DType::i32, .device = d}));
+  add("cross_entropy_fused", 8.0 * m + 8.0 * rows, [=](int r) {
+        if (gpu) EMBER_CUDA_ONLY(kernels::cuda::cross_entropy_fused((*x)[r].raw<float>(), (*t)[r].raw<std::int32_t>(), (*out)[r].raw<float>(), (*out_rows)[r].raw<float>(), scalars->raw<float>(), scalars->raw<float>() + 1, rows, cols, scale, cuda::device_error_record(d), reinterpret_cast<unsigned*>(counter->raw<std::int32_t>()), stream_of(d)));
+        else kc::cross_entropy_fused((*x)[r].raw<float>(), (*t)[r].raw<std::int32_t>(), (*out)[r].raw<float>(), (*out_rows)[r].raw<float>(), scalars->raw<float>(), scalars->raw<float>() + 1, rows, cols, scale, nullptr);
+      }, (*out)[0], want, 1e-7, 1e-5);
   kc::max_last_dim(xh.data(), want_rows.data(), nullptr, rows, cols);
   add("max_last_dim", 4.0 * m + 4.0 * rows, [=](int r) {
         if (gpu) EMBER_CUDA_ONLY(kernels::cuda::max_last_dim((*x)[r].raw<float>(), (*out_rows)[r].raw<float>(), nullptr, rows, cols, stream_of(d)));

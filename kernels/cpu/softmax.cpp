@@ -131,10 +131,18 @@ void cross_entropy_fused(const T* logits, const Target* targets, T* dlogits, T* 
                   static_cast<long long>(cols)};
       continue;
     }
-    const T lse = static_cast<T>(row_logsumexp(row, cols));
-    for (std::size_t c = 0; c < cols; ++c) drow[c] = std::exp(row[c] - lse) * row_scale;
+    // One exp per element: e = exp(x − max) goes into the gradient row, then is scaled by 1/Σe.
+    T max = -std::numeric_limits<T>::infinity();
+    for (std::size_t c = 0; c < cols; ++c) max = row[c] > max ? row[c] : max;
+    double sum = 0;
+    for (std::size_t c = 0; c < cols; ++c) {
+      drow[c] = std::exp(row[c] - max);
+      sum += static_cast<double>(drow[c]);
+    }
+    const T to_grad = static_cast<T>(static_cast<double>(row_scale) / sum);
+    for (std::size_t c = 0; c < cols; ++c) drow[c] *= to_grad;
     drow[target] -= row_scale;
-    row_loss[r] = lse - row[target];
+    row_loss[r] = static_cast<T>(static_cast<double>(max) + std::log(sum) - static_cast<double>(row[target]));
     total += static_cast<double>(row_loss[r]);
   }
   if (batch_loss) *batch_loss = static_cast<T>(total * static_cast<double>(row_scale));
