@@ -9,9 +9,10 @@
 // drelu_bgrad reads the mask that relu_aux_bias wrote for a result of the same shape.
 //
 // gemm_epilogue_supported() asks cuBLASLt's heuristic whether an fp32 algorithm exists for the
-// epilogue and shape on the current device (cached per shape); callers fall back to plain GEMM
-// and their own kernels when it says no. No workspace is requested, so nothing is allocated per
-// call and a call can be captured in a CUDA graph.
+// epilogue, the shape and the pointers' alignments on the current device (cached per shape and
+// alignment); callers fall back to plain GEMM and their own kernels when it says no. No
+// workspace is requested, so nothing is allocated per call and a call can be captured in a CUDA
+// graph.
 #pragma once
 
 #include "kernels/gemm.h"
@@ -20,14 +21,24 @@ namespace ember::kernels {
 enum class GemmEpilogue : std::uint8_t { bias, relu_aux_bias, drelu_bgrad, bgrad_a };
 constexpr std::size_t relu_mask_ld(std::size_t n) { return ceil_div(n, 128) * 128; }
 constexpr std::size_t relu_mask_bytes(std::size_t m, std::size_t n) { return relu_mask_ld(n) / 8 * m; }
+
+// One GEMM with its epilogue: shapes, operands and the epilogue's vector and mask.
+struct EpilogueGemm {
+  GemmEpilogue epilogue = GemmEpilogue::bias;
+  Transpose ta = Transpose::no, tb = Transpose::no;
+  std::size_t m = 0, n = 0, k = 0;
+  const float* a = nullptr;
+  std::size_t lda = 0;
+  const float* b = nullptr;
+  std::size_t ldb = 0;
+  float* c = nullptr;
+  std::size_t ldc = 0;
+  float* vec = nullptr;  // the bias (read) or the bias gradient (written)
+  void* aux = nullptr;   // the ReLU mask, for relu_aux_bias and drelu_bgrad
+};
 }  // namespace ember::kernels
 
 namespace ember::kernels::cuda {
-
-bool gemm_epilogue_supported(GemmEpilogue epilogue, Transpose ta, Transpose tb, std::size_t m, std::size_t n,
-                             std::size_t k, std::size_t lda, std::size_t ldb, std::size_t ldc);
-void gemm_epilogue(GemmEpilogue epilogue, Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k,
-                   const float* a, std::size_t lda, const float* b, std::size_t ldb, float* c, std::size_t ldc,
-                   float* vec, void* aux, cudaStream_t stream);
-
+bool gemm_epilogue_supported(const EpilogueGemm& gemm);
+void gemm_epilogue(const EpilogueGemm& gemm, cudaStream_t stream);
 }  // namespace ember::kernels::cuda

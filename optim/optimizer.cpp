@@ -66,10 +66,12 @@ Optimizer::ParamState& Optimizer::state_for(std::size_t index, const Tensor& par
       fresh.buffers.push_back(zeros(param.shape(), {.device = param.device()}));
     fresh.step = zeros({}, {.device = param.device()});
     it = state_.emplace(index, std::move(fresh)).first;
+    ++version_;
   }
   ParamState& st = it->second;
   // The model may have moved (model.to(device)) since the state was made.
   if (st.step.device() != param.device()) {
+    ++version_;
     for (Tensor& b : st.buffers) b.move_to_(param.device());
     st.step.move_to_(param.device());
   }
@@ -111,6 +113,7 @@ void Optimizer::step() {
 
     GroupCache& cache = *caches_[g];
     if (!cache.lr.defined() || cache.device != device) {
+      ++version_;
       cache.lr = zeros({}, {.device = device});
       cache.advance = Tensor();
       cache.lr_value = std::nan("");
@@ -120,6 +123,7 @@ void Optimizer::step() {
     refresh_lr(cache, group);
     if (device.is_cuda()) {
       if (!same_slots(cache.uploaded, slots)) {
+        ++version_;
         std::vector<std::uint8_t> bytes(slots.size() * sizeof(kernels::ParamSlot));
         std::memcpy(bytes.data(), slots.data(), bytes.size());
         cache.device_slots = from_vector(bytes, {static_cast<std::int64_t>(bytes.size())}).to(device);
@@ -267,6 +271,7 @@ void Optimizer::load_state_dict(const Checkpoint& state) {
     caches_[g] = std::make_unique<GroupCache>();
   }
   state_ = std::move(restored);
+  ++version_;
 }
 
 // ---- SGD ---------------------------------------------------------------------------------------

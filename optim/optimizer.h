@@ -43,6 +43,9 @@ class Optimizer {
   // a step replayed from a CUDA graph does not run step()'s host code, so call this before each
   // replay (it enqueues a fill only when a rate has changed, e.g. after a scheduler's step).
   void sync_learning_rates();
+  // Grows whenever the state's buffers or the slot tables the update kernels read are replaced:
+  // whoever keeps pointers to them (a captured CUDA graph) must take them again.
+  std::uint64_t version() const { return version_; }
 
   std::vector<ParamGroup>& param_groups() { return groups_; }
   const std::vector<ParamGroup>& param_groups() const { return groups_; }
@@ -78,6 +81,7 @@ class Optimizer {
   std::vector<ParamGroup> groups_;
   std::map<std::size_t, ParamState> state_;
   std::vector<std::unique_ptr<GroupCache>> caches_;
+  std::uint64_t version_ = 0;
 };
 
 // torch.optim.SGD: momentum, dampening, weight decay and Nesterov, exactly PyTorch's update.

@@ -68,21 +68,36 @@ struct MlpStep::Impl {
   Tensor row_loss, batch_loss, loss_sum, blocks_done;  // blocks_done: the fused loss kernel's counter
   Tensor x_static, y_static;                           // a replayed graph reads its batch from here
   kernels::DeviceErrorRecord cpu_error;
-  cuda::Graph graph;
+  std::unique_ptr<cuda::Graph> graph = std::make_unique<cuda::Graph>();
   bool graph_failed = false;
+  std::string captured_config;  // the optimizer's settings the graph has baked in (config_key)
+  long long full_steps = 0;     // eager steps on a full batch since the graph was (re)set
   std::string graph_note;
   long long steps = 0;
   std::vector<std::string> epilogues_used;
 
   bool cuda() const { return device.is_cuda(); }
+
+  // What a captured update keeps as kernel arguments or pointers: the optimizer's kind, its
+  // settings other than the rate (which is read from device memory), and the version of its
+  // state (new buffers or slot tables mean new pointers). A change means capturing again.
+  std::string config_key() const {
+    std::string key = optimizer->type_name() + "#" + std::to_string(optimizer->version());
+    for (const optim::ParamGroup& g : optimizer->param_groups()) {
+      const optim::GroupOptions& o = g.options;
+      key += detail::concat(";", o.momentum, ",", o.dampening, ",", o.weight_decay, ",", o.nesterov, ",", o.beta1, ",",
+                            o.beta2, ",", o.eps);
+    }
+    return key;
+  }
   cudaStream_t stream() const { return cuda() ? cuda::current_stream(device) : nullptr; }
 
-  bool lt(GemmEpilogue e, Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, std::size_t lda,
-          std::size_t ldb, std::size_t ldc) const {
+  // Whether cuBLASLt runs this GEMM with its epilogue here (CUDA, epilogues on, supported).
+  bool lt(const kernels::EpilogueGemm& g) const {
 #if EMBER_WITH_CUDA
-    return cuda() && options.gemm_epilogues && kernels::cuda::gemm_epilogue_supported(e, ta, tb, m, n, k, lda, ldb, ldc);
+    return cuda() && options.gemm_epilogues && kernels::cuda::gemm_epilogue_supported(g);
 #else
-    (void)e, (void)ta, (void)tb, (void)m, (void)n, (void)k, (void)lda, (void)ldb, (void)ldc;
+    (void)g;
     return false;
 #endif
   }
@@ -95,14 +110,11 @@ struct MlpStep::Impl {
     kernels::cpu::gemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
   }
 
-  void gemm_epilogue(GemmEpilogue e, Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k,
-                     const float* a, std::size_t lda, const float* b, std::size_t ldb, float* c, std::size_t ldc,
-                     float* vec, void* aux) const {
+  void gemm_epilogue(const kernels::EpilogueGemm& g) const {
 #if EMBER_WITH_CUDA
-    kernels::cuda::gemm_epilogue(e, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, vec, aux, stream());
+    kernels::cuda::gemm_epilogue(g, stream());
 #else
-    (void)e, (void)ta, (void)tb, (void)m, (void)n, (void)k, (void)a, (void)lda, (void)b, (void)ldb, (void)c,
-        (void)ldc, (void)vec, (void)aux;
+    (void)g;
 #endif
   }
 
@@ -110,10 +122,12 @@ struct MlpStep::Impl {
   bool forward(Layer& l, const float* a, std::size_t rows) const {
     float* h = l.h.raw<float>();
     float* bias = l.bias.raw<float>();
-    const GemmEpilogue e = l.relu ? GemmEpilogue::relu_aux_bias : GemmEpilogue::bias;
-    if (lt(e, Transpose::no, Transpose::yes, rows, l.out, l.in, l.in, l.in, l.out)) {
-      gemm_epilogue(e, Transpose::no, Transpose::yes, rows, l.out, l.in, a, l.in, l.weight.raw<float>(), l.in, h, l.out,
-                    bias, l.relu ? l.mask.raw_bytes() : nullptr);
+    const kernels::EpilogueGemm fused{.epilogue = l.relu ? GemmEpilogue::relu_aux_bias : GemmEpilogue::bias,
+                                      .ta = Transpose::no, .tb = Transpose::yes, .m = rows, .n = l.out, .k = l.in,
+                                      .a = a, .lda = l.in, .b = l.weight.raw<float>(), .ldb = l.in, .c = h,
+                                      .ldc = l.out, .vec = bias, .aux = l.mask.defined() ? l.mask.raw_bytes() : nullptr};
+    if (lt(fused)) {
+      gemm_epilogue(fused);
       return l.relu;
     }
     gemm(Transpose::no, Transpose::yes, rows, l.out, l.in, a, l.in, l.weight.raw<float>(), l.in, h, l.out);
@@ -185,10 +199,12 @@ struct MlpStep::Impl {
       Layer& l = layers[i];
       const float* below = i == 0 ? input : layers[i - 1].h.raw<float>();
       float* dz = l.g.raw<float>();
-      if (!bias_grad_done && lt(GemmEpilogue::bgrad_a, Transpose::yes, Transpose::no, l.out, l.in, rows, l.out, l.in,
-                                l.in)) {
-        gemm_epilogue(GemmEpilogue::bgrad_a, Transpose::yes, Transpose::no, l.out, l.in, rows, dz, l.out, below, l.in,
-                      l.weight_grad.raw<float>(), l.in, l.bias_grad.raw<float>(), nullptr);
+      const kernels::EpilogueGemm weight_and_bias{
+          .epilogue = GemmEpilogue::bgrad_a, .ta = Transpose::yes, .tb = Transpose::no, .m = l.out, .n = l.in,
+          .k = rows, .a = dz, .lda = l.out, .b = below, .ldb = l.in, .c = l.weight_grad.raw<float>(), .ldc = l.in,
+          .vec = l.bias_grad.raw<float>()};
+      if (!bias_grad_done && lt(weight_and_bias)) {
+        gemm_epilogue(weight_and_bias);
       } else {
         gemm(Transpose::yes, Transpose::no, l.out, l.in, rows, dz, l.out, below, l.in, l.weight_grad.raw<float>(), l.in);
         if (!bias_grad_done) bias_grad_sum(l, rows);
@@ -197,10 +213,12 @@ struct MlpStep::Impl {
       if (i == 0) break;
       Layer& prev = layers[i - 1];
       float* dprev = prev.g.raw<float>();
-      if (masked[i - 1] && lt(GemmEpilogue::drelu_bgrad, Transpose::no, Transpose::no, rows, prev.out, l.out, l.out,
-                              l.in, prev.out)) {
-        gemm_epilogue(GemmEpilogue::drelu_bgrad, Transpose::no, Transpose::no, rows, prev.out, l.out, dz, l.out,
-                      l.weight.raw<float>(), l.in, dprev, prev.out, prev.bias_grad.raw<float>(), prev.mask.raw_bytes());
+      const kernels::EpilogueGemm masked_input_grad{
+          .epilogue = GemmEpilogue::drelu_bgrad, .ta = Transpose::no, .tb = Transpose::no, .m = rows, .n = prev.out,
+          .k = l.out, .a = dz, .lda = l.out, .b = l.weight.raw<float>(), .ldb = l.in, .c = dprev, .ldc = prev.out,
+          .vec = prev.bias_grad.raw<float>(), .aux = prev.mask.defined() ? prev.mask.raw_bytes() : nullptr};
+      if (masked[i - 1] && lt(masked_input_grad)) {
+        gemm_epilogue(masked_input_grad);
         bias_grad_done = true;
         continue;
       }
@@ -237,6 +255,8 @@ MlpStep::MlpStep(nn::Sequential& model, optim::Optimizer& optimizer, std::size_t
   const std::string why = mlp_step_unsupported(model);
   EMBER_CHECK(why.empty(), ValueError, "MlpStep: ", why, " (it trains Sequentials of Linear and ReLU, as nn::mlp makes)");
   EMBER_CHECK(batch_size > 0, ValueError, "MlpStep: batch_size must be positive");
+  EMBER_CHECK(options.eager_steps >= 1, ValueError, "MlpStep: eager_steps must be at least 1 (the buffers a captured "
+              "step uses must exist before capture), got ", options.eager_steps);
   Impl& s = *impl_;
   s.optimizer = &optimizer;
   s.options = options;
@@ -296,6 +316,9 @@ void MlpStep::step(const Tensor& x, const Tensor& y) {
   EMBER_CHECK((y.dtype() == DType::i32 || y.dtype() == DType::i64) && y.dim() == 1 &&
                   y.size(0) == static_cast<std::int64_t>(rows),
               ShapeError, "MlpStep::step: expected y i32 or i64 [", rows, "], got ", y.dtype(), " ", shape_str(y.shape()));
+  for (const Layer& l : s.layers)
+    EMBER_CHECK(l.weight.device() == s.device, DeviceError, "MlpStep::step: the model moved to ", l.weight.device(),
+                " after this step was built for ", s.device, "; build a new MlpStep after model.to()");
   NoGradGuard no_grad;
   std::optional<cuda::DeviceGuard> guard;
   if (s.cuda()) guard.emplace(s.device);
@@ -307,36 +330,51 @@ void MlpStep::step(const Tensor& x, const Tensor& y) {
     return;
   }
   if (!s.y_static.defined() || s.y_static.dtype() != y.dtype()) {
-    EMBER_CHECK(!s.graph.ready(), DTypeError, "MlpStep::step: the labels changed from ", s.y_static.dtype(), " to ",
-                y.dtype(), " after the step was captured");
+    s.graph = std::make_unique<cuda::Graph>();  // the labels' buffer changes: capture again
+    s.full_steps = 0;
     s.y_static = zeros({static_cast<std::int64_t>(s.batch)}, {.dtype = y.dtype(), .device = s.device});
   }
   s.x_static.copy_(x, true);
   s.y_static.copy_(y, true);
   s.optimizer->sync_learning_rates();
-  if (!s.graph.ready() && s.steps >= s.options.eager_steps) {
+  if (s.graph->ready() && s.config_key() != s.captured_config) {
+    s.graph = std::make_unique<cuda::Graph>();  // settings baked into the graph changed
+    s.full_steps = 0;
+  }
+  // Capture only after full-batch eager steps have made every buffer the step touches (the
+  // optimizer's state, its slot table, cuBLAS's workspaces): nothing may be allocated inside.
+  if (!s.graph->ready() && s.full_steps >= s.options.eager_steps) {
     try {
-      s.graph.begin_capture(s.stream());
+      s.graph->begin_capture(s.stream());
       s.run(s.x_static, s.y_static, rows);
-      s.graph.end_capture();
-      s.graph_note = detail::concat("CUDA graph, ", s.graph.kernel_nodes(), " kernels per step");
+      s.graph->end_capture();
+      s.captured_config = s.config_key();
+      s.graph_note = detail::concat("CUDA graph, ", s.graph->kernel_nodes(), " kernels per step");
     } catch (const Error& e) {
       // Something in the step cannot be captured: run eagerly from now on, and say why.
-      s.graph.abandon_capture();
+      s.graph->abandon_capture();
+      s.graph = std::make_unique<cuda::Graph>();
       s.graph_failed = true;
       s.graph_note = std::string("eager (graph capture failed: ") + e.what() + ")";
+    } catch (...) {
+      s.graph->abandon_capture();  // leave the stream usable, then let the error go on
+      throw;
     }
   }
-  if (s.graph.ready()) s.graph.replay(s.stream());
-  else s.run(s.x_static, s.y_static, rows);
+  if (s.graph->ready()) {
+    s.graph->replay(s.stream());
+  } else {
+    s.run(s.x_static, s.y_static, rows);
+    ++s.full_steps;
+  }
   ++s.steps;
 }
 
 const Tensor& MlpStep::loss_sum() const { return impl_->loss_sum; }
 const Tensor& MlpStep::batch_loss() const { return impl_->batch_loss; }
 void MlpStep::reset_loss_sum() { impl_->loss_sum.zero_(); }
-bool MlpStep::graph_captured() const { return impl_->graph.ready(); }
-std::size_t MlpStep::graph_kernel_nodes() const { return impl_->graph.kernel_nodes(); }
+bool MlpStep::graph_captured() const { return impl_->graph->ready(); }
+std::size_t MlpStep::graph_kernel_nodes() const { return impl_->graph->kernel_nodes(); }
 
 std::string MlpStep::describe() const {
   const Impl& s = *impl_;
@@ -344,8 +382,11 @@ std::string MlpStep::describe() const {
   if (!s.cuda()) return text + "; CPU kernels";
   if (!s.options.gemm_epilogues) return text + "; plain GEMMs and ember's bias/ReLU kernels (epilogues off)";
   const Layer& first = s.layers.front();
-  const bool fwd = s.lt(first.relu ? GemmEpilogue::relu_aux_bias : GemmEpilogue::bias, Transpose::no, Transpose::yes,
-                        s.batch, first.out, first.in, first.in, first.in, first.out);
+  const bool fwd = s.lt({.epilogue = first.relu ? GemmEpilogue::relu_aux_bias : GemmEpilogue::bias,
+                         .ta = Transpose::no, .tb = Transpose::yes, .m = s.batch, .n = first.out, .k = first.in,
+                         .a = s.x_static.raw<float>(), .lda = first.in, .b = first.weight.raw<float>(),
+                         .ldb = first.in, .c = first.h.raw<float>(), .ldc = first.out,
+                         .vec = first.bias.raw<float>(), .aux = first.mask.defined() ? first.mask.raw_bytes() : nullptr});
   return text + (fwd ? "; cuBLASLt epilogues" : "; cuBLASLt epilogues unsupported here, plain GEMMs and own kernels");
 }
 

@@ -29,8 +29,10 @@ struct MlpStepOptions {
   // cuBLASLt epilogues on CUDA where cuBLASLt supports them; false forces plain GEMMs and ember's
   // own bias/ReLU kernels (for comparison, or as a fallback).
   bool gemm_epilogues = true;
-  // Capture the step in a CUDA graph after `eager_steps` eager steps (so that every gradient and
-  // optimizer buffer exists before capture) and replay it for every full batch. CUDA only.
+  // Capture the step in a CUDA graph after `eager_steps` (≥ 1) eager steps on full batches (so
+  // that every gradient and optimizer buffer exists before capture) and replay it for every full
+  // batch. CUDA only. A change to the optimizer's settings other than the learning rate, or to
+  // its state (load_state_dict), drops the graph and captures again.
   bool cuda_graph = true;
   int eager_steps = 3;
 };

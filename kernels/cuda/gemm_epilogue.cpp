@@ -7,7 +7,9 @@
 
 #include <map>
 #include <memory>
+#include <cstdint>
 #include <tuple>
+#include <utility>
 
 #include "core/error.h"
 #include "kernels/gemm_epilogue.h"
@@ -27,7 +29,18 @@ cublasLtEpilogue_t to_lt(GemmEpilogue e) {
 bool uses_aux(GemmEpilogue e) { return e == GemmEpilogue::relu_aux_bias || e == GemmEpilogue::drelu_bgrad; }
 cublasOperation_t to_op(Transpose t) { return t == Transpose::no ? CUBLAS_OP_N : CUBLAS_OP_T; }
 
-using Key = std::tuple<int, int, int, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t>;
+using Key = std::tuple<int, int, int, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t,
+                       unsigned>;
+
+// The largest power of two, up to 256, that divides the address: cuBLASLt's heuristic picks
+// algorithms for the alignments it is told (256 bytes unless told otherwise), and a tensor
+// viewed at an offset may be aligned to less.
+std::uint32_t alignment_of(const void* p) {
+  const auto address = reinterpret_cast<std::uintptr_t>(p);
+  std::uint32_t align = 256;
+  while (align > 4 && address % align != 0) align /= 2;
+  return align;
+}
 
 // The descriptors and the chosen algorithm of one GEMM shape: built once, reused every call.
 struct Plan {
@@ -58,10 +71,29 @@ ThreadState& state_for_current_device() {
   return st;
 }
 
-Plan& plan_for(GemmEpilogue e, Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k,
-               std::size_t lda, std::size_t ldb, std::size_t ldc) {
+void set_epilogue_pointers(Plan& p, const EpilogueGemm& g) {
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.vec, sizeof(g.vec)));
+  if (uses_aux(g.epilogue))
+    CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.aux, sizeof(g.aux)));
+}
+
+// Alignments of a, b, c, vec and aux packed in one number (log2 of each, 4 bits apiece).
+unsigned alignment_key(const EpilogueGemm& g) {
+  unsigned key = 0;
+  for (const void* p : {static_cast<const void*>(g.a), static_cast<const void*>(g.b), static_cast<const void*>(g.c),
+                        static_cast<const void*>(g.vec), static_cast<const void*>(g.aux)})
+    key = key * 16 + static_cast<unsigned>(__builtin_ctz(p ? alignment_of(p) : 256u));
+  return key;
+}
+
+Plan& plan_for(const EpilogueGemm& g) {
+  const GemmEpilogue e = g.epilogue;
+  const Transpose ta = g.ta, tb = g.tb;
+  const std::size_t m = g.m, n = g.n, k = g.k, lda = g.lda, ldb = g.ldb, ldc = g.ldc;
   ThreadState& st = state_for_current_device();
-  const Key key{static_cast<int>(e), static_cast<int>(ta), static_cast<int>(tb), m, n, k, lda, ldb, ldc};
+  const Key key{static_cast<int>(e), static_cast<int>(ta), static_cast<int>(tb), m, n, k, lda, ldb, ldc,
+                alignment_key(g)};
   auto& slot = st.plans[key];
   if (slot) return *slot;
   slot = std::make_unique<Plan>();
@@ -91,6 +123,16 @@ Plan& plan_for(GemmEpilogue e, Transpose ta, Transpose tb, std::size_t m, std::s
   const std::size_t no_workspace = 0;
   CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                     &no_workspace, sizeof(no_workspace)));
+  // The operands' real alignments (cuBLASLt's A is our B, its B our A, C and D are our C).
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, const void*> alignments[] = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, g.b}, {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, g.a},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, g.c}, {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, g.c}};
+  for (const auto& [attribute, pointer] : alignments) {
+    const std::uint32_t align = alignment_of(pointer);
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, attribute, &align, sizeof(align)));
+  }
+  // The heuristic reads the epilogue pointers' values for their alignment, so set them first.
+  set_epilogue_pointers(p, g);
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   const cublasStatus_t status =
@@ -103,26 +145,22 @@ Plan& plan_for(GemmEpilogue e, Transpose ta, Transpose tb, std::size_t m, std::s
 
 }  // namespace
 
-bool gemm_epilogue_supported(GemmEpilogue epilogue, Transpose ta, Transpose tb, std::size_t m, std::size_t n,
-                             std::size_t k, std::size_t lda, std::size_t ldb, std::size_t ldc) {
-  if (m == 0 || n == 0 || k == 0) return false;
-  return plan_for(epilogue, ta, tb, m, n, k, lda, ldb, ldc).supported;
+bool gemm_epilogue_supported(const EpilogueGemm& g) {
+  if (g.m == 0 || g.n == 0 || g.k == 0) return false;
+  return plan_for(g).supported;
 }
 
-void gemm_epilogue(GemmEpilogue epilogue, Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k,
-                   const float* a, std::size_t lda, const float* b, std::size_t ldb, float* c, std::size_t ldc,
-                   float* vec, void* aux, cudaStream_t stream) {
-  Plan& p = plan_for(epilogue, ta, tb, m, n, k, lda, ldb, ldc);
-  EMBER_CHECK(p.supported, NotImplementedError, "cuBLASLt has no fp32 algorithm for this GEMM epilogue (", m, "x", n,
-              "x", k, "): check gemm_epilogue_supported() and use gemm() with separate kernels");
-  // The pointers change between calls; the descriptor is this thread's, so setting them is safe.
-  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vec, sizeof(vec)));
-  if (uses_aux(epilogue))
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+void gemm_epilogue(const EpilogueGemm& g, cudaStream_t stream) {
+  Plan& p = plan_for(g);
+  EMBER_CHECK(p.supported, NotImplementedError, "cuBLASLt has no fp32 algorithm for this GEMM epilogue (", g.m, "x",
+              g.n, "x", g.k, "): check gemm_epilogue_supported() and use gemm() with separate kernels");
+  // The pointers change between calls; the descriptor is this thread's, so setting them is safe
+  // (cublasLtMatmul reads them when it enqueues the work, and a graph capture keeps the values).
+  set_epilogue_pointers(p, g);
   const float alpha = 1.0f, beta = 0.0f;
   cublasLtHandle_t handle = state_for_current_device().handle;
-  CUBLAS_CHECK(cublasLtMatmul(handle, p.desc, &alpha, b, p.a, a, p.b, &beta, c, p.d, c, p.d, &p.algo, nullptr, 0,
-                              stream));
+  CUBLAS_CHECK(cublasLtMatmul(handle, p.desc, &alpha, g.b, p.a, g.a, p.b, &beta, g.c, p.d, g.c, p.d, &p.algo, nullptr,
+                              0, stream));
 }
 
 }  // namespace ember::kernels::cuda

@@ -46,6 +46,7 @@ __device__ inline bool is_last_block(unsigned* blocks_done) {
   __syncthreads();
   if (threadIdx.x == 0) last = atomicAdd(blocks_done, 1u) == gridDim.x * gridDim.y - 1;
   __syncthreads();
+  if (last) __threadfence();  // and the other blocks' writes are seen by this one's reads after it
   return last;
 }
 

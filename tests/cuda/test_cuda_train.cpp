@@ -112,3 +112,22 @@ TEST_CASE("a bad target under a graph raises its error at the epoch's end") {
   step.step(x, from_vector(labels, {64}).to(kGpu));  // returns: nothing synchronizes
   REQUIRE_THROWS_WITH(step.loss_sum().item<double>(), Contains("target 12 at row 17"));
 }
+
+TEST_CASE("a setting changed after capture reaches the replayed step: the graph is captured again") {
+  auto run = [](bool graph) {
+    Generator init(3);
+    auto model = nn::mlp(784, {32}, 10, &init);
+    model->to(kGpu);
+    optim::SGD sgd(model->parameters(), {.lr = 0.05});
+    train::MlpStep step(*model, sgd, 64, {.cuda_graph = graph});
+    Generator data(8);
+    const Tensor x = uniform({64, 784}, 0, 1, {}, &data).to(kGpu);
+    const Tensor y = randint(0, 10, {64}, {.dtype = DType::i32}, &data).to(kGpu);
+    for (int i = 0; i < 6; ++i) step.step(x, y);
+    sgd.param_groups()[0].options.momentum = 0.9;  // baked into the update kernel's arguments
+    for (int i = 0; i < 6; ++i) step.step(x, y);
+    return model->parameters()[0].cpu().to_vector<float>();
+  };
+  const auto eager = run(false), graph = run(true);
+  for (std::size_t i = 0; i < eager.size(); i += 101) REQUIRE(graph[i] == Approx(eager[i]).margin(1e-6).epsilon(1e-5));
+}

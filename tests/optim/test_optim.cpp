@@ -209,3 +209,19 @@ TEST_CASE("schedulers follow PyTorch's formulas") {
   warmup.set_last_epoch(10);
   CHECK(sgd3.param_groups()[0].options.lr == Approx(0.3));
 }
+
+TEST_CASE("an optimizer's version grows when its state or slot tables are replaced, not on a steady step") {
+  ember::Tensor w = ember::ones({3, 2}).set_requires_grad(), b = ember::ones({2}).set_requires_grad();
+  w.set_grad(ember::full({3, 2}, 0.5));
+  b.set_grad(ember::full({2}, 0.25));
+  optim::Adam adam({w, b}, {.lr = 1e-2});
+  const auto v0 = adam.version();
+  adam.step();  // state made
+  const auto v1 = adam.version();
+  CHECK(v1 > v0);
+  adam.step();
+  adam.step();
+  CHECK(adam.version() == v1);  // steady: same buffers, same slots
+  adam.load_state_dict(adam.state_dict());
+  CHECK(adam.version() > v1);
+}

@@ -100,6 +100,9 @@ TEST_CASE("MlpStep rejects models and batches it cannot train, naming the reason
     CHECK_THAT(train::mlp_step_unsupported(with_dropout), Catch::Contains("layer 1 (Dropout) is neither"));
     CHECK_THROWS_AS(train::MlpStep(with_dropout, sgd, 4), ValueError);
   }
+  SECTION("no eager step before capture") {
+    CHECK_THROWS_WITH(train::MlpStep(*model, sgd, 4, {.eager_steps = 0}), Catch::Contains("eager_steps must be at least 1"));
+  }
   SECTION("a model ending in ReLU") {
     nn::Sequential ends_relu{std::make_shared<nn::Linear>(6, 4, true, &g), std::make_shared<nn::ReLU>()};
     CHECK_THAT(train::mlp_step_unsupported(ends_relu), Catch::Contains("ends with a ReLU"));
