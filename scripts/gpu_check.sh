@@ -203,7 +203,7 @@ section_train() {
     timeout $((budget / 2)) "$build/apps/mnist_train" "${args[@]}" --device "$dev" --json-log "$out/train-$dev.jsonl" \
       >>"$out/train.log" 2>&1 || { NOTE="mnist_train --device $dev failed"; tail -5 "$out/train.log"; return 1; }
   done
-  grep -E "^(== |Epoch \[9\]|test_)" "$out/train.log"
+  grep -E "^(== |training step|Epoch \[9\]|test_)" "$out/train.log"
   local acc_gpu acc_cpu ips_gpu ips_cpu
   acc_gpu=$(grep -o '"test_acc":[0-9.]*' "$out/train-cuda.jsonl" | cut -d: -f2)
   acc_cpu=$(grep -o '"test_acc":[0-9.]*' "$out/train-cpu.jsonl" | cut -d: -f2)

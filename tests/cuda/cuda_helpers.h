@@ -54,4 +54,7 @@ inline const std::vector<std::size_t>& test_sizes() {
   return sizes;
 }
 
+// Whether EMBER_TEST_SIZES=small asks for the short runs (under compute-sanitizer).
+inline bool small_test_sizes() { return test_sizes().size() == 4; }
+
 }  // namespace ember::testing

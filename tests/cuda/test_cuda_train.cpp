@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/ops.h"
+#include "core/storage.h"
 #include "cuda/cuda_helpers.h"
 #include "layers/models.h"
 #include "optim/optimizer.h"
@@ -77,7 +78,10 @@ TEST_CASE("a graph-replayed MLP step gives the eager step's per-epoch losses") {
 }
 
 TEST_CASE("the cuBLASLt epilogues agree with plain GEMMs and with the CPU") {
-  for (const std::vector<std::int64_t>& hidden : {std::vector<std::int64_t>{32}, {512, 256}}) {
+  // Under compute-sanitizer (EMBER_TEST_SIZES=small) the three-layer model is smaller.
+  const std::vector<std::int64_t> deep = small_test_sizes() ? std::vector<std::int64_t>{64, 32}
+                                                            : std::vector<std::int64_t>{512, 256};
+  for (const std::vector<std::int64_t>& hidden : {std::vector<std::int64_t>{32}, deep}) {
     const Run fused = train_mlp(kGpu, hidden, {.gemm_epilogues = true});
     const Run plain = train_mlp(kGpu, hidden, {.gemm_epilogues = false});
     const Run cpu = train_mlp(Device::cpu(), hidden, {});
@@ -130,4 +134,25 @@ TEST_CASE("a setting changed after capture reaches the replayed step: the graph 
   };
   const auto eager = run(false), graph = run(true);
   for (std::size_t i = 0; i < eager.size(); i += 101) REQUIRE(graph[i] == Approx(eager[i]).margin(1e-6).epsilon(1e-5));
+}
+
+TEST_CASE("replayed steps allocate nothing, on the device or the host") {
+  Generator init(2);
+  auto model = nn::mlp(784, {32}, 10, &init);
+  model->to(kGpu);
+  optim::Adam adam(model->parameters(), {.lr = 1e-3});
+  train::MlpStep step(*model, adam, 128);
+  Generator data(6);
+  const Tensor x = uniform({128, 784}, 0, 1, {}, &data).to(kGpu);
+  const Tensor y = randint(0, 10, {128}, {.dtype = DType::i32}, &data).to(kGpu);
+  for (int i = 0; i < 5; ++i) step.step(x, y);
+  REQUIRE(step.graph_captured());
+  synchronize(kGpu);
+  const MemoryStats device_before = memory_stats(kGpu), host_before = memory_stats(Device::cpu());
+  for (int i = 0; i < 50; ++i) step.step(x, y);
+  synchronize(kGpu);
+  const MemoryStats device_after = memory_stats(kGpu), host_after = memory_stats(Device::cpu());
+  CHECK(device_after.allocations == device_before.allocations);
+  CHECK(device_after.reserved_bytes == device_before.reserved_bytes);
+  CHECK(host_after.allocations == host_before.allocations);
 }
