@@ -9,15 +9,15 @@
 #
 # --dry-run does everything up to running on a GPU: unpacks .deps and configures and builds
 # against it exactly as the GPU machine will. CI runs it, so a broken device build shows there.
-# Sections run in order, each within its time budget; the whole run stays under 7.5 minutes.
+# Sections run in order, each within its time budget; the whole run stays under 6 minutes.
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
 # name:budget-seconds, in order
-# The budgets add up to 7.5 minutes.
-all_sections=(facts:10 build:120 test:60 sanitize:45 train:50 compare:90 loader:15 bench:35 devices:25)
+# The budgets add up to 6 minutes.
+all_sections=(facts:10 build:90 test:50 sanitize:40 train:45 compare:60 loader:15 bench:30 devices:20)
 dry_run=0
 only=""
 while [ $# -gt 0 ]; do
@@ -228,7 +228,7 @@ section_compare() {
   local budget=$1
   python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null || { NOTE="no PyTorch with CUDA"; return 3; }
   timeout "$budget" python3 scripts/compare_pytorch.py --device cuda --build "$build" --data "$MNIST_DIR" \
-    --models 32,512-256 --epochs 4 --rounds 1 --report "$out/compare.md" >"$out/compare.log" 2>&1
+    --models 32,512-256 --epochs 3 --rounds 1 --report "$out/compare.md" >"$out/compare.log" 2>&1
   local rc=$?
   cat "$out/compare.log"
   NOTE="ember graph / PyTorch preloaded: $(grep '^| 784' "$out/compare.md" 2>/dev/null | awk -F'|' '{printf "%s ×%s (streaming cost %s); ", $2, $10, $13}')"
@@ -252,7 +252,7 @@ section_loader() {
 # device-to-device copy and cuBLAS SGEMM; plus host-device copies and launch overhead.
 section_bench() {
   local budget=$1
-  timeout "$budget" "$build/apps/bench_kernels" --device cuda --sizes 1048576,67108864 --repeat 15 \
+  timeout "$budget" "$build/apps/bench_kernels" --device cuda --sizes 1048576,67108864 --repeat 10 \
     --json "$out/bench.json" >"$out/bench.log" 2>&1
   local rc=$?
   cat "$out/bench.log"

@@ -74,7 +74,6 @@ struct MlpStep::Impl {
   long long full_steps = 0;     // eager steps on a full batch since the graph was (re)set
   std::string graph_note;
   long long steps = 0;
-  std::vector<std::string> epilogues_used;
 
   bool cuda() const { return device.is_cuda(); }
 
