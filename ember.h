@@ -4,6 +4,7 @@
 #include "core/autograd.h"
 #include "core/cuda.h"
 #include "core/cuda_graph.h"
+#include "core/fusion.h"
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/error.h"

@@ -28,19 +28,6 @@ Tensor Linear::forward_relu(const Tensor& input) {
   return bias_.defined() ? linear_relu(input, weight_, bias_) : relu(linear(input, weight_));
 }
 
-namespace {
-std::atomic<bool>& fusion_flag() {
-  static std::atomic<bool> flag{[] {
-    const char* env = std::getenv("EMBER_FUSION");
-    return !(env && std::string(env) == "0");
-  }()};
-  return flag;
-}
-}  // namespace
-
-void set_fusion_enabled(bool enabled) { fusion_flag() = enabled; }
-bool fusion_enabled() { return fusion_flag(); }
-
 std::string Linear::extra_repr() const {
   std::ostringstream out;
   out << "in_features=" << in_ << ", out_features=" << out_ << ", bias=" << (bias_.defined() ? "True" : "False");

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "core/fusion.h"
 #include "core/random.h"
 #include "layers/module.h"
 
@@ -72,9 +73,10 @@ class Dropout : public Module {
 };
 
 // Whether Sequential runs a Linear followed by a ReLU as the fused linear_relu op (on by default;
-// EMBER_FUSION=0 in the environment or set_fusion_enabled(false) forces the plain path).
-void set_fusion_enabled(bool enabled);
-bool fusion_enabled();
+// EMBER_FUSION=0 in the environment or set_fusion_enabled(false) forces the plain path): the
+// switch of core/fusion.h, which governs ember's other fusions too.
+using ember::fusion_enabled;
+using ember::set_fusion_enabled;
 
 // Runs its children in order; they are named "0", "1", ... as in PyTorch.
 class Sequential : public Module {

@@ -9,6 +9,7 @@
 #include "core/autograd.h"
 #include "core/config.h"
 #include "core/cuda.h"
+#include "core/fusion.h"
 #include "core/op_helpers.h"
 
 namespace ember::optim {
@@ -133,9 +134,14 @@ void Optimizer::step() {
       EMBER_CUDA_ONLY(
           detail::CudaScope scope(device);
           const auto* device_slots = static_cast<const kernels::ParamSlot*>(cache.device_slots.raw_bytes());
-          // One launch: the update advances the step counts itself.
-          update(group, device_slots, slots.size(), max_n, device, cache.lr.raw<float>(),
-                 reinterpret_cast<unsigned*>(cache.advance.raw<std::int32_t>())));
+          // One launch: the update advances the step counts itself (with fusion off, a launch of
+          // its own advances them first).
+          unsigned* advance = reinterpret_cast<unsigned*>(cache.advance.raw<std::int32_t>());
+          if (!fusion_enabled()) {
+            kernels::cuda::advance_steps(device_slots, slots.size(), scope.stream());
+            advance = nullptr;
+          }
+          update(group, device_slots, slots.size(), max_n, device, cache.lr.raw<float>(), advance));
     } else {
       kernels::cpu::advance_steps(slots.data(), slots.size());
       update(group, slots.data(), slots.size(), max_n, device, cache.lr.raw<float>(), nullptr);
