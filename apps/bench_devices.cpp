@@ -139,13 +139,5 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "CPU compute threads")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--json", json, "write the table as JSON");
   app.add_option("--plot", plot, "write an SVG chart of speed (and speedup) against model size");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "error: %s\nRun with --help for the options.\n", e.what());
-    return 2;
-  }
-  return apps::run_program([&] { return run(steps, batch, budget, threads, json, plot); });
+  return apps::run_cli(app, argc, argv, [&] { return run(steps, batch, budget, threads, json, plot); });
 }

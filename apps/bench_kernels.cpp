@@ -798,15 +798,7 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--json", s.json, "also write every result as JSON to this file");
   app.add_flag("--include-broken", s.include_broken, "add a deliberately wrong kernel version (self-test: it must be refused)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "error: %s\nRun with --help for the options.\n", e.what());
-    return 2;
-  }
-  return apps::run_program([&] {
+  return apps::run_cli(app, argc, argv, [&] {
     if (!sizes_text.empty()) s.sizes = parse_sizes(sizes_text);
     return bench(s, sizes_text);
   });

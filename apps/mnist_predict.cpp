@@ -168,13 +168,5 @@ int main(int argc, char** argv) {
   app.add_option("--count", s.count, "classify this many consecutive samples from each --index")->capture_default_str();
   app.add_option("--grid", s.grid_path, "write a PNG grid of the inputs with their predictions (mistakes in red)");
   app.add_option("images", s.images, "image files: PNG, JPEG, BMP or PGM");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "error: %s\nRun with --help for the options.\n", e.what());
-    return 2;
-  }
-  return apps::run_program([&] { return predict(s); });
+  return apps::run_cli(app, argc, argv, [&] { return predict(s); });
 }

@@ -420,13 +420,5 @@ int main(int argc, char** argv) {
   app.add_option("--resume", s.resume, "continue from a checkpoint written by --save (model, optimizer, epoch, order)");
   app.add_option("--init", s.init, "start from these weights (a safetensors state dict, e.g. exported from PyTorch)");
   app.add_option("--plot", s.plot, "write the loss and accuracy curves to this SVG file");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "error: %s\nRun with --help for the options.\n", e.what());
-    return 2;
-  }
-  return apps::run_program([&] { return run_training(s); });
+  return apps::run_cli(app, argc, argv, [&] { return run_training(s); });
 }

@@ -70,25 +70,38 @@ struct MlpStep::Impl {
   kernels::DeviceErrorRecord cpu_error;
   std::unique_ptr<cuda::Graph> graph = std::make_unique<cuda::Graph>();
   bool graph_failed = false;
-  std::string captured_config;  // the optimizer's settings the graph has baked in (config_key)
-  long long full_steps = 0;     // eager steps on a full batch since the graph was (re)set
+  long long full_steps = 0;  // eager steps on a full batch since the graph was (re)set
   std::string graph_note;
   long long steps = 0;
 
   bool cuda() const { return device.is_cuda(); }
 
-  // What a captured update keeps as kernel arguments or pointers: the optimizer's kind, its
-  // settings other than the rate (which is read from device memory), and the version of its
-  // state (new buffers or slot tables mean new pointers). A change means capturing again.
-  std::string config_key() const {
-    std::string key = optimizer->type_name() + "#" + std::to_string(optimizer->version());
-    for (const optim::ParamGroup& g : optimizer->param_groups()) {
-      const optim::GroupOptions& o = g.options;
-      key += detail::concat(";", o.momentum, ",", o.dampening, ",", o.weight_decay, ",", o.nesterov, ",", o.beta1, ",",
-                            o.beta2, ",", o.eps);
-    }
-    return key;
+  // What a captured update keeps as kernel arguments or pointers: the optimizer's settings other
+  // than the rate (which is read from device memory), and the version of its state (new buffers
+  // or slot tables mean new pointers). A change means capturing again. Compared field by field
+  // before every replay, so nothing is built on the host per step.
+  struct BakedIn {
+    std::uint64_t version = 0;
+    std::vector<optim::GroupOptions> groups;
+  };
+  BakedIn baked_in() const {
+    BakedIn now{optimizer->version(), {}};
+    for (const optim::ParamGroup& g : optimizer->param_groups()) now.groups.push_back(g.options);
+    return now;
   }
+  bool still_baked_in() const {
+    const auto& groups = optimizer->param_groups();
+    if (optimizer->version() != captured.version || groups.size() != captured.groups.size()) return false;
+    for (std::size_t i = 0; i < groups.size(); ++i) {
+      const optim::GroupOptions &a = groups[i].options, &b = captured.groups[i];
+      if (a.momentum != b.momentum || a.dampening != b.dampening || a.weight_decay != b.weight_decay ||
+          a.nesterov != b.nesterov || a.beta1 != b.beta1 || a.beta2 != b.beta2 || a.eps != b.eps)
+        return false;
+    }
+    return true;
+  }
+  BakedIn captured;  // as the graph was captured
+
   cudaStream_t stream() const { return cuda() ? cuda::current_stream(device) : nullptr; }
 
   // Whether cuBLASLt runs this GEMM with its epilogue here (CUDA, epilogues on, supported).
@@ -336,7 +349,7 @@ void MlpStep::step(const Tensor& x, const Tensor& y) {
   s.x_static.copy_(x, true);
   s.y_static.copy_(y, true);
   s.optimizer->sync_learning_rates();
-  if (s.graph->ready() && s.config_key() != s.captured_config) {
+  if (s.graph->ready() && !s.still_baked_in()) {
     s.graph = std::make_unique<cuda::Graph>();  // settings baked into the graph changed
     s.full_steps = 0;
   }
@@ -347,7 +360,7 @@ void MlpStep::step(const Tensor& x, const Tensor& y) {
       s.graph->begin_capture(s.stream());
       s.run(s.x_static, s.y_static, rows);
       s.graph->end_capture();
-      s.captured_config = s.config_key();
+      s.captured = s.baked_in();
       s.graph_note = detail::concat("CUDA graph, ", s.graph->kernel_nodes(), " kernels per step");
     } catch (const Error& e) {
       // Something in the step cannot be captured: run eagerly from now on, and say why.

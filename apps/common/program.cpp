@@ -34,4 +34,16 @@ int run_program(const std::function<int()>& body) {
   }
 }
 
+int run_cli(CLI::App& app, int argc, char** argv, const std::function<int()>& body) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "error: %s\nRun with --help for the options.\n", e.what());
+    return 2;
+  }
+  return run_program(body);
+}
+
 }  // namespace ember::apps

@@ -1,6 +1,8 @@
 // What ember's programs share: the exit codes (2 for bad input or usage, 1 for anything else)
-// and the one place that turns exceptions into "error: ..." on stderr.
+// the command-line parse, and the one place that turns exceptions into "error: ..." on stderr.
 #pragma once
+
+#include <CLI/CLI.hpp>
 
 #include <functional>
 #include <stdexcept>
@@ -17,5 +19,9 @@ class UsageError : public std::runtime_error {
 // Runs `body`, printing "error: <message>" and returning 2 for usage errors and bad input
 // (ember's ValueError, DeviceError, IoError, FormatError, ShapeError, DTypeError), 1 otherwise.
 int run_program(const std::function<int()>& body);
+
+// Parses the command line (--help prints the options and returns 0; a bad option prints
+// "error: ..." and returns 2), then run_program(body).
+int run_cli(CLI::App& app, int argc, char** argv, const std::function<int()>& body);
 
 }  // namespace ember::apps
