@@ -14,7 +14,6 @@
 #include "core/cuda.h"
 #include "core/ops.h"
 #include "core/serialize.h"
-#include "kernels/gemm.h"
 #include "layers/models.h"
 #include "optim/optimizer.h"
 
@@ -69,7 +68,7 @@ double images_per_second(const Model& m, Device device, const std::vector<Tensor
 
 int run(int steps, std::int64_t batch, double budget_s, int threads, const std::string& json_path,
         const std::string& plot_path) {
-  kernels::cpu::set_num_threads(threads);
+  set_num_threads(threads);
   const bool gpu = cuda::is_available();
   std::printf("bench_devices: %d steps per model, batch %lld, %d CPU thread(s)\n", steps, static_cast<long long>(batch),
               threads);

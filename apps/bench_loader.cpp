@@ -15,7 +15,6 @@
 #include "core/cuda.h"
 #include "core/ops.h"
 #include "data/loader.h"
-#include "kernels/gemm.h"
 
 #if EMBER_WITH_CUDA
 #include <cuda_runtime.h>
@@ -161,7 +160,7 @@ int main(int argc, char** argv) {
   try {
     const Device device = device_text == "auto" ? Device::best() : Device::parse(device_text);
     require_usable(device);
-    kernels::cpu::set_num_threads(1);
+    set_num_threads(1);
     auto dataset = std::make_shared<data::MnistDataset>(data_dir, data::Split::train);
     std::printf("bench_loader: %zu MNIST training images, batch %zu, %d epochs per row, device %s\n",
                 dataset->size(), batch, epochs, device.str().c_str());

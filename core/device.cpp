@@ -6,6 +6,7 @@
 
 #include "core/cuda.h"
 #include "core/error.h"
+#include "kernels/gemm.h"
 
 namespace ember {
 
@@ -62,5 +63,7 @@ std::string Device::best_reason() {
   if (device.is_cuda()) return detail::concat(device, " (", cuda::device_description(device.index), ")");
   return detail::concat("cpu (no CUDA device: ", cuda::unavailable_reason(), ")");
 }
+
+void set_num_threads(int threads) { kernels::cpu::set_num_threads(threads); }
 
 }  // namespace ember

@@ -46,4 +46,8 @@ std::ostream& operator<<(std::ostream& out, const Device& device);
 // suggests Device::best() or --device cpu.
 void require_usable(const Device& device);
 
+// The number of threads CPU compute uses (OpenBLAS's pool), like torch.set_num_threads; values
+// below 1 are ignored.
+void set_num_threads(int threads);
+
 }  // namespace ember

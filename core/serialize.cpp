@@ -218,16 +218,16 @@ Checkpoint load_safetensors(const std::string& path, Device map_location) {
   return parse_safetensors(bytes, path, map_location);
 }
 
-void save_safetensors(const std::string& path, const StateDict& tensors,
-                      const std::map<std::string, std::string>& metadata) {
+std::vector<std::uint8_t> encode_safetensors(const StateDict& tensors,
+                                             const std::map<std::string, std::string>& metadata) {
   json header = json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::uint64_t offset = 0;
   std::vector<Tensor> host;
   std::set<std::string> names;
   for (const auto& [name, tensor] : tensors) {
-    EMBER_CHECK(!name.empty() && name != "__metadata__", ValueError, "save_safetensors: invalid tensor name '", name, "'");
-    EMBER_CHECK(names.insert(name).second, ValueError, "save_safetensors: the name '", name, "' appears twice");
+    EMBER_CHECK(!name.empty() && name != "__metadata__", ValueError, "safetensors: invalid tensor name '", name, "'");
+    EMBER_CHECK(names.insert(name).second, ValueError, "safetensors: the name '", name, "' appears twice");
     const Tensor h = tensor.detach().cpu();
     const std::uint64_t n = h.nbytes();
     header[name] = {{"dtype", safetensors_dtype(h.dtype())}, {"shape", h.shape()}, {"data_offsets", {offset, offset + n}}};
@@ -245,7 +245,12 @@ void save_safetensors(const std::string& path, const StateDict& tensors,
     if (h.nbytes()) std::memcpy(bytes.data() + at, h.raw_bytes(), h.nbytes());
     at += h.nbytes();
   }
-  write_file_atomically(path, bytes);
+  return bytes;
+}
+
+void save_safetensors(const std::string& path, const StateDict& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  write_file_atomically(path, encode_safetensors(tensors, metadata));
 }
 
 void write_file_atomically(const std::string& path, std::span<const std::uint8_t> bytes) {

@@ -35,6 +35,10 @@ struct Checkpoint {
 void save_safetensors(const std::string& path, const StateDict& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 
+// The bytes of that file, for callers that hash or combine them before writing.
+std::vector<std::uint8_t> encode_safetensors(const StateDict& tensors,
+                                             const std::map<std::string, std::string>& metadata = {});
+
 // Reads a checkpoint and puts every tensor on `map_location`, whatever device it was saved from.
 Checkpoint load_safetensors(const std::string& path, Device map_location = Device::cpu());
 

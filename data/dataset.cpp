@@ -1,6 +1,7 @@
 // MNIST, subsets and random splits.
 #include "data/dataset.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <numeric>
@@ -13,7 +14,7 @@ namespace ember::data {
 namespace {
 
 // The file for `stem` in `folder`, trying the plain and the ".gz" name; the error lists both.
-std::string find_file(const std::string& folder, const std::string& stem) {
+std::string find_file(const std::string& folder, const std::string& stem, const std::string& how_to_get) {
   namespace fs = std::filesystem;
   for (const std::string& candidate : {stem, stem + ".gz"}) {
     const fs::path p = fs::path(folder) / candidate;
@@ -22,42 +23,41 @@ std::string find_file(const std::string& folder, const std::string& stem) {
   }
   std::error_code ec;
   const std::string where = fs::is_directory(folder, ec) ? "in " + folder : folder + " does not exist";
-  throw IoError(detail::concat("MNIST file not found: looked for ", stem, " and ", stem, ".gz ", where,
-                               ". Get the four MNIST files with scripts/fetch_mnist.sh ", folder,
-                               " (or --from a local copy), or point --data / MNIST_DIR at a folder that has them"));
+  throw IoError(detail::concat("dataset file not found: looked for ", stem, " and ", stem, ".gz ", where, ". ",
+                               how_to_get));
 }
 
 }  // namespace
 
 std::size_t Dataset::sample_numel() const { return static_cast<std::size_t>(numel_of(sample_shape())); }
 
-MnistDataset::MnistDataset(const std::string& folder, Split split) {
+IdxDataset::IdxDataset(const std::string& folder, Split split, const std::string& how_to_get) {
   const std::string prefix = split == Split::train ? "train" : "t10k";
-  images_path_ = find_file(folder, prefix + "-images-idx3-ubyte");
-  const std::string labels_path = find_file(folder, prefix + "-labels-idx1-ubyte");
+  images_path_ = find_file(folder, prefix + "-images-idx3-ubyte", how_to_get);
+  labels_path_ = find_file(folder, prefix + "-labels-idx1-ubyte", how_to_get);
   images_ = read_idx(images_path_);
-  labels_ = read_idx(labels_path);
+  labels_ = read_idx(labels_path_);
   EMBER_CHECK(images_.dim() == 3, FormatError, images_path_, ": expected 3 dimensions (images, rows, columns), the "
               "header has ", images_.dim());
-  EMBER_CHECK(labels_.dim() == 1, FormatError, labels_path, ": expected 1 dimension (labels), the header has ",
+  EMBER_CHECK(labels_.dim() == 1, FormatError, labels_path_, ": expected 1 dimension (labels), the header has ",
               labels_.dim());
   EMBER_CHECK(images_.size(0) == labels_.size(0), FormatError, "image/label count mismatch: ", images_path_, " has ",
-              images_.size(0), " images but ", labels_path, " has ", labels_.size(0), " labels");
+              images_.size(0), " images but ", labels_path_, " has ", labels_.size(0), " labels");
+  EMBER_CHECK(images_.size(1) > 0 && images_.size(2) > 0, FormatError, images_path_, ": the images are ",
+              images_.size(1), "×", images_.size(2), " pixels; both sides must be at least 1");
   const std::uint8_t* l = labels_.data<std::uint8_t>();
-  for (std::int64_t i = 0; i < labels_.size(0); ++i)
-    EMBER_CHECK(l[i] <= 9, FormatError, labels_path, ": label ", int(l[i]), " at index ", i,
-                " is out of range (MNIST labels are 0 to 9)");
+  for (std::int64_t i = 0; i < labels_.size(0); ++i) max_label_ = std::max<std::int32_t>(max_label_, l[i]);
   count_ = static_cast<std::size_t>(images_.size(0));
   rows_ = images_.size(1);
   cols_ = images_.size(2);
 }
 
-void MnistDataset::copy_image(std::size_t index, std::uint8_t* dst) const {
+void IdxDataset::copy_image(std::size_t index, std::uint8_t* dst) const {
   const std::size_t n = static_cast<std::size_t>(rows_ * cols_);
   std::memcpy(dst, images_.data<std::uint8_t>() + index * n, n);
 }
 
-std::int32_t MnistDataset::label(std::size_t index) const { return labels_.data<std::uint8_t>()[index]; }
+std::int32_t IdxDataset::label(std::size_t index) const { return labels_.data<std::uint8_t>()[index]; }
 
 TensorDataset::TensorDataset(Tensor images, Tensor labels)
     : images_(images.cpu()), labels_(labels.cpu().to(DType::i32)) {

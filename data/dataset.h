@@ -1,5 +1,5 @@
-// Datasets of images with integer labels: MNIST (and anything in its format, such as
-// Fashion-MNIST), subsets, and the tutorials' random train/validation split.
+// Datasets of images with integer labels: IDX files such as MNIST and Fashion-MNIST, subsets,
+// and the tutorials' random train/validation split.
 #pragma once
 
 #include <cstdint>
@@ -25,13 +25,22 @@ class Dataset {
 
 enum class Split { train, test };
 
-// MNIST from a folder holding train-images-idx3-ubyte / train-labels-idx1-ubyte (or t10k-...),
-// each raw or gzip-compressed, with or without a ".gz" name. Counts come from the files. Errors:
-// a missing folder or file lists what was looked for and how to get it; image/label count
-// mismatches and labels above 9 name the file and the sample.
-class MnistDataset : public Dataset {
+// Pixel scaling: x = (pixel/255 − mean)/std. The defaults give the tutorial's ToTensor() scaling
+// to [0, 1].
+struct Normalization {
+  float mean = 0.0f;
+  float std = 1.0f;
+};
+
+// One split of an image dataset in MNIST's layout: a folder holding
+// train-images-idx3-ubyte / train-labels-idx1-ubyte (or t10k-...), each raw or gzip-compressed,
+// with or without a ".gz" name. MNIST, Fashion-MNIST and any other set of such files: images of
+// any size, labels 0..255; counts and sizes come from the files. Errors: a missing folder or file
+// lists what was looked for, followed by `how_to_get`; an image/label count mismatch names both
+// files.
+class IdxDataset : public Dataset {
  public:
-  MnistDataset(const std::string& folder, Split split);
+  IdxDataset(const std::string& folder, Split split, const std::string& how_to_get = kMnistHowToGet);
   std::size_t size() const override { return count_; }
   Shape sample_shape() const override { return {rows_, cols_}; }
   void copy_image(std::size_t index, std::uint8_t* dst) const override;
@@ -39,13 +48,23 @@ class MnistDataset : public Dataset {
   const Tensor& images() const { return images_; }  // u8 [N, rows, cols]
   const Tensor& labels() const { return labels_; }  // u8 [N]
   const std::string& images_path() const { return images_path_; }
+  const std::string& labels_path() const { return labels_path_; }
+  std::int32_t max_label() const { return max_label_; }  // -1 for an empty split
+
+  static constexpr const char* kMnistHowToGet =
+      "Get the four MNIST files with scripts/fetch_mnist.sh FOLDER (or --from a local copy), or point --data / "
+      "MNIST_DIR at a folder that has them";
 
  private:
   Tensor images_, labels_;
   std::size_t count_ = 0;
   std::int64_t rows_ = 0, cols_ = 0;
-  std::string images_path_;
+  std::int32_t max_label_ = -1;
+  std::string images_path_, labels_path_;
 };
+
+// The name the MNIST tutorials use; the files are the same format.
+using MnistDataset = IdxDataset;
 
 // Samples held in memory: images u8 [N, ...] and labels [N] (u8, i32 or i64), on the CPU.
 class TensorDataset : public Dataset {

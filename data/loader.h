@@ -19,13 +19,6 @@
 
 namespace ember::data {
 
-// Pixel scaling: x = (pixel/255 − mean)/std. The defaults give the tutorial's ToTensor() scaling
-// to [0, 1].
-struct Normalization {
-  float mean = 0.0f;
-  float std = 1.0f;
-};
-
 struct LoaderOptions {
   std::size_t batch_size = 128;
   bool shuffle = true;

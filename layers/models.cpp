@@ -1,4 +1,4 @@
-// The MLP builder and its inverse.
+// The model builders and their inverses.
 #include "layers/models.h"
 
 #include <map>
@@ -21,35 +21,51 @@ std::shared_ptr<Sequential> mlp(std::int64_t in_features, const std::vector<std:
   return model;
 }
 
-std::shared_ptr<Sequential> cnn(std::int64_t c1, std::int64_t c2, std::int64_t hidden, Generator* generator) {
+std::shared_ptr<Sequential> cnn(const CnnShape& shape, Generator* generator) {
+  EMBER_CHECK(shape.height >= 6 && shape.width >= 6, ShapeError, "cnn: inputs of ", shape.height, "×", shape.width,
+              " are too small: two 3×3 convolutions and a 2×2 pooling need at least 6×6");
+  EMBER_CHECK(shape.c1 > 0 && shape.c2 > 0 && shape.hidden > 0 && shape.classes > 0, ValueError,
+              "cnn: channels, hidden width and classes must be positive");
   Generator& g = generator ? *generator : default_generator();
   auto model = std::make_shared<Sequential>();
-  model->append(std::make_shared<Conv2d>(1, c1, 3, 1, 0, true, &g));
+  model->append(std::make_shared<Conv2d>(1, shape.c1, 3, 1, 0, true, &g));
   model->append(std::make_shared<ReLU>());
-  model->append(std::make_shared<Conv2d>(c1, c2, 3, 1, 0, true, &g));
+  model->append(std::make_shared<Conv2d>(shape.c1, shape.c2, 3, 1, 0, true, &g));
   model->append(std::make_shared<ReLU>());
   model->append(std::make_shared<MaxPool2d>(2));
   model->append(std::make_shared<Dropout>(0.25, g.next_u64()));
   model->append(std::make_shared<Flatten>());
-  model->append(std::make_shared<Linear>(c2 * 12 * 12, hidden, true, &g));
+  model->append(std::make_shared<Linear>(shape.flat_features(), shape.hidden, true, &g));
   model->append(std::make_shared<ReLU>());
   model->append(std::make_shared<Dropout>(0.5, g.next_u64()));
-  model->append(std::make_shared<Linear>(hidden, 10, true, &g));
+  model->append(std::make_shared<Linear>(shape.hidden, shape.classes, true, &g));
   return model;
 }
 
-CnnShape cnn_shape_of(const StateDict& state, const std::string& name) {
+std::shared_ptr<Sequential> cnn(std::int64_t c1, std::int64_t c2, std::int64_t hidden, Generator* generator) {
+  return cnn(CnnShape{.c1 = c1, .c2 = c2, .hidden = hidden}, generator);
+}
+
+CnnShape cnn_shape_of(const StateDict& state, const std::string& name, std::int64_t height, std::int64_t width) {
   auto shape = [&](const char* key) -> Shape {
     const Tensor* t = find_tensor(state, key);
     if (!t) throw FormatError(detail::concat(name, ": not a CNN checkpoint: no '", key, "'"));
     return t->shape();
   };
   const Shape w0 = shape("0.weight"), w2 = shape("2.weight"), w7 = shape("7.weight"), w10 = shape("10.weight");
-  if (w0.size() != 4 || w0[1] != 1 || w2.size() != 4 || w2[1] != w0[0] || w7.size() != 2 || w7[1] != w2[0] * 144 ||
-      w10.size() != 2 || w10[1] != w7[0] || w10[0] != 10)
-    throw FormatError(detail::concat(name, ": the tensor shapes are not those of ember's MNIST CNN (0.weight ",
-                                     shape_str(w0), ", 2.weight ", shape_str(w2), ", 7.weight ", shape_str(w7), ")"));
-  return {w0[0], w2[0], w7[0]};
+  CnnShape c{.height = height, .width = width};
+  const bool convs = w0.size() == 4 && w0[1] == 1 && w2.size() == 4 && w2[1] == w0[0];
+  if (convs) {
+    c.c1 = w0[0];
+    c.c2 = w2[0];
+  }
+  if (!convs || w7.size() != 2 || w7[1] != c.flat_features() || w10.size() != 2 || w10[1] != w7[0])
+    throw FormatError(detail::concat(name, ": the tensor shapes are not those of ember's CNN for ", height, "×", width,
+                                     " images (0.weight ", shape_str(w0), ", 2.weight ", shape_str(w2), ", 7.weight ",
+                                     shape_str(w7), ", 10.weight ", shape_str(w10), ")"));
+  c.hidden = w7[0];
+  c.classes = w10[0];
+  return c;
 }
 
 MlpShape mlp_shape_of(const StateDict& state, const std::string& name) {

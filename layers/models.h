@@ -1,4 +1,5 @@
-// Ready-made models: the tutorials' multi-layer perceptron, and recovering its architecture from
+// Ready-made models: the tutorials' multi-layer perceptron and the MNIST example's CNN, and recovering
+// their architecture from
 // a checkpoint's tensor shapes (so a model saved by ember or exported from PyTorch can be rebuilt
 // without knowing its sizes in advance).
 #pragma once
@@ -19,17 +20,25 @@ namespace ember::nn {
 std::shared_ptr<Sequential> mlp(std::int64_t in_features, const std::vector<std::int64_t>& hidden,
                                 std::int64_t out_features, Generator* generator = nullptr);
 
-// The CNN of PyTorch's MNIST example, for 28×28 images: Conv2d(1, c1, 3), ReLU, Conv2d(c1, c2, 3),
-// ReLU, MaxPool2d(2), Dropout(0.25), Flatten, Linear(c2·12·12, hidden), ReLU, Dropout(0.5),
-// Linear(hidden, 10) — parameters 0.*, 2.*, 7.*, 10.*, as in that example. Input [B, 1, 28, 28].
+// The CNN of PyTorch's MNIST example: Conv2d(1, c1, 3), ReLU, Conv2d(c1, c2, 3), ReLU,
+// MaxPool2d(2), Dropout(0.25), Flatten, Linear(c2·⌊(H−4)/2⌋·⌊(W−4)/2⌋, hidden), ReLU,
+// Dropout(0.5), Linear(hidden, classes) — parameters 0.*, 2.*, 7.*, 10.*, as in that example.
+// Input [B, 1, H, W]; for MNIST's 28×28 the dense layer takes c2·12·12.
+struct CnnShape {
+  std::int64_t c1 = 32, c2 = 64, hidden = 128;
+  std::int64_t height = 28, width = 28;  // input image size, at least 6×6
+  std::int64_t classes = 10;
+  std::int64_t flat_features() const { return c2 * ((height - 4) / 2) * ((width - 4) / 2); }
+};
+std::shared_ptr<Sequential> cnn(const CnnShape& shape, Generator* generator = nullptr);
+// The MNIST-sized CNN (28×28 inputs, 10 classes).
 std::shared_ptr<Sequential> cnn(std::int64_t c1 = 32, std::int64_t c2 = 64, std::int64_t hidden = 128,
                                 Generator* generator = nullptr);
 
-struct CnnShape {
-  std::int64_t c1 = 0, c2 = 0, hidden = 0;
-};
-// The CNN whose state dict this is (from its tensor shapes), or a FormatError saying why not.
-CnnShape cnn_shape_of(const StateDict& state, const std::string& name);
+// The CNN whose state dict this is (from its tensor shapes), for inputs of `height`×`width`, or a
+// FormatError saying why not.
+CnnShape cnn_shape_of(const StateDict& state, const std::string& name, std::int64_t height = 28,
+                      std::int64_t width = 28);
 
 struct MlpShape {
   std::int64_t in_features = 0, out_features = 0;

@@ -119,7 +119,8 @@ unpack_deps() {
 # Every dependency must come from .deps, as it will on the GPU machine, not from this system.
 check_deps_used() {
   local key value bad=0
-  for key in Catch2_DIR CLI11_DIR nlohmann_json_DIR ZLIB_INCLUDE_DIR EMBER_OPENBLAS_LIBRARY EMBER_STB_INCLUDE_DIR; do
+  for key in Catch2_DIR CLI11_DIR nlohmann_json_DIR ZLIB_INCLUDE_DIR EMBER_OPENBLAS_LIBRARY EMBER_STB_INCLUDE_DIR \
+    OPENSSL_CRYPTO_LIBRARY; do
     value=$(grep "^$key:" "$build/CMakeCache.txt" | cut -d= -f2-)
     case "$value" in
       "$deps"/*) echo "dependency $key = $value" ;;

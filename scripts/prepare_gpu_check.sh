@@ -10,7 +10,7 @@ mnist_src=${1:-$root/../shared/data/mnist}
 
 # What the build needs beyond the toolkit: headers, OpenBLAS and its Fortran runtime.
 debs=(catch2 libcli11-dev nlohmann-json3-dev libstb-dev zlib1g-dev zlib1g
-      libopenblas-dev libopenblas-pthread-dev libopenblas0-pthread libgfortran5 libquadmath0)
+      libopenblas-dev libopenblas-pthread-dev libopenblas0-pthread libgfortran5 libquadmath0 libssl-dev libssl3)
 
 mkdir -p "$root/.deps/debs"
 cd "$root/.deps/debs"

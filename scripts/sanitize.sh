@@ -14,4 +14,5 @@ cd "$build"
 # OpenBLAS's own thread pool is not instrumented, so ThreadSanitizer would report its internal
 # hand-offs as races; one OpenBLAS thread leaves ember's threads (the data loader's) to check.
 [ "$sanitizers" = thread ] && export OPENBLAS_NUM_THREADS=1
-ctest --output-on-failure -j "$(nproc)" -E '^test_cuda$'
+# Long tests (label "long": whole training runs measured for accuracy) run in the plain build only.
+ctest --output-on-failure -j "$(nproc)" -E '^test_cuda$' -LE long

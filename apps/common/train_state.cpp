@@ -1,48 +1,151 @@
-// Training checkpoints: model + optimizer state + metadata in one safetensors file.
+// Training checkpoints: the model file, the training state beside it, and the hash that ties them.
 #include "apps/common/train_state.h"
+
+#include <openssl/evp.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <span>
 
 #include "core/config.h"
 #include "core/error.h"
 
 namespace ember::apps {
-
 namespace {
+
+namespace fs = std::filesystem;
+
 const std::string kOptimizerPrefix = "optimizer.";
+const std::string kStateFormat = "ember-training-state";
+const std::string kSuffix = ".safetensors";
+
+std::string sha256_hex(std::span<const std::uint8_t> bytes) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  if (EVP_Digest(bytes.data(), bytes.size(), digest, &length, EVP_sha256(), nullptr) != 1)
+    throw Error("SHA-256 failed (OpenSSL's EVP_Digest)");
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned i = 0; i < length; ++i) out += {hex[digest[i] >> 4], hex[digest[i] & 15]};
+  return out;
 }
 
-void save_training_state(const std::string& path, const nn::Module& model, const optim::Optimizer& optimizer,
-                         std::map<std::string, std::string> metadata) {
-  StateDict tensors = model.state_dict();
-  const Checkpoint opt = optimizer.state_dict();
-  for (const auto& [name, t] : opt.tensors) tensors.emplace_back(kOptimizerPrefix + name, t);
-  for (const auto& [key, value] : opt.metadata) metadata[kOptimizerPrefix + key] = value;
-  metadata["format"] = "ember";
-  metadata["ember_version"] = EMBER_VERSION;
-  metadata["model"] = model.repr();
-  save_safetensors(path, tensors, metadata);
+std::vector<std::uint8_t> read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError(detail::concat(path, ": cannot open for reading: ", std::strerror(errno)));
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-std::map<std::string, std::string> load_training_state(const std::string& path, nn::Module& model,
-                                                       optim::Optimizer& optimizer) {
-  Checkpoint file = load_safetensors(path, Device::cpu());
-  StateDict model_state;
+bool is_state_file(const Checkpoint& file) {
+  const auto it = file.metadata.find("format");
+  return it != file.metadata.end() && it->second == kStateFormat;
+}
+
+// The optimizer's part of a single-file checkpoint (tensors and metadata under "optimizer.").
+Checkpoint optimizer_part(const Checkpoint& file) {
   Checkpoint opt;
-  for (auto& [name, t] : file.tensors) {
+  for (const auto& [name, t] : file.tensors)
     if (name.rfind(kOptimizerPrefix, 0) == 0) opt.tensors.emplace_back(name.substr(kOptimizerPrefix.size()), t);
-    else model_state.emplace_back(name, t);
-  }
   for (const auto& [key, value] : file.metadata)
     if (key.rfind(kOptimizerPrefix, 0) == 0) opt.metadata[key.substr(kOptimizerPrefix.size())] = value;
-  if (opt.metadata.empty())
-    throw ValueError(detail::concat(path, ": has no optimizer state (a model-only checkpoint?); use --init to start "
-                                          "from its weights instead of --resume"));
+  return opt;
+}
+
+StateDict model_part(const Checkpoint& file) {
+  StateDict model;
+  for (const auto& [name, t] : file.tensors)
+    if (name.rfind(kOptimizerPrefix, 0) != 0) model.emplace_back(name, t);
+  return model;
+}
+
+void restore(const std::string& files, nn::Module& model, const StateDict& weights, optim::Optimizer& optimizer,
+             const Checkpoint& opt) {
   try {
-    model.load_state_dict(model_state);
+    model.load_state_dict(weights);
     optimizer.load_state_dict(opt);
   } catch (const ValueError& e) {
-    throw ValueError(detail::concat(path, ": ", e.what()));
+    throw ValueError(detail::concat(files, ": ", e.what()));
   }
-  return file.metadata;
+}
+
+}  // namespace
+
+std::string state_path_for(const std::string& model_path) {
+  const bool has_suffix =
+      model_path.size() > kSuffix.size() && model_path.compare(model_path.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0;
+  return (has_suffix ? model_path.substr(0, model_path.size() - kSuffix.size()) : model_path) + ".state" + kSuffix;
+}
+
+std::string file_sha256(const std::string& path) { return sha256_hex(read_bytes(path)); }
+
+void save_checkpoint(const std::string& path, const nn::Module& model, const optim::Optimizer& optimizer,
+                     const Metadata& model_metadata, const Metadata& state_metadata) {
+  Metadata model_meta = model_metadata;
+  model_meta["format"] = "pt";  // the safetensors convention for PyTorch-layout tensors
+  model_meta["ember_version"] = EMBER_VERSION;
+  model_meta["model"] = model.repr();
+  const std::vector<std::uint8_t> model_bytes = encode_safetensors(model.state_dict(), model_meta);
+
+  const Checkpoint opt = optimizer.state_dict();
+  Metadata state_meta = state_metadata;
+  for (const auto& [key, value] : opt.metadata) state_meta[kOptimizerPrefix + key] = value;
+  state_meta["format"] = kStateFormat;
+  state_meta["ember_version"] = EMBER_VERSION;
+  state_meta["model_file"] = fs::path(path).filename().string();
+  state_meta["model_sha256"] = sha256_hex(model_bytes);
+  StateDict state_tensors;
+  for (const auto& [name, t] : opt.tensors) state_tensors.emplace_back(kOptimizerPrefix + name, t);
+
+  save_safetensors(state_path_for(path), state_tensors, state_meta);  // first: see the header
+  write_file_atomically(path, model_bytes);
+}
+
+LoadedCheckpoint load_checkpoint(const std::string& path, nn::Module& model, optim::Optimizer& optimizer) {
+  Checkpoint first = load_safetensors(path, Device::cpu());
+  LoadedCheckpoint loaded;
+  Checkpoint model_file, state_file;
+  if (is_state_file(first)) {
+    const auto name = first.metadata.find("model_file");
+    if (name == first.metadata.end())
+      throw ValueError(detail::concat(path, ": a training state that does not name its model file"));
+    loaded.state_path = path;
+    loaded.model_path = (fs::path(path).parent_path() / name->second).string();
+    state_file = std::move(first);
+    model_file = load_safetensors(loaded.model_path, Device::cpu());
+  } else {
+    loaded.model_path = path;
+    model_file = std::move(first);
+    const Checkpoint single = optimizer_part(model_file);
+    if (!single.metadata.empty()) {  // ember 0.1's single file: everything in one
+      restore(path, model, model_part(model_file), optimizer, single);
+      loaded.metadata = model_file.metadata;
+      return loaded;
+    }
+    loaded.state_path = state_path_for(path);
+    std::error_code ec;
+    if (!fs::exists(loaded.state_path, ec))
+      throw ValueError(detail::concat(path, ": no training state beside it (looked for ", loaded.state_path,
+                                      "); to start a new run from these weights, use --init instead of --resume"));
+    state_file = load_safetensors(loaded.state_path, Device::cpu());
+    if (!is_state_file(state_file))
+      throw ValueError(detail::concat(loaded.state_path, ": not a training state (its metadata has no format \"",
+                                      kStateFormat, "\")"));
+  }
+  const std::string recorded = state_file.metadata.count("model_sha256") ? state_file.metadata["model_sha256"] : "";
+  const std::string actual = file_sha256(loaded.model_path);
+  if (recorded != actual)
+    throw ValueError(detail::concat(
+        loaded.model_path, " and ", loaded.state_path, " do not belong together: the training state was saved with a ",
+        "model file of SHA-256 ", recorded.substr(0, 16), "…, but ", loaded.model_path, " has ", actual.substr(0, 16),
+        "… (a state from another run, or a save interrupted between the two files). Resume from a matching pair, or "
+        "start from the weights alone with --init ", loaded.model_path));
+  restore(loaded.model_path + " and " + loaded.state_path, model, model_part(model_file), optimizer,
+          optimizer_part(state_file));
+  loaded.metadata = model_file.metadata;
+  for (const auto& [key, value] : state_file.metadata) loaded.metadata[key] = value;
+  return loaded;
 }
 
 }  // namespace ember::apps

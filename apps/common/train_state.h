@@ -1,6 +1,16 @@
-// A training checkpoint: the model's state dict, the optimizer's state under "optimizer.", and
-// metadata (epochs done, settings). The model tensors keep PyTorch's names, so the file also
-// loads as a plain model checkpoint (the optimizer keys are then ignored or filtered out).
+// Training checkpoints as a pair of files:
+//   PATH                 the model file: the model's tensors under PyTorch's names and the model's
+//                        description in __metadata__ — PyTorch's strict load_state_dict and
+//                        mnist_predict read it as it is;
+//   state_path_for(PATH) the training state beside it: the optimizer's tensors and settings, the
+//                        epoch, the data order, the schedule, and the SHA-256 of the model file it
+//                        belongs to.
+//
+// Two files cannot be replaced atomically together. The state is written first, then the model,
+// each atomically: a crash between the two leaves a state whose recorded hash does not match the
+// model file, and resuming refuses the pair (naming both files) rather than continue from two
+// different epochs. Single-file checkpoints of ember 0.1 (model and "optimizer." tensors in one
+// file) still resume.
 #pragma once
 
 #include <map>
@@ -11,12 +21,27 @@
 
 namespace ember::apps {
 
-void save_training_state(const std::string& path, const nn::Module& model, const optim::Optimizer& optimizer,
-                         std::map<std::string, std::string> metadata);
+using Metadata = std::map<std::string, std::string>;
 
-// Restores model and optimizer (the optimizer must be of the kind that saved the state) and
-// returns the metadata. Errors name the file.
-std::map<std::string, std::string> load_training_state(const std::string& path, nn::Module& model,
-                                                       optim::Optimizer& optimizer);
+// m.safetensors → m.state.safetensors; any other name gets ".state.safetensors" appended.
+std::string state_path_for(const std::string& model_path);
+
+// Writes the pair. `model_metadata` describes the model (it travels with it); `state_metadata`
+// is what a resume needs beyond the tensors.
+void save_checkpoint(const std::string& path, const nn::Module& model, const optim::Optimizer& optimizer,
+                     const Metadata& model_metadata, const Metadata& state_metadata);
+
+struct LoadedCheckpoint {
+  std::string model_path, state_path;  // state_path is empty for a single-file checkpoint
+  Metadata metadata;                   // the model's and the state's, merged
+};
+
+// Restores model and optimizer (which must be of the kind that saved the state) from a pair —
+// `path` may name either file — or from a single-file checkpoint. ValueError naming the files
+// for a missing state, a pair that does not belong together, or tensors that do not fit.
+LoadedCheckpoint load_checkpoint(const std::string& path, nn::Module& model, optim::Optimizer& optimizer);
+
+// The hex SHA-256 of a file's bytes (IoError naming it when it cannot be read).
+std::string file_sha256(const std::string& path);
 
 }  // namespace ember::apps

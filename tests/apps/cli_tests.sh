@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # mnist_train and mnist_predict from the outside: bad input gets "error: ..." naming the option or
-# file, exit code 2, and nothing written; a resumed run equals an uninterrupted one bit for bit; one
-# seed gives one run; a non-finite loss stops training and keeps the last good checkpoint.
-#   cli_tests.sh MNIST_TRAIN MNIST_PREDICT MNIST_DIR WORK_DIR
+# file, exit code 2, and nothing written; a resumed run equals an uninterrupted one bit for bit, from
+# a checkpoint pair or an ember 0.1 single file, and a pair that does not belong together is refused;
+# one seed gives one run; a non-finite loss stops training and keeps the last good checkpoint;
+# Fashion-MNIST trains and its predictions are named.
+#   cli_tests.sh MNIST_TRAIN MNIST_PREDICT MNIST_DIR WORK_DIR [FASHION_MNIST_DIR]
 set -u
-train=$1 predict=$2 mnist=$3 work=$4
+train=$1 predict=$2 mnist=$3 work=$4 fashion=${5:-/usr/share/datasets/fashion-mnist}
+here=$(cd "$(dirname "$0")" && pwd)
 if [ ! -f "$mnist/train-images-idx3-ubyte.gz" ]; then
   echo "cli_tests: skipped: no MNIST files in $mnist"
   exit 77
@@ -56,6 +59,33 @@ expect 2 "size mismatch for 0.weight" "--init of another architecture" -- \
   "$train" --data "$mnist" --hidden 32 --init "$work/h16.safetensors" --save "$save"
 expect 2 "size mismatch for 0.weight" "--resume of another architecture" -- \
   "$train" --data "$mnist" --hidden 64 --resume "$work/h16.safetensors" --save "$save" --epochs 2
+expect 2 "--dataset cifar: unknown dataset 'cifar'" "unknown dataset" -- "$train" --dataset cifar --save "$save"
+expect 2 "--dataset idx has no default folder" "--dataset idx without --data" -- "$train" --dataset idx --save "$save"
+# Four IDX files that do not make one dataset: written by hand (big-endian header, then bytes).
+byte() { printf "\\x$(printf %02x "$1")"; }
+idx_file() {  # idx_file PATH DIMS... — a u8 payload of the product of DIMS: 1s, or 5s for labels
+  local path=$1 n=1 d
+  shift
+  { byte 0; byte 0; byte 8; byte $#
+    for d in "$@"; do byte $((d >> 24 & 255)); byte $((d >> 16 & 255)); byte $((d >> 8 & 255)); byte $((d & 255)); n=$((n * d)); done
+    for ((d = 0; d < n; d++)); do byte $([ $# = 1 ] && echo 5 || echo 1); done; } >"$path"
+}
+mkdir -p "$work/sizes" "$work/labels"
+idx_file "$work/sizes/train-images-idx3-ubyte" 2 6 6
+{ idx_file /dev/stdout 2 | head -c 8; byte 0; byte 7; } >"$work/sizes/train-labels-idx1-ubyte"
+idx_file "$work/sizes/t10k-images-idx3-ubyte" 1 7 7
+idx_file "$work/sizes/t10k-labels-idx1-ubyte" 1
+expect 2 "sizes/t10k-images-idx3-ubyte: its images are 7×7 pixels but those of" "test images of another size" -- \
+  "$train" --dataset idx --data "$work/sizes" --save "$save"
+cp "$work/sizes/train-"* "$work/labels/"
+idx_file "$work/labels/t10k-images-idx3-ubyte" 1 6 6
+{ idx_file /dev/stdout 1 | head -c 8; byte 9; } >"$work/labels/t10k-labels-idx1-ubyte"
+expect 2 "labels/t10k-labels-idx1-ubyte: label 9 at index 0 is not a class of the training set" \
+  "a test label beyond the training classes" -- "$train" --dataset idx --data "$work/labels" --save "$save"
+printf 'zero\n' >"$work/labels/classes.txt"
+idx_file "$work/labels/t10k-labels-idx1-ubyte" 1
+expect 2 "labels/classes.txt: names 1 classes, but the training labels" "classes.txt that does not fit" -- \
+  "$train" --dataset idx --data "$work/labels" --save "$save"
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi >/dev/null 2>&1; then :; else
   expect 2 "--device cuda: cannot use cuda:0" "CUDA asked for where there is none" -- \
     "$train" --data "$mnist" --device cuda --save "$save"
@@ -77,9 +107,9 @@ expect 0 "" "predict --help" -- "$predict" --help
 # ---- --help documents every option -------------------------------------------------------------
 "$train" --help >"$work/help.txt"
 missing=""
-for option in --data --device --model --hidden --epochs --batch-size --eval-batch-size --lr --optimizer --momentum \
+for option in --dataset --data --device --model --hidden --epochs --batch-size --eval-batch-size --lr --optimizer --momentum \
   --weight-decay --lr-decay --channels --seed --no-shuffle --workers --threads --val-size --normalize --json-log \
-  --save --resume --init --plot; do
+  --no-normalize --save --resume --init --plot; do
   grep -q -- "$option" "$work/help.txt" || missing="$missing $option"
 done
 [ -z "$missing" ] && pass "--help documents every option" || fail "--help lacks:$missing"
@@ -92,6 +122,43 @@ common=(--data "$mnist" --hidden 32 --workers 2 --momentum 0.9 --lr 0.1)
   fail "resume runs"
 cmp -s "$work/straight.safetensors" "$work/resumed.safetensors" && pass "resume after epoch 2 gives bit-identical weights" ||
   fail "resumed run differs from the uninterrupted one"
+[ -f "$work/half.state.safetensors" ] && pass "--save writes the training state beside the model" ||
+  fail "no training state beside the model file"
+# The same from the state file's name.
+"$train" "${common[@]}" --epochs 4 --resume "$work/half.state.safetensors" --save "$work/resumed2.safetensors" >/dev/null &&
+  cmp -s "$work/straight.safetensors" "$work/resumed2.safetensors" && pass "resume from the state file's name" ||
+  fail "resume from the state file's name"
+# ember 0.1's single file (model, "optimizer." tensors, all metadata) still resumes, bit for bit.
+if /usr/bin/python3 -c "import numpy" 2>/dev/null; then
+  /usr/bin/python3 - "$here/../interop" "$work/half.safetensors" "$work/half.state.safetensors" "$work/single.safetensors" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+import safetensors_lite
+model, model_meta = safetensors_lite.load(sys.argv[2])
+state, state_meta = safetensors_lite.load(sys.argv[3])
+for key in ("format", "model_file", "model_sha256", "ember_version"):
+    state_meta.pop(key, None)
+safetensors_lite.save(sys.argv[4], {**model, **state}, {**model_meta, **state_meta, "format": "ember"})
+PY
+  "$train" "${common[@]}" --epochs 4 --resume "$work/single.safetensors" --save "$work/resumed-single.safetensors" >/dev/null &&
+    cmp -s "$work/straight.safetensors" "$work/resumed-single.safetensors" &&
+    pass "an ember 0.1 single-file checkpoint resumes bit-identically" || fail "single-file checkpoint resume"
+  "$train" --data "$mnist" --hidden 32 --epochs 1 --init "$work/single.safetensors" >/dev/null &&
+    pass "--init takes a single-file checkpoint" || fail "--init of a single-file checkpoint"
+else
+  fail "numpy (python3-numpy) is needed to write an ember 0.1 checkpoint"
+fi
+# Another run's state beside this model: refused, naming both files; nothing is overwritten.
+"$train" "${common[@]}" --epochs 3 --seed 5 --save "$work/other.safetensors" >/dev/null || fail "other run"
+cp "$work/other.state.safetensors" "$work/half.state.safetensors"
+cp "$work/half.safetensors" "$work/half-before.safetensors"
+expect 2 "half.safetensors and .*half.state.safetensors do not belong together" "a state from another run" -- \
+  "$train" "${common[@]}" --epochs 4 --resume "$work/half.safetensors" --save "$work/half.safetensors"
+cmp -s "$work/half.safetensors" "$work/half-before.safetensors" && pass "the refused pair is left as it was" ||
+  fail "the refused pair was overwritten"
+rm "$work/half.state.safetensors"
+expect 2 "no training state beside it.*use --init" "a model file without its state" -- \
+  "$train" "${common[@]}" --epochs 4 --resume "$work/half.safetensors"
 
 # ---- one seed, one run: the per-epoch figures repeat exactly ------------------------------------
 "$train" "${common[@]}" --epochs 4 --json-log "$work/run2.jsonl" >/dev/null || fail "second run"
@@ -101,6 +168,7 @@ figures() { grep -o '"\(train_loss\|val_loss\|val_acc\|test_loss\|test_acc\)":[^
 
 # ---- a non-finite loss stops training, names the epoch and step, keeps the last good checkpoint -
 cp "$work/h16.safetensors" "$work/good.safetensors"
+cp "$work/h16.state.safetensors" "$work/good.state.safetensors"
 expect 1 "non-finite training loss.* in epoch 1, step" "non-finite loss" -- \
   "$train" --data "$mnist" --hidden 16 --workers 0 --epochs 3 --lr 1e30 --resume "$work/good.safetensors" \
   --save "$work/good.safetensors"
@@ -108,6 +176,22 @@ grep -q "the last good checkpoint is" "$work/err.txt" && pass "the message point
   fail "no checkpoint hint"
 cmp -s "$work/h16.safetensors" "$work/good.safetensors" && pass "the last good checkpoint is intact" ||
   fail "the checkpoint was overwritten"
+
+# ---- Fashion-MNIST: trains on all 60,000 images, predictions are named -------------------------
+if [ -f "$fashion/train-images-idx3-ubyte.gz" ]; then
+  "$train" --dataset fashion-mnist --data "$fashion" --epochs 1 --workers 0 --save "$work/fashion.safetensors" \
+    >"$work/fashion.txt" 2>&1 || fail "training on Fashion-MNIST: $(tail -3 "$work/fashion.txt")"
+  grep -q "data: Fashion-MNIST, 60000 training images" "$work/fashion.txt" && pass "Fashion-MNIST: all 60,000 images" ||
+    fail "Fashion-MNIST: $(grep '^data:' "$work/fashion.txt")"
+  "$predict" --model "$work/fashion.safetensors" --idx "$fashion/t10k-images-idx3-ubyte.gz" --index 0 >"$work/out.txt" &&
+    grep -q "label: Ankle boot" "$work/out.txt" && grep -Eq ": (T-shirt/top|Trouser|Pullover|Dress|Coat|Sandal|Shirt|Sneaker|Bag|Ankle boot) \(" "$work/out.txt" &&
+    pass "mnist_predict names Fashion-MNIST's classes" || fail "class names: $(cat "$work/out.txt")"
+  "$predict" --model "$work/fashion.safetensors" --idx "$fashion/t10k-images-idx3-ubyte.gz" --index 0 --json >"$work/out.txt" &&
+    grep -q '"class":"' "$work/out.txt" && grep -q '"prediction":[0-9]' "$work/out.txt" &&
+    pass "--json keeps the class number beside the name" || fail "--json: $(cat "$work/out.txt")"
+else
+  echo "skip Fashion-MNIST checks: no files in $fashion (Debian package dataset-fashion-mnist)"
+fi
 
 echo "cli_tests: $failures failure(s)"
 [ $failures -eq 0 ]

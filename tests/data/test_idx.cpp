@@ -6,10 +6,12 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 
+#include "data/classification.h"
 #include "data/dataset.h"
 #include "data/idx.h"
 #include "support/helpers.h"
@@ -116,7 +118,7 @@ TEST_CASE("malformed IDX files are rejected with the problem named") {
   CHECK_THAT(error_of(garbage), Contains("bytes after the end of the compressed data"));
 }
 
-TEST_CASE("MnistDataset finds files with or without .gz and checks counts and labels") {
+TEST_CASE("IdxDataset finds files with or without .gz and checks counts") {
   const fs::path dir = temp_dir() / "mnist";
   fs::remove_all(dir);
   fs::create_directories(dir);
@@ -124,26 +126,92 @@ TEST_CASE("MnistDataset finds files with or without .gz and checks counts and la
   for (std::size_t i = 0; i < images.size(); ++i) images[i] = static_cast<std::uint8_t>(i);
   data::write_idx((dir / "train-images-idx3-ubyte").string(), from_vector(images, {6, 4, 4}));
   data::write_idx((dir / "train-labels-idx1-ubyte.gz").string(), from_vector<std::uint8_t>({1, 2, 3, 4, 5, 9}, {6}), true);
-  const data::MnistDataset train(dir.string(), data::Split::train);
+  const data::IdxDataset train(dir.string(), data::Split::train);
   CHECK(train.size() == 6);
   CHECK(train.sample_shape() == Shape{4, 4});
   CHECK(train.label(5) == 9);
+  CHECK(train.max_label() == 9);
   std::vector<std::uint8_t> sample(16);
   train.copy_image(2, sample.data());
   CHECK(sample[0] == 32);
 
-  const std::string missing = message_of<IoError>([&] { data::MnistDataset(dir.string(), data::Split::test); });
+  const std::string missing = message_of<IoError>([&] { data::IdxDataset(dir.string(), data::Split::test); });
   CHECK_THAT(missing, Contains("looked for t10k-images-idx3-ubyte and t10k-images-idx3-ubyte.gz in"));
   CHECK_THAT(missing, Contains("scripts/fetch_mnist.sh"));
-  CHECK_THAT(message_of<IoError>([] { data::MnistDataset("/nonexistent/mnist", data::Split::train); }),
-             Contains("/nonexistent/mnist does not exist"));
+  CHECK_THAT(message_of<IoError>([] { data::IdxDataset("/nonexistent/mnist", data::Split::train, "Install X."); }),
+             Contains("/nonexistent/mnist does not exist. Install X."));
 
   data::write_idx((dir / "train-labels-idx1-ubyte.gz").string(), from_vector<std::uint8_t>({1, 2, 3, 4, 5}, {5}), true);
-  CHECK_THAT(message_of<FormatError>([&] { data::MnistDataset(dir.string(), data::Split::train); }),
+  CHECK_THAT(message_of<FormatError>([&] { data::IdxDataset(dir.string(), data::Split::train); }),
              Contains("image/label count mismatch"));
+  // Labels are not limited to MNIST's ten classes.
   data::write_idx((dir / "train-labels-idx1-ubyte.gz").string(), from_vector<std::uint8_t>({1, 2, 3, 4, 5, 12}, {6}), true);
-  CHECK_THAT(message_of<FormatError>([&] { data::MnistDataset(dir.string(), data::Split::train); }),
-             Contains("label 12 at index 5 is out of range"));
+  CHECK(data::IdxDataset(dir.string(), data::Split::train).max_label() == 12);
+}
+
+namespace {
+
+// Four IDX files: `train_labels` with images of train_h×train_w, `test_labels` with test_h×test_w.
+fs::path write_dataset(const std::string& name, const std::vector<std::uint8_t>& train_labels,
+                       const std::vector<std::uint8_t>& test_labels, std::int64_t test_side = 5) {
+  const fs::path dir = temp_dir() / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  auto write = [&](const char* prefix, const std::vector<std::uint8_t>& labels, std::int64_t side) {
+    const auto n = static_cast<std::int64_t>(labels.size());
+    std::vector<std::uint8_t> pixels(static_cast<std::size_t>(n * side * side));
+    for (std::size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<std::uint8_t>(i % 4 == 0 ? 255 : 0);
+    data::write_idx((dir / (std::string(prefix) + "-images-idx3-ubyte")).string(), from_vector(pixels, {n, side, side}));
+    data::write_idx((dir / (std::string(prefix) + "-labels-idx1-ubyte")).string(), from_vector(labels, {n}));
+  };
+  write("train", train_labels, 5);
+  write("t10k", test_labels, test_side);
+  return dir;
+}
+
+}  // namespace
+
+TEST_CASE("load_classification checks that the four files make one dataset") {
+  const data::DatasetSpec& idx = data::dataset_spec("idx");
+  const fs::path good = write_dataset("good", {0, 2, 1, 2}, {2, 0});
+  const data::ClassificationData d = data::load_classification(good.string(), idx);
+  CHECK(d.num_classes == 3);
+  CHECK(d.class_names == std::vector<std::string>{"0", "1", "2"});
+  CHECK(d.train->size() == 4);
+  CHECK(d.test->size() == 2);
+  // A quarter of the pixels are 255: mean 0.25, std sqrt(0.25 − 0.0625).
+  CHECK(d.normalization.mean == Approx(0.25));
+  CHECK(d.normalization.std == Approx(std::sqrt(0.1875)));
+  CHECK(d.spec.preprocess == "plain");
+
+  // Names beside the files; their count must match, and none may be empty.
+  std::ofstream(good / "classes.txt") << "cat\ndog\nbird\n\n";
+  CHECK(data::load_classification(good.string(), idx).class_names == std::vector<std::string>{"cat", "dog", "bird"});
+  std::ofstream(good / "classes.txt") << "cat\ndog\n";
+  CHECK_THAT(message_of<FormatError>([&] { data::load_classification(good.string(), idx); }),
+             Contains("classes.txt: names 2 classes, but the training labels in"));
+  std::ofstream(good / "classes.txt") << "cat\n\nbird\n";
+  CHECK_THAT(message_of<FormatError>([&] { data::load_classification(good.string(), idx); }),
+             Contains("classes.txt: line 2 is empty"));
+
+  // A test label beyond the training set's classes names the test labels file.
+  const fs::path beyond = write_dataset("beyond", {0, 1, 1}, {1, 3});
+  CHECK_THAT(message_of<FormatError>([&] { data::load_classification(beyond.string(), idx); }),
+             Contains("t10k-labels-idx1-ubyte: label 3 at index 1 is not a class of the training set"));
+  // Images of another size name the test images file.
+  const fs::path sizes = write_dataset("sizes", {0, 1}, {1, 0}, 6);
+  const std::string message = message_of<FormatError>([&] { data::load_classification(sizes.string(), idx); });
+  CHECK_THAT(message, Contains("t10k-images-idx3-ubyte: its images are 6×6 pixels but those of"));
+  CHECK_THAT(message, Contains("are 5×5"));
+  // A known dataset's names must fit the labels.
+  fs::remove(good / "classes.txt");
+  CHECK_THAT(message_of<FormatError>([&] { data::load_classification(good.string(), data::dataset_spec("fashion-mnist")); }),
+             Contains("Fashion-MNIST has 10 classes, but these labels go from 0 to 2"));
+  // The known datasets and their conventions.
+  CHECK(data::dataset_spec("fashion-mnist").class_names.at(9) == "Ankle boot");
+  CHECK(data::dataset_spec("mnist").normalization.mean == 0.1307f);
+  CHECK_THAT(message_of<ValueError>([] { data::dataset_spec("cifar"); }),
+             Contains("unknown dataset 'cifar' (expected one of mnist, fashion-mnist, idx)"));
 }
 
 TEST_CASE("random_split and Subset") {

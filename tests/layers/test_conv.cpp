@@ -150,4 +150,12 @@ TEST_CASE("Conv2d initialization, summary and the MNIST CNN's names") {
   const nn::CnnShape shape = nn::cnn_shape_of(model->state_dict(), "cnn");
   CHECK((shape.c1 == 4 && shape.c2 == 8 && shape.hidden == 16));
   CHECK_THROWS_AS(nn::cnn_shape_of(nn::mlp(784, {32}, 10)->state_dict(), "mlp"), FormatError);
+
+  // Other image sizes and class counts: 15×20 inputs pool to 5×8, 3 classes.
+  auto wide = nn::cnn(nn::CnnShape{.c1 = 2, .c2 = 3, .hidden = 5, .height = 15, .width = 20, .classes = 3}, &g);
+  CHECK((*wide)(rand({2, 1, 15, 20})).shape() == Shape{2, 3});
+  const nn::CnnShape back = nn::cnn_shape_of(wide->state_dict(), "wide", 15, 20);
+  CHECK((back.c2 == 3 && back.hidden == 5 && back.classes == 3 && back.flat_features() == 3 * 5 * 8));
+  CHECK_THROWS_AS(nn::cnn_shape_of(wide->state_dict(), "wide"), FormatError);  // not for 28×28
+  CHECK_THROWS_AS(nn::cnn(nn::CnnShape{.height = 5, .width = 28}), ShapeError);
 }

@@ -1,0 +1,142 @@
+// Model cards: reading and writing a model's description in its checkpoint's metadata.
+#include "apps/common/model_card.h"
+
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "layers/models.h"
+
+namespace ember::apps {
+namespace {
+
+std::string float_text(float v) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.9g", static_cast<double>(v));  // round-trips a float
+  return buffer;
+}
+
+float parse_float(const std::string& path, const std::string& key, const std::string& text) {
+  try {
+    std::size_t used = 0;
+    const float v = std::stof(text, &used);
+    if (used == text.size() && std::isfinite(v)) return v;
+  } catch (const std::exception&) {
+  }
+  throw FormatError(detail::concat(path, ": metadata '", key, "' is not a number: '", text.substr(0, 40), "'"));
+}
+
+// The Linear layer at the end of either architecture: its row count is the class count.
+std::int64_t output_classes(const Checkpoint& file, const std::string& kind) {
+  if (kind == "cnn") {
+    const Tensor* w = find_tensor(file.tensors, "10.weight");
+    return w && w->dim() == 2 ? w->size(0) : 0;
+  }
+  std::int64_t out = 0;
+  int last = -1;
+  for (const auto& [name, t] : file.tensors) {
+    const std::size_t dot = name.find('.');
+    if (name.substr(dot + 1) != "weight" || t.dim() != 2) continue;
+    const std::string index = name.substr(0, dot);
+    if (index.empty() || index.find_first_not_of("0123456789") != std::string::npos || index.size() > 6) continue;
+    if (std::stoi(index) > last) {
+      last = std::stoi(index);
+      out = t.size(0);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> ModelCard::to_metadata() const {
+  return {{"model_kind", kind},
+          {"input_shape", detail::concat(height, ",", width)},
+          {"classes", nlohmann::json(classes).dump()},
+          {"dataset", dataset},
+          {"preprocess", preprocess},
+          {"input_mean", float_text(normalization.mean)},
+          {"input_std", float_text(normalization.std)}};
+}
+
+ModelCard read_model_card(const Checkpoint& file, const std::string& path) {
+  const auto& meta = file.metadata;
+  auto get = [&](const char* key) -> const std::string* {
+    const auto it = meta.find(key);
+    return it == meta.end() ? nullptr : &it->second;
+  };
+  ModelCard card;
+  const Tensor* first = find_tensor(file.tensors, "0.weight");
+  card.kind = get("model_kind") ? *get("model_kind") : (first && first->dim() == 4 ? "cnn" : "mlp");
+  if (card.kind != "mlp" && card.kind != "cnn")
+    throw FormatError(detail::concat(path, ": model_kind '", card.kind, "' is neither mlp nor cnn"));
+
+  if (const std::string* shape = get("input_shape")) {
+    long long h = 0, w = 0;
+    char tail = 0;
+    if (std::sscanf(shape->c_str(), "%lld,%lld%c", &h, &w, &tail) != 2 || h <= 0 || w <= 0 || h > 65536 || w > 65536)
+      throw FormatError(detail::concat(path, ": metadata input_shape '", shape->substr(0, 40),
+                                       "' is not HEIGHT,WIDTH"));
+    card.height = h;
+    card.width = w;
+  } else if (card.kind == "mlp" && first && first->dim() == 2 && first->size(1) != 784) {
+    // No size recorded: a square image of the model's input count, if there is one.
+    const auto side = static_cast<std::int64_t>(std::llround(std::sqrt(static_cast<double>(first->size(1)))));
+    if (side * side != first->size(1))
+      throw FormatError(detail::concat(path, ": the model takes ", first->size(1), " inputs, which is no square image, "
+                                       "and its file does not say the image size (metadata input_shape)"));
+    card.height = card.width = side;
+  }
+
+  if (const std::string* classes = get("classes")) {
+    try {
+      card.classes = nlohmann::json::parse(*classes).get<std::vector<std::string>>();
+    } catch (const nlohmann::json::exception&) {
+      throw FormatError(detail::concat(path, ": metadata 'classes' is not a JSON list of names"));
+    }
+  } else {
+    for (std::int64_t c = 0; c < output_classes(file, card.kind); ++c) card.classes.push_back(std::to_string(c));
+  }
+  const std::int64_t outputs = output_classes(file, card.kind);
+  if (static_cast<std::int64_t>(card.classes.size()) != outputs)
+    throw FormatError(detail::concat(path, ": the metadata names ", card.classes.size(), " classes but the model has ",
+                                     outputs, " outputs"));
+
+  if (const std::string* d = get("dataset")) card.dataset = *d;
+  if (const std::string* p = get("preprocess")) card.preprocess = *p;
+  else if (card.height != 28 || card.width != 28) card.preprocess = "plain";
+  if (get("input_mean") && get("input_std")) {
+    card.normalization = {parse_float(path, "input_mean", *get("input_mean")),
+                          parse_float(path, "input_std", *get("input_std"))};
+    if (!(card.normalization.std > 0))
+      throw FormatError(detail::concat(path, ": metadata input_std must be positive"));
+  } else if (get("normalize") && *get("normalize") == "1") {
+    card.normalization = {0.1307f, 0.3081f};  // ember 0.1's --normalize: MNIST's figures
+  }
+  return card;
+}
+
+std::shared_ptr<nn::Sequential> build_model(const ModelCard& card, const Checkpoint& file, const std::string& path) {
+  StateDict weights;
+  for (const auto& [name, t] : file.tensors)
+    if (name.rfind("optimizer.", 0) != 0) weights.emplace_back(name, t);
+  std::shared_ptr<nn::Sequential> model;
+  if (card.kind == "cnn") {
+    model = nn::cnn(nn::cnn_shape_of(weights, path, card.height, card.width));
+  } else {
+    const nn::MlpShape shape = nn::mlp_shape_of(weights, path);
+    if (shape.in_features != card.height * card.width)
+      throw FormatError(detail::concat(path, ": the model takes ", shape.in_features, " inputs, not the ", card.height,
+                                       "×", card.width, " pixels of its images"));
+    model = nn::mlp(shape.in_features, shape.hidden, shape.out_features);
+  }
+  try {
+    model->load_state_dict(weights);
+  } catch (const ValueError& e) {
+    throw FormatError(detail::concat(path, ": ", e.what()));
+  }
+  return model;
+}
+
+}  // namespace ember::apps

@@ -1,0 +1,192 @@
+// What the programs share: checkpoint pairs (saved, resumed, refused when they do not belong
+// together, single files of ember 0.1), model cards, and preparing photos like each dataset.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "apps/common/images.h"
+#include "apps/common/model_card.h"
+#include "apps/common/train_state.h"
+#include "core/ops.h"
+#include "layers/models.h"
+#include "optim/optimizer.h"
+#include "support/helpers.h"
+
+using namespace ember;
+using Catch::Matchers::Contains;
+using ember::testing::message_of;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path work_dir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("ember_apps_" + std::to_string(::getpid())) / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// A model and an optimizer with state: two SGD steps with momentum on random data.
+struct Trained {
+  std::shared_ptr<nn::Sequential> model;
+  std::unique_ptr<optim::SGD> sgd;
+};
+
+Trained trained(std::uint64_t seed) {
+  Generator g(seed);
+  Trained t{nn::mlp(6, {5}, 3, &g), nullptr};
+  t.sgd = std::make_unique<optim::SGD>(t.model->parameters(), optim::GroupOptions{.lr = 0.1, .momentum = 0.9});
+  for (int step = 0; step < 2; ++step) {
+    Tensor loss = cross_entropy((*t.model)(rand({4, 6}, {}, &g)), from_vector<std::int32_t>({0, 1, 2, 1}, {4}));
+    t.sgd->zero_grad();
+    loss.backward();
+    t.sgd->step();
+  }
+  return t;
+}
+
+std::vector<float> flat(const nn::Module& m) {
+  std::vector<float> out;
+  for (const auto& [name, t] : m.state_dict())
+    for (float v : t.to_vector<float>()) out.push_back(v);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint pairs: the model file alone, the state beside it, tied by the model's hash") {
+  const fs::path dir = work_dir("pair");
+  CHECK(apps::state_path_for("a/m.safetensors") == "a/m.state.safetensors");
+  CHECK(apps::state_path_for("model.bin") == "model.bin.state.safetensors");
+
+  Trained a = trained(1);
+  const std::string path = (dir / "m.safetensors").string();
+  apps::save_checkpoint(path, *a.model, *a.sgd, {{"dataset", "mnist"}}, {{"epoch", "3"}});
+  // The model file holds the model's tensors only, under PyTorch's names.
+  const Checkpoint model_file = load_safetensors(path);
+  REQUIRE(model_file.tensors.size() == 4);
+  CHECK(model_file.tensors[0].first == "0.weight");
+  CHECK(model_file.metadata.at("format") == "pt");
+  const Checkpoint state_file = load_safetensors(apps::state_path_for(path));
+  CHECK(state_file.metadata.at("model_sha256") == apps::file_sha256(path));
+  CHECK(state_file.metadata.at("model_file") == "m.safetensors");
+
+  // Resuming restores the model and the optimizer's momentum: the next step matches.
+  Trained b = trained(2);
+  const apps::LoadedCheckpoint loaded = apps::load_checkpoint(path, *b.model, *b.sgd);
+  CHECK(loaded.metadata.at("epoch") == "3");
+  CHECK(loaded.metadata.at("dataset") == "mnist");
+  CHECK(flat(*b.model) == flat(*a.model));
+  Trained c = trained(3);
+  apps::load_checkpoint(apps::state_path_for(path), *c.model, *c.sgd);  // either file names the pair
+  CHECK(flat(*c.model) == flat(*a.model));
+  for (Trained* t : {&a, &b}) {
+    Tensor loss = cross_entropy((*t->model)(ones({2, 6})), from_vector<std::int32_t>({2, 0}, {2}));
+    t->sgd->zero_grad();
+    loss.backward();
+    t->sgd->step();
+  }
+  CHECK(flat(*b.model) == flat(*a.model));
+
+  // Another run's state beside this model: refused, naming both files.
+  const std::string other = (dir / "other.safetensors").string();
+  apps::save_checkpoint(other, *trained(4).model, *trained(4).sgd, {}, {});
+  fs::copy_file(apps::state_path_for(other), apps::state_path_for(path), fs::copy_options::overwrite_existing);
+  Trained d = trained(5);
+  const std::string mismatch = message_of<ValueError>([&] { apps::load_checkpoint(path, *d.model, *d.sgd); });
+  CHECK_THAT(mismatch, Contains(path + " and " + apps::state_path_for(path) + " do not belong together"));
+  // A model file without its state: says to use --init.
+  fs::remove(apps::state_path_for(path));
+  CHECK_THAT(message_of<ValueError>([&] { apps::load_checkpoint(path, *d.model, *d.sgd); }),
+             Contains("no training state beside it"));
+
+  // ember 0.1's single file: model, "optimizer." tensors and metadata in one.
+  StateDict single = a.model->state_dict();
+  const Checkpoint opt = a.sgd->state_dict();
+  std::map<std::string, std::string> meta{{"epoch", "7"}};
+  for (const auto& [name, t] : opt.tensors) single.emplace_back("optimizer." + name, t);
+  for (const auto& [key, value] : opt.metadata) meta["optimizer." + key] = value;
+  const std::string old = (dir / "old.safetensors").string();
+  save_safetensors(old, single, meta);
+  Trained e = trained(6);
+  CHECK(apps::load_checkpoint(old, *e.model, *e.sgd).metadata.at("epoch") == "7");
+  CHECK(flat(*e.model) == flat(*a.model));
+}
+
+TEST_CASE("model cards travel with the model and rebuild it") {
+  Generator g(3);
+  auto model = nn::cnn(nn::CnnShape{.c1 = 2, .c2 = 3, .hidden = 4, .height = 10, .width = 12, .classes = 3}, &g);
+  apps::ModelCard card{.kind = "cnn", .height = 10, .width = 12, .classes = {"a", "b", "c"}, .dataset = "idx",
+                       .preprocess = "plain", .normalization = {0.25f, 0.5f}};
+  const Checkpoint file{model->state_dict(), card.to_metadata()};
+  const apps::ModelCard back = apps::read_model_card(file, "f");
+  CHECK((back.kind == "cnn" && back.height == 10 && back.width == 12 && back.classes == card.classes));
+  CHECK((back.normalization.mean == 0.25f && back.normalization.std == 0.5f && back.preprocess == "plain"));
+  CHECK(flat(*apps::build_model(back, file, "f")) == flat(*model));
+
+  // Names that do not fit the model's outputs.
+  Checkpoint wrong = file;
+  wrong.metadata["classes"] = R"(["a","b"])";
+  CHECK_THAT(message_of<FormatError>([&] { apps::read_model_card(wrong, "f"); }),
+             Contains("f: the metadata names 2 classes but the model has 3 outputs"));
+  // A file from PyTorch (no metadata): MNIST's conventions, the architecture from the shapes.
+  const Checkpoint bare{nn::mlp(784, {8}, 10, &g)->state_dict(), {}};
+  const apps::ModelCard plain = apps::read_model_card(bare, "bare");
+  CHECK((plain.kind == "mlp" && plain.height == 28 && plain.classes.size() == 10 && plain.preprocess == "digit"));
+  CHECK((plain.normalization.mean == 0.0f && plain.normalization.std == 1.0f));
+  // ember 0.1's flag for MNIST's normalization.
+  const Checkpoint v01{bare.tensors, {{"normalize", "1"}}};
+  CHECK(apps::read_model_card(v01, "v01").normalization.mean == 0.1307f);
+  // An MLP of 36 inputs without a recorded size: a 6×6 image; of 35, no square: refused.
+  CHECK(apps::read_model_card({nn::mlp(36, {}, 2, &g)->state_dict(), {}}, "s").height == 6);
+  CHECK_THROWS_AS(apps::read_model_card({nn::mlp(35, {}, 2, &g)->state_dict(), {}}, "s"), FormatError);
+}
+
+TEST_CASE("photos are prepared the way each dataset was made") {
+  // An article: a 10×20 block with a gradient, centred in a 28×28 field as Fashion-MNIST does.
+  std::vector<std::uint8_t> sample(28 * 28, 0);
+  for (int y = 4; y < 24; ++y)
+    for (int x = 9; x < 19; ++x) sample[static_cast<std::size_t>(y * 28 + x)] = static_cast<std::uint8_t>(100 + 5 * y);
+  // Given back as a photo: 3× larger, dark on a white background with some grain, off-centre.
+  const int w = 120, h = 100;
+  apps::GrayImage photo{w, h, std::vector<std::uint8_t>(static_cast<std::size_t>(w * h))};
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x) {
+      const int sx = (x - 10) / 3, sy = (y - 5) / 3;
+      const int v = x >= 10 && sx < 28 && y >= 5 && sy < 28 ? sample[static_cast<std::size_t>(sy * 28 + sx)] : 0;
+      photo.pixels[static_cast<std::size_t>(y * w + x)] = static_cast<std::uint8_t>(255 - v - (x * 7 + y * 3) % 4);
+    }
+  // The article is trimmed, its longer side fitted to the field: 20 rows become 28.
+  const std::vector<std::uint8_t> article = apps::prepare_image(photo, "article", 28, 28);
+  int top = 28, bottom = -1, left = 28, right = -1;
+  for (int y = 0; y < 28; ++y)
+    for (int x = 0; x < 28; ++x)
+      if (article[static_cast<std::size_t>(y * 28 + x)] > 20) {
+        top = std::min(top, y), bottom = std::max(bottom, y), left = std::min(left, x), right = std::max(right, x);
+      }
+  CHECK((top == 0 && bottom == 27));             // the longer side fills the field
+  CHECK(((right - left + 1) >= 13 && (right - left + 1) <= 15));  // 10·28/20 = 14 columns
+  CHECK(std::abs((left + right) / 2.0 - 13.5) <= 1.0);  // centred
+  // The same photo as a digit: fitted into 20/28 of the field instead.
+  const std::vector<std::uint8_t> digit = apps::prepare_image(photo, "digit", 28, 28);
+  int rows = 0;
+  for (int y = 0; y < 28; ++y)
+    for (int x = 0; x < 28; ++x)
+      if (digit[static_cast<std::size_t>(y * 28 + x)] > 20) {
+        ++rows;
+        break;
+      }
+  CHECK(rows == 20);
+  // plain: the whole picture scaled to the field (a 2× enlargement comes back exactly).
+  apps::GrayImage big{56, 56, std::vector<std::uint8_t>(56 * 56)};
+  for (int y = 0; y < 56; ++y)
+    for (int x = 0; x < 56; ++x) big.pixels[static_cast<std::size_t>(y * 56 + x)] = sample[static_cast<std::size_t>((y / 2) * 28 + x / 2)];
+  CHECK(apps::prepare_image(big, "plain", 28, 28) == sample);
+  CHECK(apps::prepare_image(big, "article", 28, 28).size() == 28 * 28);
+  CHECK_THROWS_AS(apps::prepare_image(big, "cifar", 28, 28), ValueError);
+  apps::GrayImage blank{8, 8, std::vector<std::uint8_t>(64, 255)};
+  CHECK_THROWS_AS(apps::prepare_image(blank, "article", 28, 28), ValueError);
+}
