@@ -177,6 +177,23 @@ grep -q "the last good checkpoint is" "$work/err.txt" && pass "the message point
 cmp -s "$work/h16.safetensors" "$work/good.safetensors" && pass "the last good checkpoint is intact" ||
   fail "the checkpoint was overwritten"
 
+# ---- any IDX dataset: 10×12 images, three named classes, both models -----------------------------
+mkdir -p "$work/tiny"
+for split in train t10k; do
+  idx_file "$work/tiny/$split-images-idx3-ubyte" 12 10 12
+  { idx_file /dev/stdout 12 | head -c 8; for ((k = 0; k < 12; k++)); do byte $((k % 3)); done; } \
+    >"$work/tiny/$split-labels-idx1-ubyte"
+done
+printf 'circle\nsquare\ntriangle\n' >"$work/tiny/classes.txt"
+for model in mlp cnn; do
+  "$train" --dataset idx --data "$work/tiny" --model $model --hidden 8 --channels 2,3 --epochs 1 --val-size 0 \
+    --workers 0 --save "$work/tiny-$model.safetensors" >"$work/out.txt" 2>&1 &&
+    grep -q "12 test images, 3 classes" "$work/out.txt" &&
+    "$predict" --model "$work/tiny-$model.safetensors" --idx "$work/tiny/t10k-images-idx3-ubyte" --index 1 >"$work/out.txt" &&
+    grep -q "label: square" "$work/out.txt" && pass "--dataset idx: 10×12 images, 3 named classes, $model" ||
+    fail "--dataset idx with $model: $(tail -3 "$work/out.txt")"
+done
+
 # ---- Fashion-MNIST: trains on all 60,000 images, predictions are named -------------------------
 if [ -f "$fashion/train-images-idx3-ubyte.gz" ]; then
   "$train" --dataset fashion-mnist --data "$fashion" --epochs 1 --workers 0 --save "$work/fashion.safetensors" \
