@@ -21,7 +21,7 @@
 #include "core/autograd.h"
 #include "core/config.h"
 #include "core/cuda.h"
-#include "core/op_helpers.h"
+#include "core/dispatch.h"
 #include "core/ops.h"
 #include "core/profile.h"
 #include "core/serialize.h"
@@ -29,7 +29,6 @@
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 #include "kernels/layout.h"
-#include "kernels/leaky_relu.h"
 #include "kernels/optim.h"
 #include "kernels/reduce.h"
 #include "kernels/softmax.h"
@@ -119,9 +118,11 @@ class Arena {
   std::size_t flush_;
 };
 
-#if EMBER_WITH_CUDA
-cudaStream_t stream_of(Device d) { return cuda::current_stream(d); }
-#endif
+// Runs cpu() or cuda(stream) on the case's device (Note [device dispatch] in core/dispatch.h).
+template <class Cpu, class Cuda>
+void on(Device d, Cpu&& cpu, Cuda&& cuda) {
+  detail::dispatch_device(d, std::forward<Cpu>(cpu), std::forward<Cuda>(cuda));
+}
 
 // Runs the kernel once on set 0 with the output poisoned, and compares with `want`.
 std::function<std::string()> checker(std::function<void(int)> run, Tensor out, std::vector<float> want, double atol,
@@ -157,46 +158,50 @@ void add_elementwise(std::vector<Case>& cases, const Arena& arena, std::size_t n
     std::vector<float> want(n);
     kc::unary(op, xh.data(), want.data(), n);
     add(name, 8.0 * n, [=](int r) {
-          if (gpu) EMBER_CUDA_ONLY(kernels::cuda::unary(op, (*x)[r].raw<float>(), (*out)[r].raw<float>(), n, stream_of(d)));
-          else kc::unary(op, (*x)[r].raw<float>(), (*out)[r].raw<float>(), n);
+          on(d, [&] { kc::unary(op, (*x)[r].raw<float>(), (*out)[r].raw<float>(), n); },
+             [&](auto stream) { kernels::cuda::unary(op, (*x)[r].raw<float>(), (*out)[r].raw<float>(), n, {}, stream); });
         }, want, op == kernels::UnaryOp::relu ? 0.0 : 2e-6);
   }
   {
     std::vector<float> want(n);
-    kc::affine(xh.data(), 1.5f, -0.5f, want.data(), n);
+    const kernels::OpArgs<float> affine_args{1.5f, -0.5f};
+    kc::unary(kernels::UnaryOp::affine, xh.data(), want.data(), n, affine_args);
     add("affine", 8.0 * n, [=](int r) {
-          if (gpu) EMBER_CUDA_ONLY(kernels::cuda::affine((*x)[r].raw<float>(), 1.5f, -0.5f, (*out)[r].raw<float>(), n, stream_of(d)));
-          else kc::affine((*x)[r].raw<float>(), 1.5f, -0.5f, (*out)[r].raw<float>(), n);
+          on(d, [&] { kc::unary(kernels::UnaryOp::affine, (*x)[r].raw<float>(), (*out)[r].raw<float>(), n, affine_args); },
+             [&](auto stream) { kernels::cuda::unary(kernels::UnaryOp::affine, (*x)[r].raw<float>(), (*out)[r].raw<float>(), n, affine_args, stream); });
         }, want, 1e-6);
     kc::binary(kernels::BinaryOp::add, xh.data(), yh.data(), want.data(), n);
     add("binary_add", 12.0 * n, [=](int r) {
-          if (gpu) EMBER_CUDA_ONLY(kernels::cuda::binary(kernels::BinaryOp::add, (*x)[r].raw<float>(), (*y)[r].raw<float>(), (*out)[r].raw<float>(), n, stream_of(d)));
-          else kc::binary(kernels::BinaryOp::add, (*x)[r].raw<float>(), (*y)[r].raw<float>(), (*out)[r].raw<float>(), n);
+          on(d, [&] { kc::binary(kernels::BinaryOp::add, (*x)[r].raw<float>(), (*y)[r].raw<float>(), (*out)[r].raw<float>(), n); },
+             [&](auto stream) { kernels::cuda::binary(kernels::BinaryOp::add, (*x)[r].raw<float>(), (*y)[r].raw<float>(), (*out)[r].raw<float>(), n, stream); });
         }, want, 1e-6);
     kc::activation_grad(kernels::ActivationGrad::relu, xh.data(), yh.data(), want.data(), n, kernels::WriteMode::overwrite);
     add("relu_backward", 12.0 * n, [=](int r) {
-          if (gpu) EMBER_CUDA_ONLY(kernels::cuda::activation_grad(kernels::ActivationGrad::relu, (*x)[r].raw<float>(), (*y)[r].raw<float>(), (*out)[r].raw<float>(), n, kernels::WriteMode::overwrite, stream_of(d)));
-          else kc::activation_grad(kernels::ActivationGrad::relu, (*x)[r].raw<float>(), (*y)[r].raw<float>(), (*out)[r].raw<float>(), n, kernels::WriteMode::overwrite);
+          on(d, [&] { kc::activation_grad(kernels::ActivationGrad::relu, (*x)[r].raw<float>(), (*y)[r].raw<float>(), (*out)[r].raw<float>(), n, kernels::WriteMode::overwrite); },
+             [&](auto stream) { kernels::cuda::activation_grad(kernels::ActivationGrad::relu, (*x)[r].raw<float>(), (*y)[r].raw<float>(), (*out)[r].raw<float>(), n, kernels::WriteMode::overwrite, {}, stream); });
         }, want, 0.0);
-    kc::leaky_relu_forward(xh.data(), want.data(), n, 0.01f);
+    const kernels::OpArgs<float> slope{0.01f, 0.0f};
+    kc::unary(kernels::UnaryOp::leaky_relu, xh.data(), want.data(), n, slope);
     add("leaky_relu_forward", 8.0 * n, [=](int r) {
-          if (gpu) EMBER_CUDA_ONLY(kernels::cuda::leaky_relu_forward((*x)[r].raw<float>(), (*out)[r].raw<float>(), n, 0.01f, stream_of(d)));
-          else kc::leaky_relu_forward((*x)[r].raw<float>(), (*out)[r].raw<float>(), n, 0.01f);
+          on(d, [&] { kc::unary(kernels::UnaryOp::leaky_relu, (*x)[r].raw<float>(), (*out)[r].raw<float>(), n, slope); },
+             [&](auto stream) { kernels::cuda::unary(kernels::UnaryOp::leaky_relu, (*x)[r].raw<float>(), (*out)[r].raw<float>(), n, slope, stream); });
         }, want, 1e-6);
-    kc::leaky_relu_backward(xh.data(), yh.data(), want.data(), n, 0.01f, kernels::WriteMode::overwrite);
+    kc::activation_grad(kernels::ActivationGrad::leaky_relu, xh.data(), yh.data(), want.data(), n,
+                        kernels::WriteMode::overwrite, slope);
     add("leaky_relu_backward", 12.0 * n, [=](int r) {
-          if (gpu) EMBER_CUDA_ONLY(kernels::cuda::leaky_relu_backward((*x)[r].raw<float>(), (*y)[r].raw<float>(), (*out)[r].raw<float>(), n, 0.01f, kernels::WriteMode::overwrite, stream_of(d)));
-          else kc::leaky_relu_backward((*x)[r].raw<float>(), (*y)[r].raw<float>(), (*out)[r].raw<float>(), n, 0.01f, kernels::WriteMode::overwrite);
+          on(d, [&] { kc::activation_grad(kernels::ActivationGrad::leaky_relu, (*x)[r].raw<float>(), (*y)[r].raw<float>(), (*out)[r].raw<float>(), n, kernels::WriteMode::overwrite, slope); },
+             [&](auto stream) { kernels::cuda::activation_grad(kernels::ActivationGrad::leaky_relu, (*x)[r].raw<float>(), (*y)[r].raw<float>(), (*out)[r].raw<float>(), n, kernels::WriteMode::overwrite, slope, stream); });
         }, want, 1e-6);
     kc::activation_grad(kernels::ActivationGrad::tanh, xh.data(), yh.data(), want.data(), n, kernels::WriteMode::overwrite);
     add("tanh_backward", 12.0 * n, [=](int r) {
-          if (gpu) EMBER_CUDA_ONLY(kernels::cuda::activation_grad(kernels::ActivationGrad::tanh, (*x)[r].raw<float>(), (*y)[r].raw<float>(), (*out)[r].raw<float>(), n, kernels::WriteMode::overwrite, stream_of(d)));
-          else kc::activation_grad(kernels::ActivationGrad::tanh, (*x)[r].raw<float>(), (*y)[r].raw<float>(), (*out)[r].raw<float>(), n, kernels::WriteMode::overwrite);
+          on(d, [&] { kc::activation_grad(kernels::ActivationGrad::tanh, (*x)[r].raw<float>(), (*y)[r].raw<float>(), (*out)[r].raw<float>(), n, kernels::WriteMode::overwrite); },
+             [&](auto stream) { kernels::cuda::activation_grad(kernels::ActivationGrad::tanh, (*x)[r].raw<float>(), (*y)[r].raw<float>(), (*out)[r].raw<float>(), n, kernels::WriteMode::overwrite, {}, stream); });
         }, want, 1e-6);
-    kc::pow_scalar(yh.data(), 1.5f, want.data(), n);
+    const kernels::OpArgs<float> exponent{1.5f, 0.0f};
+    kc::unary(kernels::UnaryOp::pow, yh.data(), want.data(), n, exponent);
     add("pow_scalar", 8.0 * n, [=](int r) {
-          if (gpu) EMBER_CUDA_ONLY(kernels::cuda::pow_scalar((*y)[r].raw<float>(), 1.5f, (*out)[r].raw<float>(), n, stream_of(d)));
-          else kc::pow_scalar((*y)[r].raw<float>(), 1.5f, (*out)[r].raw<float>(), n);
+          on(d, [&] { kc::unary(kernels::UnaryOp::pow, (*y)[r].raw<float>(), (*out)[r].raw<float>(), n, exponent); },
+             [&](auto stream) { kernels::cuda::unary(kernels::UnaryOp::pow, (*y)[r].raw<float>(), (*out)[r].raw<float>(), n, exponent, stream); });
         }, want, 2e-6);
     // Broadcasting: [n/64, 64] + [64], and the expand behind sum's and mean's backward.
     const std::size_t cols = 64, rows = std::max<std::size_t>(1, n / cols);
@@ -212,27 +217,27 @@ void add_elementwise(std::vector<Case>& cases, const Arena& arena, std::size_t n
     kc::binary_broadcast(kernels::BinaryOp::add, xh.data(), yh.data(), want_b.data(), layout);
     want_b.resize(n, std::numeric_limits<float>::quiet_NaN());  // the tail past rows·cols is not written
     add("binary_broadcast_add", 8.0 * rows * cols, [=](int r) {
-          if (gpu) EMBER_CUDA_ONLY(kernels::cuda::binary_broadcast(kernels::BinaryOp::add, (*x)[r].raw<float>(), (*y)[r].raw<float>(), (*out)[r].raw<float>(), layout, stream_of(d)));
-          else kc::binary_broadcast(kernels::BinaryOp::add, (*x)[r].raw<float>(), (*y)[r].raw<float>(), (*out)[r].raw<float>(), layout);
+          on(d, [&] { kc::binary_broadcast(kernels::BinaryOp::add, (*x)[r].raw<float>(), (*y)[r].raw<float>(), (*out)[r].raw<float>(), layout); },
+             [&](auto stream) { kernels::cuda::binary_broadcast(kernels::BinaryOp::add, (*x)[r].raw<float>(), (*y)[r].raw<float>(), (*out)[r].raw<float>(), layout, stream); });
         }, want_b, 1e-6);
     kernels::BroadcastLayout rows_of_bias = layout;
     rows_of_bias.a_stride[0] = 0;
     kc::expand(yh.data(), want_b.data(), rows_of_bias, 1.0f);
     add("expand", 4.0 * rows * cols, [=](int r) {
-          if (gpu) EMBER_CUDA_ONLY(kernels::cuda::expand((*y)[r].raw<float>(), (*out)[r].raw<float>(), rows_of_bias, 1.0f, stream_of(d)));
-          else kc::expand((*y)[r].raw<float>(), (*out)[r].raw<float>(), rows_of_bias, 1.0f);
+          on(d, [&] { kc::expand((*y)[r].raw<float>(), (*out)[r].raw<float>(), rows_of_bias, 1.0f); },
+             [&](auto stream) { kernels::cuda::expand((*y)[r].raw<float>(), (*out)[r].raw<float>(), rows_of_bias, 1.0f, stream); });
         }, want_b, 0.0);
     // The strided block copy behind cat: the left half of each row of [n/64, 64] into [n/64, 32].
     std::vector<float> want_c(n, std::numeric_limits<float>::quiet_NaN());
     kc::copy_2d(xh.data(), cols, want_c.data(), cols / 2, rows, cols / 2);
     add("copy_2d", 4.0 * rows * cols, [=](int r) {
-          if (gpu) EMBER_CUDA_ONLY(kernels::cuda::copy_2d((*x)[r].raw<float>(), cols, (*out)[r].raw<float>(), cols / 2, rows, cols / 2, stream_of(d)));
-          else kc::copy_2d((*x)[r].raw<float>(), cols, (*out)[r].raw<float>(), cols / 2, rows, cols / 2);
+          on(d, [&] { kc::copy_2d((*x)[r].raw<float>(), cols, (*out)[r].raw<float>(), cols / 2, rows, cols / 2); },
+             [&](auto stream) { kernels::cuda::copy_2d((*x)[r].raw<float>(), cols, (*out)[r].raw<float>(), cols / 2, rows, cols / 2, stream); });
         }, want_c, 0.0);
     std::fill(want.begin(), want.end(), 0.25f);
     add("fill", 4.0 * n, [=](int r) {
-          if (gpu) EMBER_CUDA_ONLY(kernels::cuda::fill((*out)[r].raw<float>(), 0.25f, n, stream_of(d)));
-          else kc::fill((*out)[r].raw<float>(), 0.25f, n);
+          on(d, [&] { kc::fill((*out)[r].raw<float>(), 0.25f, n); },
+             [&](auto stream) { kernels::cuda::fill((*out)[r].raw<float>(), 0.25f, n, stream); });
         }, want, 0.0);
   }
   {  // a dtype conversion, and the accuracy count over i64 predictions and i32 targets
@@ -241,8 +246,8 @@ void add_elementwise(std::vector<Case>& cases, const Arena& arena, std::size_t n
     kc::cast(xh.data(), want_i.data(), n);
     std::vector<float> want(want_i.begin(), want_i.end());
     Case cast{"cast_f32_i32", "v1", true, d, label, 8.0 * n, 0, rot, [=](int r) {
-                if (gpu) EMBER_CUDA_ONLY(kernels::cuda::cast((*x)[r].raw<float>(), (*ints)[r].raw<std::int32_t>(), n, stream_of(d)));
-                else kc::cast((*x)[r].raw<float>(), (*ints)[r].raw<std::int32_t>(), n);
+                on(d, [&] { kc::cast((*x)[r].raw<float>(), (*ints)[r].raw<std::int32_t>(), n); },
+                   [&](auto stream) { kernels::cuda::cast((*x)[r].raw<float>(), (*ints)[r].raw<std::int32_t>(), n, stream); });
               }, nullptr};
     if (gpu) cast.check = checker(cast.run, (*ints)[0], want, 0.0, 0.0);
     cases.push_back(cast);
@@ -258,8 +263,8 @@ void add_elementwise(std::vector<Case>& cases, const Arena& arena, std::size_t n
     std::int64_t want_count = 0;
     kc::count_equal(pred.data(), target.data(), &want_count, n);
     Case eq{"count_equal", "v1", true, d, label, 12.0 * n, 0, rot, [=](int r) {
-              if (gpu) EMBER_CUDA_ONLY(kernels::cuda::count_equal((*pt)[r].raw<std::int64_t>(), (*tt)[r].raw<std::int32_t>(), (*count)[r].raw<std::int64_t>(), n, stream_of(d)));
-              else kc::count_equal((*pt)[r].raw<std::int64_t>(), (*tt)[r].raw<std::int32_t>(), (*count)[r].raw<std::int64_t>(), n);
+              on(d, [&] { kc::count_equal((*pt)[r].raw<std::int64_t>(), (*tt)[r].raw<std::int32_t>(), (*count)[r].raw<std::int64_t>(), n); },
+                 [&](auto stream) { kernels::cuda::count_equal((*pt)[r].raw<std::int64_t>(), (*tt)[r].raw<std::int32_t>(), (*count)[r].raw<std::int64_t>(), n, stream); });
             }, nullptr};
     if (gpu) eq.check = checker(eq.run, (*count)[0], {static_cast<float>(want_count)}, 0.0, 0.0);
     cases.push_back(eq);
@@ -271,8 +276,8 @@ void add_elementwise(std::vector<Case>& cases, const Arena& arena, std::size_t n
     std::vector<float> want(n);
     kc::normalize_u8(pixels.data(), want.data(), n, 0.1307f, 0.3081f);
     add("normalize_u8", 5.0 * n, [=](int r) {
-          if (gpu) EMBER_CUDA_ONLY(kernels::cuda::normalize_u8((*px)[r].raw<std::uint8_t>(), (*out)[r].raw<float>(), n, 0.1307f, 0.3081f, stream_of(d)));
-          else kc::normalize_u8((*px)[r].raw<std::uint8_t>(), (*out)[r].raw<float>(), n, 0.1307f, 0.3081f);
+          on(d, [&] { kc::normalize_u8((*px)[r].raw<std::uint8_t>(), (*out)[r].raw<float>(), n, 0.1307f, 0.3081f); },
+             [&](auto stream) { kernels::cuda::normalize_u8((*px)[r].raw<std::uint8_t>(), (*out)[r].raw<float>(), n, 0.1307f, 0.3081f, stream); });
         }, want, 1e-6);
   }
 }
@@ -293,7 +298,8 @@ void add_rowwise(std::vector<Case>& cases, const Arena& arena, std::size_t n) {
   auto t = std::make_shared<std::vector<Tensor>>(arena.copies(th, {static_cast<std::int64_t>(rows)}, rot));
   auto out = std::make_shared<std::vector<Tensor>>(arena.outputs(shape, DType::f32, rot));
   auto out_rows = std::make_shared<std::vector<Tensor>>(arena.outputs({static_cast<std::int64_t>(rows)}, DType::f32, rot));
-  auto lse = std::make_shared<std::vector<Tensor>>(arena.outputs({static_cast<std::int64_t>(rows)}, DType::f32, rot));
+  auto row_max = std::make_shared<std::vector<Tensor>>(arena.outputs({static_cast<std::int64_t>(rows)}, DType::f32, rot));
+  auto row_sum = std::make_shared<std::vector<Tensor>>(arena.outputs({static_cast<std::int64_t>(rows)}, DType::f32, rot));
   const std::string label = std::to_string(rows) + "x" + std::to_string(cols);
   auto add = [&](const std::string& family, double bytes, std::function<void(int)> run, Tensor out0,
                  std::vector<float> want, double atol, double rtol, std::string shape_label = "") {
@@ -302,32 +308,56 @@ void add_rowwise(std::vector<Case>& cases, const Arena& arena, std::size_t n) {
     cases.push_back(std::move(c));
   };
   using kernels::SoftmaxKind;
-  std::vector<float> want(m), want_rows(rows), want_lse(rows);
+  std::vector<float> want(m), want_rows(rows);
   kc::softmax_forward(SoftmaxKind::softmax, xh.data(), want.data(), rows, cols);
   const std::vector<float> y_host = want;
   add("softmax_forward", 8.0 * m, [=](int r) {
-        if (gpu) EMBER_CUDA_ONLY(kernels::cuda::softmax_forward(SoftmaxKind::softmax, (*x)[r].raw<float>(), (*out)[r].raw<float>(), rows, cols, stream_of(d)));
-        else kc::softmax_forward(SoftmaxKind::softmax, (*x)[r].raw<float>(), (*out)[r].raw<float>(), rows, cols);
+        on(d, [&] { kc::softmax_forward(SoftmaxKind::softmax, (*x)[r].raw<float>(), (*out)[r].raw<float>(), rows, cols); },
+           [&](auto stream) { kernels::cuda::softmax_forward(SoftmaxKind::softmax, (*x)[r].raw<float>(), (*out)[r].raw<float>(), rows, cols, stream); });
       }, (*out)[0], want, 1e-6, 1e-5);
   auto y = std::make_shared<std::vector<Tensor>>(arena.copies(y_host, shape, rot));
   kc::softmax_backward(SoftmaxKind::softmax, gh.data(), y_host.data(), want.data(), rows, cols, kernels::WriteMode::overwrite);
   add("softmax_backward", 12.0 * m, [=](int r) {
-        if (gpu) EMBER_CUDA_ONLY(kernels::cuda::softmax_backward(SoftmaxKind::softmax, (*g)[r].raw<float>(), (*y)[r].raw<float>(), (*out)[r].raw<float>(), rows, cols, kernels::WriteMode::overwrite, stream_of(d)));
-        else kc::softmax_backward(SoftmaxKind::softmax, (*g)[r].raw<float>(), (*y)[r].raw<float>(), (*out)[r].raw<float>(), rows, cols, kernels::WriteMode::overwrite);
+        on(d, [&] { kc::softmax_backward(SoftmaxKind::softmax, (*g)[r].raw<float>(), (*y)[r].raw<float>(), (*out)[r].raw<float>(), rows, cols, kernels::WriteMode::overwrite); },
+           [&](auto stream) { kernels::cuda::softmax_backward(SoftmaxKind::softmax, (*g)[r].raw<float>(), (*y)[r].raw<float>(), (*out)[r].raw<float>(), rows, cols, kernels::WriteMode::overwrite, stream); });
       }, (*out)[0], want, 1e-6, 1e-5);
   kernels::DeviceErrorRecord record;
-  kc::cross_entropy_forward(xh.data(), th.data(), want_rows.data(), want_lse.data(), rows, cols, &record);
-  add("cross_entropy_forward", 4.0 * m + 12.0 * rows, [=](int r) {
-        if (gpu) EMBER_CUDA_ONLY(kernels::cuda::cross_entropy_forward((*x)[r].raw<float>(), (*t)[r].raw<std::int32_t>(), (*out_rows)[r].raw<float>(), (*lse)[r].raw<float>(), rows, cols, cuda::device_error_record(d), stream_of(d)));
-        else { kernels::DeviceErrorRecord e; kc::cross_entropy_forward((*x)[r].raw<float>(), (*t)[r].raw<std::int32_t>(), (*out_rows)[r].raw<float>(), (*lse)[r].raw<float>(), rows, cols, &e); }
+  std::vector<float> want_max(rows), want_sum(rows);
+  kc::cross_entropy_forward(xh.data(), th.data(), want_rows.data(), want_max.data(), want_sum.data(), rows, cols,
+                            &record);
+  add("cross_entropy_forward", 4.0 * m + 16.0 * rows, [=](int r) {
+        on(d,
+           [&] {
+             kernels::DeviceErrorRecord e;
+             kc::cross_entropy_forward((*x)[r].raw<float>(), (*t)[r].raw<std::int32_t>(), (*out_rows)[r].raw<float>(),
+                                       (*row_max)[r].raw<float>(), (*row_sum)[r].raw<float>(), rows, cols, &e);
+           },
+           [&](auto stream) {
+             kernels::cuda::cross_entropy_forward((*x)[r].raw<float>(), (*t)[r].raw<std::int32_t>(),
+                                                  (*out_rows)[r].raw<float>(), (*row_max)[r].raw<float>(),
+                                                  (*row_sum)[r].raw<float>(), rows, cols, cuda::device_error_record(d),
+                                                  stream);
+           });
       }, (*out_rows)[0], want_rows, 1e-5, 1e-5);
-  auto lse_in = std::make_shared<std::vector<Tensor>>(arena.copies(want_lse, {static_cast<std::int64_t>(rows)}, rot));
+  auto max_in = std::make_shared<std::vector<Tensor>>(arena.copies(want_max, {static_cast<std::int64_t>(rows)}, rot));
+  auto sum_in = std::make_shared<std::vector<Tensor>>(arena.copies(want_sum, {static_cast<std::int64_t>(rows)}, rot));
   auto one = std::make_shared<Tensor>(full({1}, 1.0, {.device = d}));
   const float one_host = 1.0f, scale = 1.0f / static_cast<float>(rows);
-  kc::cross_entropy_backward(xh.data(), th.data(), want_lse.data(), &one_host, scale, want.data(), rows, cols, kernels::WriteMode::overwrite);
-  add("cross_entropy_backward", 8.0 * m + 8.0 * rows, [=](int r) {
-        if (gpu) EMBER_CUDA_ONLY(kernels::cuda::cross_entropy_backward((*x)[r].raw<float>(), (*t)[r].raw<std::int32_t>(), (*lse_in)[r].raw<float>(), one->raw<float>(), scale, (*out)[r].raw<float>(), rows, cols, kernels::WriteMode::overwrite, stream_of(d)));
-        else kc::cross_entropy_backward((*x)[r].raw<float>(), (*t)[r].raw<std::int32_t>(), (*lse_in)[r].raw<float>(), one->raw<float>(), scale, (*out)[r].raw<float>(), rows, cols, kernels::WriteMode::overwrite);
+  kc::cross_entropy_backward(xh.data(), th.data(), want_max.data(), want_sum.data(), &one_host, scale, want.data(), rows,
+                             cols, kernels::WriteMode::overwrite);
+  add("cross_entropy_backward", 8.0 * m + 12.0 * rows, [=](int r) {
+        on(d,
+           [&] {
+             kc::cross_entropy_backward((*x)[r].raw<float>(), (*t)[r].raw<std::int32_t>(), (*max_in)[r].raw<float>(),
+                                        (*sum_in)[r].raw<float>(), one->raw<float>(), scale, (*out)[r].raw<float>(),
+                                        rows, cols, kernels::WriteMode::overwrite);
+           },
+           [&](auto stream) {
+             kernels::cuda::cross_entropy_backward((*x)[r].raw<float>(), (*t)[r].raw<std::int32_t>(),
+                                                   (*max_in)[r].raw<float>(), (*sum_in)[r].raw<float>(),
+                                                   one->raw<float>(), scale, (*out)[r].raw<float>(), rows, cols,
+                                                   kernels::WriteMode::overwrite, stream);
+           });
       }, (*out)[0], want, 1e-7, 1e-5);
   // Loss, gradient and the loss sum in one pass: a training step's whole loss (the counter and the
   // two scalars are this case's own; the sum just keeps growing).
@@ -338,19 +368,19 @@ void add_rowwise(std::vector<Case>& cases, const Arena& arena, std::size_t n) {
   auto scalars = std::make_shared<Tensor>(zeros({2}, {.device = d}));
   auto counter = std::make_shared<Tensor>(zeros({1}, {.dtype = DType::i32, .device = d}));
   add("cross_entropy_fused", 8.0 * m + 8.0 * rows, [=](int r) {
-        if (gpu) EMBER_CUDA_ONLY(kernels::cuda::cross_entropy_fused((*x)[r].raw<float>(), (*t)[r].raw<std::int32_t>(), (*out)[r].raw<float>(), (*out_rows)[r].raw<float>(), scalars->raw<float>(), scalars->raw<float>() + 1, rows, cols, scale, cuda::device_error_record(d), reinterpret_cast<unsigned*>(counter->raw<std::int32_t>()), stream_of(d)));
-        else kc::cross_entropy_fused((*x)[r].raw<float>(), (*t)[r].raw<std::int32_t>(), (*out)[r].raw<float>(), (*out_rows)[r].raw<float>(), scalars->raw<float>(), scalars->raw<float>() + 1, rows, cols, scale, nullptr);
+        on(d, [&] { kc::cross_entropy_fused((*x)[r].raw<float>(), (*t)[r].raw<std::int32_t>(), (*out)[r].raw<float>(), (*out_rows)[r].raw<float>(), scalars->raw<float>(), scalars->raw<float>() + 1, rows, cols, scale, nullptr); },
+           [&](auto stream) { kernels::cuda::cross_entropy_fused((*x)[r].raw<float>(), (*t)[r].raw<std::int32_t>(), (*out)[r].raw<float>(), (*out_rows)[r].raw<float>(), scalars->raw<float>(), scalars->raw<float>() + 1, rows, cols, scale, cuda::device_error_record(d), reinterpret_cast<unsigned*>(counter->raw<std::int32_t>()), stream); });
       }, (*out)[0], want, 1e-7, 1e-5);
   kc::max_last_dim(xh.data(), want_rows.data(), nullptr, rows, cols);
   add("max_last_dim", 4.0 * m + 4.0 * rows, [=](int r) {
-        if (gpu) EMBER_CUDA_ONLY(kernels::cuda::max_last_dim((*x)[r].raw<float>(), (*out_rows)[r].raw<float>(), nullptr, rows, cols, stream_of(d)));
-        else kc::max_last_dim((*x)[r].raw<float>(), (*out_rows)[r].raw<float>(), nullptr, rows, cols);
+        on(d, [&] { kc::max_last_dim((*x)[r].raw<float>(), (*out_rows)[r].raw<float>(), nullptr, rows, cols); },
+           [&](auto stream) { kernels::cuda::max_last_dim((*x)[r].raw<float>(), (*out_rows)[r].raw<float>(), nullptr, rows, cols, stream); });
       }, (*out_rows)[0], want_rows, 0.0, 0.0);
   // Sums: every row of 10 (inner = 1), the bias-gradient layout [rows, 10] over dim 0, everything.
   kc::sum(xh.data(), want_rows.data(), rows, cols, 1, 1.0f);
   add("sum_rows", 4.0 * m + 4.0 * rows, [=](int r) {
-        if (gpu) EMBER_CUDA_ONLY(kernels::cuda::sum((*x)[r].raw<float>(), (*out_rows)[r].raw<float>(), rows, cols, 1, 1.0f, nullptr, stream_of(d)));
-        else kc::sum((*x)[r].raw<float>(), (*out_rows)[r].raw<float>(), rows, cols, 1, 1.0f);
+        on(d, [&] { kc::sum((*x)[r].raw<float>(), (*out_rows)[r].raw<float>(), rows, cols, 1, 1.0f); },
+           [&](auto stream) { kernels::cuda::sum((*x)[r].raw<float>(), (*out_rows)[r].raw<float>(), rows, cols, 1, 1.0f, nullptr, stream); });
       }, (*out_rows)[0], want_rows, 1e-5, 1e-5);
   auto cols_out = std::make_shared<std::vector<Tensor>>(arena.outputs({static_cast<std::int64_t>(cols)}, DType::f32, rot));
   std::vector<float> want_cols(cols), want_all(1);
@@ -358,16 +388,16 @@ void add_rowwise(std::vector<Case>& cases, const Arena& arena, std::size_t n) {
   // A column of `rows` terms: float rounding grows with rows (CPU sums in double).
   const double sum_tol = 1e-6 * static_cast<double>(rows) * 6.0;
   add("sum_dim0", 4.0 * m, [=](int r) {
-        if (gpu) EMBER_CUDA_ONLY(kernels::cuda::sum((*x)[r].raw<float>(), (*cols_out)[r].raw<float>(), 1, rows, cols, 1.0f, nullptr, stream_of(d)));
-        else kc::sum((*x)[r].raw<float>(), (*cols_out)[r].raw<float>(), 1, rows, cols, 1.0f);
+        on(d, [&] { kc::sum((*x)[r].raw<float>(), (*cols_out)[r].raw<float>(), 1, rows, cols, 1.0f); },
+           [&](auto stream) { kernels::cuda::sum((*x)[r].raw<float>(), (*cols_out)[r].raw<float>(), 1, rows, cols, 1.0f, nullptr, stream); });
       }, (*cols_out)[0], want_cols, sum_tol, 1e-5);
   auto all_out = std::make_shared<std::vector<Tensor>>(arena.outputs({1}, DType::f32, rot));
   const std::size_t ws = kernels::sum_workspace_size(1, m, 1);
   auto workspace = std::make_shared<Tensor>(empty({static_cast<std::int64_t>(std::max<std::size_t>(ws, 1))}, {.device = d}));
   kc::sum(xh.data(), want_all.data(), 1, m, 1, 1.0f);
   add("sum_all", 4.0 * m, [=](int r) {
-        if (gpu) EMBER_CUDA_ONLY(kernels::cuda::sum((*x)[r].raw<float>(), (*all_out)[r].raw<float>(), 1, m, 1, 1.0f, ws ? workspace->raw<float>() : nullptr, stream_of(d)));
-        else kc::sum((*x)[r].raw<float>(), (*all_out)[r].raw<float>(), 1, m, 1, 1.0f);
+        on(d, [&] { kc::sum((*x)[r].raw<float>(), (*all_out)[r].raw<float>(), 1, m, 1, 1.0f); },
+           [&](auto stream) { kernels::cuda::sum((*x)[r].raw<float>(), (*all_out)[r].raw<float>(), 1, m, 1, 1.0f, ws ? workspace->raw<float>() : nullptr, stream); });
       }, (*all_out)[0], want_all, 1e-6 * static_cast<double>(m) * 6.0, 1e-5);
   // The fused bias+ReLU epilogue of a linear layer, [rows·10/32, 32].
   const std::size_t bc = 32, br = std::max<std::size_t>(1, m / bc);
@@ -381,8 +411,8 @@ void add_rowwise(std::vector<Case>& cases, const Arena& arena, std::size_t n) {
   Case fwd{"bias_relu_forward", "v1", true, d, std::to_string(br) + "x32", 8.0 * br * bc, 0, rot,
            [=](int r) {
              (*bout)[r].copy_((*pre_t)[r]);  // in place: restore the GEMM output first (not timed separately)
-             if (gpu) EMBER_CUDA_ONLY(kernels::cuda::bias_relu_forward((*bout)[r].raw<float>(), bias_t->raw<float>(), br, bc, stream_of(d)));
-             else kc::bias_relu_forward((*bout)[r].raw<float>(), bias_t->raw<float>(), br, bc);
+             on(d, [&] { kc::bias_relu_forward((*bout)[r].raw<float>(), bias_t->raw<float>(), br, bc); },
+                [&](auto stream) { kernels::cuda::bias_relu_forward((*bout)[r].raw<float>(), bias_t->raw<float>(), br, bc, stream); });
            }, nullptr};
   fwd.bytes += 8.0 * br * bc;  // the restoring copy is in the timing, so its bytes count too
   if (gpu) fwd.check = checker(fwd.run, (*bout)[0], want_b, 1e-6, 1e-6);
@@ -393,8 +423,8 @@ void add_rowwise(std::vector<Case>& cases, const Arena& arena, std::size_t n) {
   std::vector<float> want_dx(br * bc), want_db(bc);
   kc::bias_relu_backward(pre.data(), want_b.data(), want_dx.data(), want_db.data(), br, bc);
   add("bias_relu_backward", 12.0 * br * bc, [=](int r) {
-        if (gpu) EMBER_CUDA_ONLY(kernels::cuda::bias_relu_backward((*gb)[r].raw<float>(), (*yb)[r].raw<float>(), (*bout)[r].raw<float>(), (*db)[r].raw<float>(), br, bc, stream_of(d)));
-        else kc::bias_relu_backward((*gb)[r].raw<float>(), (*yb)[r].raw<float>(), (*bout)[r].raw<float>(), (*db)[r].raw<float>(), br, bc);
+        on(d, [&] { kc::bias_relu_backward((*gb)[r].raw<float>(), (*yb)[r].raw<float>(), (*bout)[r].raw<float>(), (*db)[r].raw<float>(), br, bc); },
+           [&](auto stream) { kernels::cuda::bias_relu_backward((*gb)[r].raw<float>(), (*yb)[r].raw<float>(), (*bout)[r].raw<float>(), (*db)[r].raw<float>(), br, bc, stream); });
       }, (*bout)[0], want_dx, 0.0, 0.0, std::to_string(br) + "x32");
   // A square transpose and the strided block copy behind cat and slice.
   const auto side = static_cast<std::size_t>(std::max(1.0, std::floor(std::sqrt(static_cast<double>(n)))));
@@ -405,8 +435,8 @@ void add_rowwise(std::vector<Case>& cases, const Arena& arena, std::size_t n) {
   std::vector<float> want_t(side * side);
   kc::transpose_last2(sqh.data(), want_t.data(), 1, side, side);
   add("transpose", 8.0 * side * side, [=](int r) {
-        if (gpu) EMBER_CUDA_ONLY(kernels::cuda::transpose_last2((*sq_in)[r].raw<float>(), (*sq_out)[r].raw<float>(), 1, side, side, stream_of(d)));
-        else kc::transpose_last2((*sq_in)[r].raw<float>(), (*sq_out)[r].raw<float>(), 1, side, side);
+        on(d, [&] { kc::transpose_last2((*sq_in)[r].raw<float>(), (*sq_out)[r].raw<float>(), 1, side, side); },
+           [&](auto stream) { kernels::cuda::transpose_last2((*sq_in)[r].raw<float>(), (*sq_out)[r].raw<float>(), 1, side, side, stream); });
       }, (*sq_out)[0], want_t, 0.0, 0.0, std::to_string(side) + "x" + std::to_string(side));
 }
 
@@ -440,14 +470,15 @@ void add_optimizers(std::vector<Case>& cases, const Arena& arena, std::size_t n)
     auto run = [=](int r) {
       (void)p, (void)g, (void)m, (void)v, (void)step;
       const auto* s = static_cast<const kernels::ParamSlot*>((*slots)[r].raw_bytes());
-      if (gpu) {
-        EMBER_CUDA_ONLY(if (adam) kernels::cuda::adam_step(s, 1, n, adam_config, lr->raw<float>(), nullptr, stream_of(d));
-                        else kernels::cuda::sgd_step(s, 1, n, sgd, lr->raw<float>(), nullptr, stream_of(d)));
-      } else if (adam) {
-        kc::adam_step(s, 1, adam_config, lr->raw<float>());
-      } else {
-        kc::sgd_step(s, 1, sgd, lr->raw<float>());
-      }
+      on(d,
+         [&] {
+           if (adam) kc::adam_step(s, 1, adam_config, lr->raw<float>());
+           else kc::sgd_step(s, 1, sgd, lr->raw<float>());
+         },
+         [&](auto stream) {
+           if (adam) kernels::cuda::adam_step(s, 1, n, adam_config, lr->raw<float>(), nullptr, stream);
+           else kernels::cuda::sgd_step(s, 1, n, sgd, lr->raw<float>(), nullptr, stream);
+         });
     };
     Case c{adam ? "adamw_step" : "sgd_momentum_step", "v1", true, d, "n=" + std::to_string(n), (adam ? 28.0 : 20.0) * n,
            0, rot, run, nullptr};
@@ -498,9 +529,11 @@ void add_gemms(std::vector<Case>& cases, const Arena& arena, bool quick) {
     // A length-k dot product of values in [−2, 2] may round differently by k·ε·Σ|a·b| ≤ k²·4ε.
     const double tol = 4.0 * static_cast<double>(s.k * s.k) * std::numeric_limits<float>::epsilon();
     if (gpu) {
-      auto run = [=]([[maybe_unused]] int r) {  // unused in a build without CUDA
-        EMBER_CUDA_ONLY(kernels::cuda::gemm(s.ta, s.tb, s.m, s.n, s.k, 1.0f, (*a)[r].raw<float>(), lda, (*b)[r].raw<float>(),
-                                            ldb, 0.0f, (*c)[r].raw<float>(), s.n, stream_of(d)));
+      auto run = [=](int r) {
+        on(d, [] {}, [&](auto stream) {
+          kernels::cuda::gemm(s.ta, s.tb, s.m, s.n, s.k, 1.0f, (*a)[r].raw<float>(), lda, (*b)[r].raw<float>(), ldb,
+                              0.0f, (*c)[r].raw<float>(), s.n, stream);
+        });
       };
       cases.push_back({"gemm", "cublas", true, d, label, bytes, flops, rot, run, checker(run, (*c)[0], want, tol, 0.0)});
       continue;

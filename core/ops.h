@@ -33,6 +33,8 @@ Tensor pow(const Tensor& input, double exponent);
 Tensor sigmoid(const Tensor& input);
 Tensor tanh(const Tensor& input);
 Tensor relu(const Tensor& input);
+// x for x > 0, negative_slope·x otherwise (PyTorch's leaky_relu; −0 stays −0).
+Tensor leaky_relu(const Tensor& input, double negative_slope = 0.01);
 
 // Matrix products. matmul: [m, k]·[k, n] → [m, n]. linear: input [..., in] · weightᵀ (weight is
 // [out, in], PyTorch's layout) + bias [out] → [..., out]; bias may be undefined.
@@ -89,6 +91,11 @@ Tensor count_equal(const Tensor& input, const Tensor& other);  // i64 scalar
 Tensor accuracy(const Tensor& logits, const Tensor& target);
 // u8 pixels → f32 (x/255 − mean)/std, on the input's device.
 Tensor normalize_u8(const Tensor& input, float mean = 0.0f, float std = 1.0f);
+// The data pipeline's batch gather, on the tensors' device: x[r] = (images[index[r]]/255 − mean)/std
+// and y[r] = labels[index[r]] for each row r of `index` (i32). images u8 [N, ...] and labels i32
+// [N] as one dataset; x f32 [rows, ...] and y i32 [rows] are written.
+void gather_batch(const Tensor& images, const Tensor& labels, const Tensor& index, Tensor& x, Tensor& y, float mean,
+                  float std);
 
 // In place, outside autograd (optimizers, gradient accumulation): input += other (same shape,
 // or other broadcast to input's shape); input *= scale.

@@ -1,6 +1,7 @@
 // Convolution, max pooling and batch normalization ops: im2col + GEMM on the CPU, cuDNN and
 // ember's kernels on CUDA (kernels/conv.h), each with its derivative rule beside it.
 #include "core/autograd.h"
+#include "core/dispatch.h"
 #include "core/op_helpers.h"
 #include "core/ops.h"
 #include "kernels/conv.h"
@@ -89,17 +90,17 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int
               " kernel does not fit the ", g.h, "x", g.w, " input with padding ", g.pad);
   Tensor y = detail::new_empty(input, {static_cast<std::int64_t>(g.n), static_cast<std::int64_t>(g.k),
                                        static_cast<std::int64_t>(g.oh()), static_cast<std::int64_t>(g.ow())});
-  if (input.is_cuda()) {
-    EMBER_CUDA_ONLY(detail::CudaScope scope(input.device());
-                    kernels::cuda::conv2d_forward(input.raw<float>(), weight.raw<float>(), y.raw<float>(), g, scope.stream());
-                    if (bias.defined()) kernels::cuda::channel_bias_add(y.raw<float>(), bias.raw<float>(), g.n, g.k,
-                                                                        g.oh() * g.ow(), scope.stream()));
-  } else {
-    detail::visit_floating(input.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      conv_forward_cpu<T>(input.raw<T>(), weight.raw<T>(), bias.defined() ? bias.raw<T>() : nullptr, y.raw<T>(), g);
-    });
-  }
+  detail::dispatch(
+      input,
+      [&](auto zero) {
+        using T = decltype(zero);
+        conv_forward_cpu<T>(input.raw<T>(), weight.raw<T>(), bias.defined() ? bias.raw<T>() : nullptr, y.raw<T>(), g);
+      },
+      [&](auto stream) {
+        kernels::cuda::conv2d_forward(input.raw<float>(), weight.raw<float>(), y.raw<float>(), g, stream);
+        if (bias.defined())
+          kernels::cuda::channel_bias_add(y.raw<float>(), bias.raw<float>(), g.n, g.k, g.oh() * g.ow(), stream);
+      });
   if (autograd::needs_recording({&input, &weight, &bias})) {
     autograd::record(y, op, {&input, &weight, &bias},
                      [x = input.detach(), w = weight.detach(), g](const Tensor& dy, NeedsGrad needs) {
@@ -107,24 +108,26 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int
                        Tensor dx = needs[0] ? detail::new_empty(x, x.shape()) : Tensor();
                        Tensor dw = needs[1] ? detail::new_empty(w, w.shape()) : Tensor();
                        Tensor db = needs[2] ? detail::new_empty(w, {w.size(0)}) : Tensor();
-                       if (x.is_cuda()) {
-                         EMBER_CUDA_ONLY(
-                             detail::CudaScope scope(x.device());
-                             if (needs[0]) kernels::cuda::conv2d_backward_data(dy.raw<float>(), w.raw<float>(),
-                                                                               dx.raw<float>(), g, scope.stream());
-                             if (needs[1]) kernels::cuda::conv2d_backward_filter(x.raw<float>(), dy.raw<float>(),
-                                                                                 dw.raw<float>(), g, scope.stream());
-                             if (needs[2]) kernels::cuda::channel_bias_grad(dy.raw<float>(), db.raw<float>(), g.n, g.k,
-                                                                            g.oh() * g.ow(), scope.stream()));
-                       } else {
-                         detail::visit_floating(x.dtype(), [&](auto zero) {
-                           using T = decltype(zero);
-                           conv_backward_cpu<T>(x.raw<T>(), w.raw<T>(), dy.raw<T>(), needs[0] ? dx.raw<T>() : nullptr,
-                                                needs[1] ? dw.raw<T>() : nullptr, g);
-                           if (needs[2]) kernels::cpu::channel_bias_grad<T>(dy.raw<T>(), db.raw<T>(), g.n, g.k,
-                                                                            g.oh() * g.ow());
-                         });
-                       }
+                       detail::dispatch(
+                           x,
+                           [&](auto zero) {
+                             using T = decltype(zero);
+                             conv_backward_cpu<T>(x.raw<T>(), w.raw<T>(), dy.raw<T>(), needs[0] ? dx.raw<T>() : nullptr,
+                                                  needs[1] ? dw.raw<T>() : nullptr, g);
+                             if (needs[2])
+                               kernels::cpu::channel_bias_grad<T>(dy.raw<T>(), db.raw<T>(), g.n, g.k, g.oh() * g.ow());
+                           },
+                           [&](auto stream) {
+                             if (needs[0])
+                               kernels::cuda::conv2d_backward_data(dy.raw<float>(), w.raw<float>(), dx.raw<float>(), g,
+                                                                   stream);
+                             if (needs[1])
+                               kernels::cuda::conv2d_backward_filter(x.raw<float>(), dy.raw<float>(), dw.raw<float>(),
+                                                                     g, stream);
+                             if (needs[2])
+                               kernels::cuda::channel_bias_grad(dy.raw<float>(), db.raw<float>(), g.n, g.k,
+                                                                g.oh() * g.ow(), stream);
+                           });
                        grads[0] = dx;
                        grads[1] = dw;
                        grads[2] = db;
@@ -148,29 +151,27 @@ Tensor max_pool2d(const Tensor& input, int kernel, int stride) {
   const Shape out_shape{input.size(0), input.size(1), static_cast<std::int64_t>(g.oh()), static_cast<std::int64_t>(g.ow())};
   Tensor y = detail::new_empty(input, out_shape);
   Tensor argmax = detail::new_empty(input, out_shape, DType::i32);
-  if (input.is_cuda()) {
-    EMBER_CUDA_ONLY(detail::CudaScope scope(input.device());
-                    kernels::cuda::max_pool2d_forward(input.raw<float>(), y.raw<float>(), argmax.raw<std::int32_t>(), g,
-                                                      scope.stream()));
-  } else {
-    detail::visit_floating(input.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      kernels::cpu::max_pool2d_forward<T>(input.raw<T>(), y.raw<T>(), argmax.raw<std::int32_t>(), g);
-    });
-  }
+  detail::dispatch(
+      input,
+      [&](auto zero) {
+        using T = decltype(zero);
+        kernels::cpu::max_pool2d_forward<T>(input.raw<T>(), y.raw<T>(), argmax.raw<std::int32_t>(), g);
+      },
+      [&](auto stream) {
+        kernels::cuda::max_pool2d_forward(input.raw<float>(), y.raw<float>(), argmax.raw<std::int32_t>(), g, stream);
+      });
   if (autograd::needs_recording({&input})) {
     autograd::record(y, op, {&input}, [argmax, g, shape = input.shape()](const Tensor& dy, NeedsGrad) {
       Tensor dx = detail::new_empty(dy, shape);
-      if (dy.is_cuda()) {
-        EMBER_CUDA_ONLY(detail::CudaScope scope(dy.device());
-                        kernels::cuda::max_pool2d_backward(dy.raw<float>(), argmax.raw<std::int32_t>(), dx.raw<float>(),
-                                                           g, scope.stream()));
-      } else {
-        detail::visit_floating(dy.dtype(), [&](auto zero) {
-          using T = decltype(zero);
-          kernels::cpu::max_pool2d_backward<T>(dy.raw<T>(), argmax.raw<std::int32_t>(), dx.raw<T>(), g);
-        });
-      }
+      detail::dispatch(
+          dy,
+          [&](auto zero) {
+            using T = decltype(zero);
+            kernels::cpu::max_pool2d_backward<T>(dy.raw<T>(), argmax.raw<std::int32_t>(), dx.raw<T>(), g);
+          },
+          [&](auto stream) {
+            kernels::cuda::max_pool2d_backward(dy.raw<float>(), argmax.raw<std::int32_t>(), dx.raw<float>(), g, stream);
+          });
       return Gradients{dx};
     });
   }
@@ -199,29 +200,31 @@ Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
   Tensor y = detail::new_empty(input, input.shape());
   Tensor mean = detail::new_empty(input, {static_cast<std::int64_t>(c)});
   Tensor invstd = detail::new_empty(input, {static_cast<std::int64_t>(c)});
-  if (input.is_cuda()) {
-    EMBER_CUDA_ONLY(
-        detail::CudaScope scope(input.device());
-        if (training) kernels::cuda::batch_norm_forward_train(
-            input.raw<float>(), weight.raw<float>(), bias.raw<float>(), y.raw<float>(), mean.raw<float>(),
-            invstd.raw<float>(), running_mean.raw<float>(), running_var.raw<float>(), n, c, hw,
-            static_cast<float>(momentum), static_cast<float>(eps), scope.stream());
-        else kernels::cuda::batch_norm_forward_eval(input.raw<float>(), weight.raw<float>(), bias.raw<float>(),
-                                                    running_mean.raw<float>(), running_var.raw<float>(), y.raw<float>(),
-                                                    n, c, hw, static_cast<float>(eps), scope.stream()));
-  } else {
-    detail::visit_floating(input.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      if (training)
-        kernels::cpu::batch_norm_forward_train<T>(input.raw<T>(), weight.raw<T>(), bias.raw<T>(), y.raw<T>(),
-                                                  mean.raw<T>(), invstd.raw<T>(), running_mean.raw<T>(),
-                                                  running_var.raw<T>(), n, c, hw, static_cast<T>(momentum),
-                                                  static_cast<T>(eps));
-      else
-        kernels::cpu::batch_norm_forward_eval<T>(input.raw<T>(), weight.raw<T>(), bias.raw<T>(), running_mean.raw<T>(),
-                                                 running_var.raw<T>(), y.raw<T>(), n, c, hw, static_cast<T>(eps));
-    });
-  }
+  detail::dispatch(
+      input,
+      [&](auto zero) {
+        using T = decltype(zero);
+        if (training)
+          kernels::cpu::batch_norm_forward_train<T>(input.raw<T>(), weight.raw<T>(), bias.raw<T>(), y.raw<T>(),
+                                                    mean.raw<T>(), invstd.raw<T>(), running_mean.raw<T>(),
+                                                    running_var.raw<T>(), n, c, hw, static_cast<T>(momentum),
+                                                    static_cast<T>(eps));
+        else
+          kernels::cpu::batch_norm_forward_eval<T>(input.raw<T>(), weight.raw<T>(), bias.raw<T>(),
+                                                   running_mean.raw<T>(), running_var.raw<T>(), y.raw<T>(), n, c, hw,
+                                                   static_cast<T>(eps));
+      },
+      [&](auto stream) {
+        if (training)
+          kernels::cuda::batch_norm_forward_train(input.raw<float>(), weight.raw<float>(), bias.raw<float>(),
+                                                  y.raw<float>(), mean.raw<float>(), invstd.raw<float>(),
+                                                  running_mean.raw<float>(), running_var.raw<float>(), n, c, hw,
+                                                  static_cast<float>(momentum), static_cast<float>(eps), stream);
+        else
+          kernels::cuda::batch_norm_forward_eval(input.raw<float>(), weight.raw<float>(), bias.raw<float>(),
+                                                 running_mean.raw<float>(), running_var.raw<float>(), y.raw<float>(),
+                                                 n, c, hw, static_cast<float>(eps), stream);
+      });
   if (autograd::needs_recording({&input, &weight, &bias}) && !training) {
     // Evaluation: y = x·scale + shift per channel with constants from the running statistics,
     // so the rule is plain broadcasting arithmetic over [1, C, 1, 1].
@@ -248,20 +251,20 @@ Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
                        Tensor dx = detail::new_empty(x, x.shape());
                        Tensor dgamma = detail::new_empty(x, {static_cast<std::int64_t>(c)});
                        Tensor dbeta = detail::new_empty(x, {static_cast<std::int64_t>(c)});
-                       if (x.is_cuda()) {
-                         EMBER_CUDA_ONLY(detail::CudaScope scope(x.device());
-                                         kernels::cuda::batch_norm_backward(
-                                             dy.raw<float>(), x.raw<float>(), gamma.raw<float>(), mean.raw<float>(),
-                                             invstd.raw<float>(), dx.raw<float>(), dgamma.raw<float>(),
-                                             dbeta.raw<float>(), n, c, hw, scope.stream()));
-                       } else {
-                         detail::visit_floating(x.dtype(), [&](auto zero) {
-                           using T = decltype(zero);
-                           kernels::cpu::batch_norm_backward<T>(dy.raw<T>(), x.raw<T>(), gamma.raw<T>(), mean.raw<T>(),
-                                                                invstd.raw<T>(), dx.raw<T>(), dgamma.raw<T>(),
-                                                                dbeta.raw<T>(), n, c, hw);
-                         });
-                       }
+                       detail::dispatch(
+                           x,
+                           [&](auto zero) {
+                             using T = decltype(zero);
+                             kernels::cpu::batch_norm_backward<T>(dy.raw<T>(), x.raw<T>(), gamma.raw<T>(),
+                                                                  mean.raw<T>(), invstd.raw<T>(), dx.raw<T>(),
+                                                                  dgamma.raw<T>(), dbeta.raw<T>(), n, c, hw);
+                           },
+                           [&](auto stream) {
+                             kernels::cuda::batch_norm_backward(dy.raw<float>(), x.raw<float>(), gamma.raw<float>(),
+                                                                mean.raw<float>(), invstd.raw<float>(), dx.raw<float>(),
+                                                                dgamma.raw<float>(), dbeta.raw<float>(), n, c, hw,
+                                                                stream);
+                           });
                        return Gradients{dx, dgamma, dbeta};
                      });
   }

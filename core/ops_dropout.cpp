@@ -1,6 +1,7 @@
 // Dropout: the mask from the counter-based stream of kernels/dropout.h, kept (1 byte per
 // element) for the backward pass.
 #include "core/autograd.h"
+#include "core/dispatch.h"
 #include "core/op_helpers.h"
 #include "core/ops.h"
 #include "kernels/dropout.h"
@@ -15,30 +16,29 @@ Tensor dropout(const Tensor& input, double p, std::uint64_t seed, std::uint64_t 
   Tensor mask = detail::new_empty(input, input.shape(), DType::u8);
   const std::size_t n = static_cast<std::size_t>(input.numel());
   const float pf = static_cast<float>(p);
-  if (input.is_cuda()) {
-    EMBER_CUDA_ONLY(detail::CudaScope scope(input.device());
-                    kernels::cuda::dropout_forward(input.raw<float>(), y.raw<float>(), mask.raw<std::uint8_t>(), n, pf,
-                                                   seed, offset, scope.stream()));
-  } else {
-    detail::visit_floating(input.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      kernels::cpu::dropout_forward<T>(input.raw<T>(), y.raw<T>(), mask.raw<std::uint8_t>(), n, pf, seed, offset);
-    });
-  }
+  detail::dispatch(
+      input,
+      [&](auto zero) {
+        using T = decltype(zero);
+        kernels::cpu::dropout_forward<T>(input.raw<T>(), y.raw<T>(), mask.raw<std::uint8_t>(), n, pf, seed, offset);
+      },
+      [&](auto stream) {
+        kernels::cuda::dropout_forward(input.raw<float>(), y.raw<float>(), mask.raw<std::uint8_t>(), n, pf, seed, offset,
+                                       stream);
+      });
   if (autograd::needs_recording({&input})) {
     autograd::record(y, "dropout", {&input}, [mask, pf](const Tensor& g, autograd::NeedsGrad) {
       Tensor dx = detail::new_empty(g, g.shape());
       const std::size_t n = static_cast<std::size_t>(g.numel());
-      if (g.is_cuda()) {
-        EMBER_CUDA_ONLY(detail::CudaScope scope(g.device());
-                        kernels::cuda::dropout_backward(g.raw<float>(), mask.raw<std::uint8_t>(), dx.raw<float>(), n,
-                                                        pf, scope.stream()));
-      } else {
-        detail::visit_floating(g.dtype(), [&](auto zero) {
-          using T = decltype(zero);
-          kernels::cpu::dropout_backward<T>(g.raw<T>(), mask.raw<std::uint8_t>(), dx.raw<T>(), n, pf);
-        });
-      }
+      detail::dispatch(
+          g,
+          [&](auto zero) {
+            using T = decltype(zero);
+            kernels::cpu::dropout_backward<T>(g.raw<T>(), mask.raw<std::uint8_t>(), dx.raw<T>(), n, pf);
+          },
+          [&](auto stream) {
+            kernels::cuda::dropout_backward(g.raw<float>(), mask.raw<std::uint8_t>(), dx.raw<float>(), n, pf, stream);
+          });
       return autograd::Gradients{dx};
     });
   }

@@ -1,7 +1,9 @@
-// Elementwise ops: forward through kernels/elementwise.h, derivative rules beside each forward.
+// Elementwise ops: forward through kernels/elementwise.h (their formulas in
+// kernels/elementwise_math.h), derivative rules beside each forward.
 #include <algorithm>
 
 #include "core/autograd.h"
+#include "core/dispatch.h"
 #include "core/op_helpers.h"
 #include "core/ops.h"
 #include "kernels/elementwise.h"
@@ -65,71 +67,59 @@ Tensor binary_kernel(BinaryOp op, const char* name, const Tensor& a, const Tenso
     out = detail::new_empty(a, out_shape);
   }
   const std::size_t n = static_cast<std::size_t>(out.numel());
-  if (a.is_cuda()) {
-    EMBER_CUDA_ONLY(detail::CudaScope scope(a.device());
-                    if (same_shape) kernels::cuda::binary(op, a.raw<float>(), b.raw<float>(), out.raw<float>(), n,
-                                                          scope.stream());
-                    else kernels::cuda::binary_broadcast(op, a.raw<float>(), b.raw<float>(), out.raw<float>(), layout,
-                                                         scope.stream()));
-  } else {
-    detail::visit_floating(a.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      if (same_shape) kernels::cpu::binary<T>(op, a.raw<T>(), b.raw<T>(), out.raw<T>(), n);
-      else kernels::cpu::binary_broadcast<T>(op, a.raw<T>(), b.raw<T>(), out.raw<T>(), layout);
-    });
-  }
+  detail::dispatch(
+      a,
+      [&](auto zero) {
+        using T = decltype(zero);
+        if (same_shape) kernels::cpu::binary<T>(op, a.raw<T>(), b.raw<T>(), out.raw<T>(), n);
+        else kernels::cpu::binary_broadcast<T>(op, a.raw<T>(), b.raw<T>(), out.raw<T>(), layout);
+      },
+      [&](auto stream) {
+        if (same_shape) kernels::cuda::binary(op, a.raw<float>(), b.raw<float>(), out.raw<float>(), n, stream);
+        else kernels::cuda::binary_broadcast(op, a.raw<float>(), b.raw<float>(), out.raw<float>(), layout, stream);
+      });
   return out;
 }
 
-Tensor unary_kernel(UnaryOp op, const char* name, const Tensor& x) {
+// y = op(x) into `out` when given (in place), else into a new tensor; args as kernels::OpArgs.
+Tensor unary_kernel(UnaryOp op, const char* name, const Tensor& x, double a = 0, double b = 0, Tensor out = Tensor()) {
   detail::check_defined(name, {"input", x});
   detail::check_floating(name, {"input", x});
-  Tensor y = detail::new_empty(x, x.shape());
+  if (!out.defined()) out = detail::new_empty(x, x.shape());
   const std::size_t n = static_cast<std::size_t>(x.numel());
-  if (x.is_cuda()) {
-    EMBER_CUDA_ONLY(detail::CudaScope scope(x.device());
-                    kernels::cuda::unary(op, x.raw<float>(), y.raw<float>(), n, scope.stream()));
-  } else {
-    detail::visit_floating(x.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      kernels::cpu::unary<T>(op, x.raw<T>(), y.raw<T>(), n);
-    });
-  }
-  return y;
+  detail::dispatch(
+      x,
+      [&](auto zero) {
+        using T = decltype(zero);
+        kernels::cpu::unary<T>(op, x.raw<T>(), out.raw<T>(), n, {static_cast<T>(a), static_cast<T>(b)});
+      },
+      [&](auto stream) {
+        kernels::cuda::unary(op, x.raw<float>(), out.raw<float>(), n, {static_cast<float>(a), static_cast<float>(b)},
+                             stream);
+      });
+  return out;
 }
 
 Tensor affine_kernel(const Tensor& x, double scale, double shift, Tensor out = Tensor()) {
-  detail::check_defined("affine", {"input", x});
-  detail::check_floating("affine", {"input", x});
-  if (!out.defined()) out = detail::new_empty(x, x.shape());
-  const std::size_t n = static_cast<std::size_t>(x.numel());
-  if (x.is_cuda()) {
-    EMBER_CUDA_ONLY(detail::CudaScope scope(x.device());
-                    kernels::cuda::affine(x.raw<float>(), static_cast<float>(scale), static_cast<float>(shift),
-                                          out.raw<float>(), n, scope.stream()));
-  } else {
-    detail::visit_floating(x.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      kernels::cpu::affine<T>(x.raw<T>(), static_cast<T>(scale), static_cast<T>(shift), out.raw<T>(), n);
-    });
-  }
-  return out;
+  return unary_kernel(UnaryOp::affine, "affine", x, scale, shift, out);
 }
 
-// dx from the upstream gradient and the activation's output.
-Tensor activation_backward(ActivationGrad op, const Tensor& dy, const Tensor& y) {
-  Tensor dx = detail::new_empty(y, y.shape());
-  const std::size_t n = static_cast<std::size_t>(y.numel());
-  if (y.is_cuda()) {
-    EMBER_CUDA_ONLY(detail::CudaScope scope(y.device());
-                    kernels::cuda::activation_grad(op, dy.raw<float>(), y.raw<float>(), dx.raw<float>(), n,
-                                                   kernels::WriteMode::overwrite, scope.stream()));
-  } else {
-    detail::visit_floating(y.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      kernels::cpu::activation_grad<T>(op, dy.raw<T>(), y.raw<T>(), dx.raw<T>(), n, kernels::WriteMode::overwrite);
-    });
-  }
+// dx from the upstream gradient and the saved tensor (the output, or the input for leaky_relu).
+Tensor activation_backward(ActivationGrad op, const Tensor& dy, const Tensor& saved, double a = 0) {
+  Tensor dx = detail::new_empty(saved, saved.shape());
+  const std::size_t n = static_cast<std::size_t>(saved.numel());
+  constexpr auto overwrite = kernels::WriteMode::overwrite;
+  detail::dispatch(
+      saved,
+      [&](auto zero) {
+        using T = decltype(zero);
+        kernels::cpu::activation_grad<T>(op, dy.raw<T>(), saved.raw<T>(), dx.raw<T>(), n, overwrite,
+                                         {static_cast<T>(a), T(0)});
+      },
+      [&](auto stream) {
+        kernels::cuda::activation_grad(op, dy.raw<float>(), saved.raw<float>(), dx.raw<float>(), n, overwrite,
+                                       {static_cast<float>(a), 0.0f}, stream);
+      });
   return dx;
 }
 
@@ -242,24 +232,21 @@ Tensor sqrt(const Tensor& x) {
 }
 
 Tensor pow(const Tensor& x, double exponent) {
-  detail::check_defined("pow", {"input", x});
-  detail::check_floating("pow", {"input", x});
-  Tensor out = detail::new_empty(x, x.shape());
-  const std::size_t n = static_cast<std::size_t>(x.numel());
-  if (x.is_cuda()) {
-    EMBER_CUDA_ONLY(detail::CudaScope scope(x.device());
-                    kernels::cuda::pow_scalar(x.raw<float>(), static_cast<float>(exponent), out.raw<float>(), n,
-                                              scope.stream()));
-  } else {
-    detail::visit_floating(x.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      kernels::cpu::pow_scalar<T>(x.raw<T>(), static_cast<T>(exponent), out.raw<T>(), n);
-    });
-  }
+  Tensor out = unary_kernel(UnaryOp::pow, "pow", x, exponent);
   if (autograd::needs_recording({&x})) {
     autograd::record(out, "pow", {&x}, [x_saved = x.detach(), exponent](const Tensor& g, NeedsGrad) {
       // d xᵖ/dx = p·xᵖ⁻¹
       return Gradients{mul(g, affine_kernel(pow(x_saved, exponent - 1.0), exponent, 0.0))};
+    });
+  }
+  return out;
+}
+
+Tensor leaky_relu(const Tensor& x, double negative_slope) {
+  Tensor out = unary_kernel(UnaryOp::leaky_relu, "leaky_relu", x, negative_slope);
+  if (autograd::needs_recording({&x})) {
+    autograd::record(out, "leaky_relu", {&x}, [x_saved = x.detach(), negative_slope](const Tensor& g, NeedsGrad) {
+      return Gradients{activation_backward(ActivationGrad::leaky_relu, g, x_saved, negative_slope)};
     });
   }
   return out;

@@ -1,6 +1,7 @@
 // Matrix ops: matmul, linear and transpose, on cuBLAS / OpenBLAS through kernels/gemm.h.
 // A transpose in a product is a flag to the GEMM, never a copy.
 #include "core/autograd.h"
+#include "core/dispatch.h"
 #include "core/op_helpers.h"
 #include "core/ops.h"
 #include "kernels/bias_activation.h"
@@ -22,17 +23,17 @@ void gemm_into(Transpose ta, Transpose tb, const Tensor& a, const Tensor& b, Ten
   const std::size_t k = static_cast<std::size_t>(ta == Transpose::no ? a.shape()[1] : a.shape()[0]);
   const std::size_t lda = static_cast<std::size_t>(a.shape()[1]);
   const std::size_t ldb = static_cast<std::size_t>(b.shape()[1]);
-  if (a.is_cuda()) {
-    EMBER_CUDA_ONLY(detail::CudaScope scope(a.device());
-                    kernels::cuda::gemm(ta, tb, m, n, k, 1.0f, a.raw<float>(), lda, b.raw<float>(), ldb,
-                                        static_cast<float>(beta), c.raw<float>(), n, scope.stream()));
-  } else {
-    detail::visit_floating(a.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      kernels::cpu::gemm<T>(ta, tb, m, n, k, T(1), a.raw<T>(), lda, b.raw<T>(), ldb, static_cast<T>(beta),
-                            c.raw<T>(), n);
-    });
-  }
+  detail::dispatch(
+      a,
+      [&](auto zero) {
+        using T = decltype(zero);
+        kernels::cpu::gemm<T>(ta, tb, m, n, k, T(1), a.raw<T>(), lda, b.raw<T>(), ldb, static_cast<T>(beta),
+                              c.raw<T>(), n);
+      },
+      [&](auto stream) {
+        kernels::cuda::gemm(ta, tb, m, n, k, 1.0f, a.raw<float>(), lda, b.raw<float>(), ldb, static_cast<float>(beta),
+                            c.raw<float>(), n, stream);
+      });
 }
 
 Tensor gemm(Transpose ta, Transpose tb, const Tensor& a, const Tensor& b) {
@@ -52,15 +53,13 @@ Tensor rows_of(const Tensor& bias, std::int64_t m) {
   layout.out_shape[1] = bias.shape()[0];
   layout.a_stride[0] = 0;
   layout.a_stride[1] = 1;
-  if (bias.is_cuda()) {
-    EMBER_CUDA_ONLY(detail::CudaScope scope(bias.device());
-                    kernels::cuda::expand(bias.raw<float>(), out.raw<float>(), layout, 1.0f, scope.stream()));
-  } else {
-    detail::visit_floating(bias.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      kernels::cpu::expand<T>(bias.raw<T>(), out.raw<T>(), layout, T(1));
-    });
-  }
+  detail::dispatch(
+      bias,
+      [&](auto zero) {
+        using T = decltype(zero);
+        kernels::cpu::expand<T>(bias.raw<T>(), out.raw<T>(), layout, T(1));
+      },
+      [&](auto stream) { kernels::cuda::expand(bias.raw<float>(), out.raw<float>(), layout, 1.0f, stream); });
   return out;
 }
 
@@ -153,15 +152,13 @@ Tensor linear_relu(const Tensor& input, const Tensor& weight, const Tensor& bias
   // y = max(0, x·Wᵀ + b): the GEMM, then bias and ReLU in one pass over its output.
   Tensor y = gemm(Transpose::no, Transpose::yes, x2, weight);
   const auto r = static_cast<std::size_t>(rows), c = static_cast<std::size_t>(out_features);
-  if (y.is_cuda()) {
-    EMBER_CUDA_ONLY(detail::CudaScope scope(y.device());
-                    kernels::cuda::bias_relu_forward(y.raw<float>(), bias.raw<float>(), r, c, scope.stream()));
-  } else {
-    detail::visit_floating(y.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      kernels::cpu::bias_relu_forward<T>(y.raw<T>(), bias.raw<T>(), r, c);
-    });
-  }
+  detail::dispatch(
+      y,
+      [&](auto zero) {
+        using T = decltype(zero);
+        kernels::cpu::bias_relu_forward<T>(y.raw<T>(), bias.raw<T>(), r, c);
+      },
+      [&](auto stream) { kernels::cuda::bias_relu_forward(y.raw<float>(), bias.raw<float>(), r, c, stream); });
   const Tensor y2 = y.detach();
   if (input.dim() != 2) y = y.reshape(with_last(input.shape(), out_features));
   if (autograd::needs_recording({&input, &weight, &bias})) {
@@ -174,18 +171,18 @@ Tensor linear_relu(const Tensor& input, const Tensor& weight, const Tensor& bias
                        // The ReLU mask and the bias gradient in one pass.
                        Tensor masked = detail::new_empty(g, {x_saved.shape()[0], w_saved.shape()[0]});
                        Tensor dbias = detail::new_empty(g, {w_saved.shape()[0]});
-                       if (g.is_cuda()) {
-                         EMBER_CUDA_ONLY(detail::CudaScope scope(g.device());
-                                         kernels::cuda::bias_relu_backward(g2.raw<float>(), y_saved.raw<float>(),
-                                                                           masked.raw<float>(), dbias.raw<float>(),
-                                                                           rows, cols, scope.stream()));
-                       } else {
-                         detail::visit_floating(g.dtype(), [&](auto zero) {
-                           using T = decltype(zero);
-                           kernels::cpu::bias_relu_backward<T>(g2.raw<T>(), y_saved.raw<T>(), masked.raw<T>(),
-                                                               dbias.raw<T>(), rows, cols);
-                         });
-                       }
+                       detail::dispatch(
+                           g,
+                           [&](auto zero) {
+                             using T = decltype(zero);
+                             kernels::cpu::bias_relu_backward<T>(g2.raw<T>(), y_saved.raw<T>(), masked.raw<T>(),
+                                                                 dbias.raw<T>(), rows, cols);
+                           },
+                           [&](auto stream) {
+                             kernels::cuda::bias_relu_backward(g2.raw<float>(), y_saved.raw<float>(),
+                                                               masked.raw<float>(), dbias.raw<float>(), rows, cols,
+                                                               stream);
+                           });
                        Gradients grads(3);
                        if (needs[0]) {
                          grads[0] = gemm(Transpose::no, Transpose::no, masked, w_saved);
@@ -208,22 +205,16 @@ Tensor transpose(const Tensor& x) {
   const std::size_t rows = static_cast<std::size_t>(x.shape()[x.shape().size() - 2]);
   const std::size_t cols = static_cast<std::size_t>(x.shape().back());
   const std::size_t batch = rows * cols == 0 ? 0 : static_cast<std::size_t>(x.numel()) / (rows * cols);
-  auto run = [&](auto zero) {
-    using T = decltype(zero);
-    if (x.is_cuda()) {
-      EMBER_CUDA_ONLY(detail::CudaScope scope(x.device());
-                      kernels::cuda::transpose_last2<T>(x.raw<T>(), out.raw<T>(), batch, rows, cols, scope.stream()));
-    } else {
-      kernels::cpu::transpose_last2<T>(x.raw<T>(), out.raw<T>(), batch, rows, cols);
-    }
-  };
-  switch (x.dtype()) {
-    case DType::f32: run(float{}); break;
-    case DType::f64: run(double{}); break;
-    case DType::i32: run(std::int32_t{}); break;
-    case DType::i64: run(std::int64_t{}); break;
-    case DType::u8: run(std::uint8_t{}); break;
-  }
+  detail::dispatch_dtype(
+      x,
+      [&](auto zero) {
+        using T = decltype(zero);
+        kernels::cpu::transpose_last2<T>(x.raw<T>(), out.raw<T>(), batch, rows, cols);
+      },
+      [&](auto zero, auto stream) {
+        using T = decltype(zero);
+        kernels::cuda::transpose_last2<T>(x.raw<T>(), out.raw<T>(), batch, rows, cols, stream);
+      });
   if (autograd::needs_recording({&x})) {
     autograd::record(out, "transpose", {&x}, [](const Tensor& g, NeedsGrad) { return Gradients{transpose(g)}; });
   }

@@ -1,10 +1,13 @@
-// Softmax, log-softmax and the fused softmax cross-entropy; pixel normalization.
+// Softmax, log-softmax and the fused softmax cross-entropy; the data pipeline's pixel normalization
+// and batch gather.
 #include "core/autograd.h"
 #include "core/kernel_errors.h"
+#include "core/dispatch.h"
 #include "core/op_helpers.h"
 #include "core/ops.h"
 #include "kernels/common.h"
 #include "kernels/elementwise.h"
+#include "kernels/gather.h"
 #include "kernels/softmax.h"
 
 namespace ember {
@@ -15,6 +18,13 @@ using autograd::NeedsGrad;
 using kernels::SoftmaxKind;
 using kernels::WriteMode;
 
+// Calls f with a zero of the target's index type (i64 or i32).
+template <class F>
+void visit_target(const Tensor& target, F&& f) {
+  if (target.dtype() == DType::i64) f(std::int64_t{});
+  else f(std::int32_t{});
+}
+
 void rows_cols(const Tensor& x, std::size_t& rows, std::size_t& cols) {
   cols = x.dim() == 0 ? 1 : static_cast<std::size_t>(x.shape().back());
   rows = cols == 0 ? 0 : static_cast<std::size_t>(x.numel()) / cols;
@@ -24,16 +34,16 @@ Tensor softmax_backward(SoftmaxKind kind, const Tensor& dy, const Tensor& y) {
   Tensor dx = detail::new_empty(y, y.shape());
   std::size_t rows = 0, cols = 0;
   rows_cols(y, rows, cols);
-  if (y.is_cuda()) {
-    EMBER_CUDA_ONLY(detail::CudaScope scope(y.device());
-                    kernels::cuda::softmax_backward(kind, dy.raw<float>(), y.raw<float>(), dx.raw<float>(), rows, cols,
-                                                    WriteMode::overwrite, scope.stream()));
-  } else {
-    detail::visit_floating(y.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      kernels::cpu::softmax_backward<T>(kind, dy.raw<T>(), y.raw<T>(), dx.raw<T>(), rows, cols, WriteMode::overwrite);
-    });
-  }
+  detail::dispatch(
+      y,
+      [&](auto zero) {
+        using T = decltype(zero);
+        kernels::cpu::softmax_backward<T>(kind, dy.raw<T>(), y.raw<T>(), dx.raw<T>(), rows, cols, WriteMode::overwrite);
+      },
+      [&](auto stream) {
+        kernels::cuda::softmax_backward(kind, dy.raw<float>(), y.raw<float>(), dx.raw<float>(), rows, cols,
+                                        WriteMode::overwrite, stream);
+      });
   return dx;
 }
 
@@ -45,15 +55,13 @@ Tensor softmax_op(SoftmaxKind kind, const char* name, const Tensor& x, int dim) 
   Tensor y = detail::new_empty(x, x.shape());
   std::size_t rows = 0, cols = 0;
   rows_cols(x, rows, cols);
-  if (x.is_cuda()) {
-    EMBER_CUDA_ONLY(detail::CudaScope scope(x.device());
-                    kernels::cuda::softmax_forward(kind, x.raw<float>(), y.raw<float>(), rows, cols, scope.stream()));
-  } else {
-    detail::visit_floating(x.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      kernels::cpu::softmax_forward<T>(kind, x.raw<T>(), y.raw<T>(), rows, cols);
-    });
-  }
+  detail::dispatch(
+      x,
+      [&](auto zero) {
+        using T = decltype(zero);
+        kernels::cpu::softmax_forward<T>(kind, x.raw<T>(), y.raw<T>(), rows, cols);
+      },
+      [&](auto stream) { kernels::cuda::softmax_forward(kind, x.raw<float>(), y.raw<float>(), rows, cols, stream); });
   if (autograd::needs_recording({&x})) {
     autograd::record(y, name, {&x}, [kind, y_saved = y.detach()](const Tensor& g, NeedsGrad) {
       return Gradients{softmax_backward(kind, g, y_saved)};
@@ -82,61 +90,61 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target) {
   EMBER_CHECK(classes > 0, ShapeError, name, ": 'input' has no classes (shape ", shape_str(input.shape()), ")");
   const std::size_t rows = static_cast<std::size_t>(batch), cols = static_cast<std::size_t>(classes);
   Tensor losses = detail::new_empty(input, {batch});
-  Tensor lse = detail::new_empty(input, {batch});
-  const bool wide = target.dtype() == DType::i64;
-  if (input.is_cuda()) {
-    EMBER_CUDA_ONLY(
-        detail::CudaScope scope(input.device());
-        kernels::DeviceErrorRecord* error = cuda::device_error_record(input.device());
-        if (wide) kernels::cuda::cross_entropy_forward<std::int64_t>(input.raw<float>(), target.raw<std::int64_t>(),
-                                                                     losses.raw<float>(), lse.raw<float>(), rows, cols,
-                                                                     error, scope.stream());
-        else kernels::cuda::cross_entropy_forward<std::int32_t>(input.raw<float>(), target.raw<std::int32_t>(),
-                                                                losses.raw<float>(), lse.raw<float>(), rows, cols,
-                                                                error, scope.stream()));
-  } else {
-    kernels::DeviceErrorRecord error;
-    detail::visit_floating(input.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      if (wide) kernels::cpu::cross_entropy_forward<T, std::int64_t>(input.raw<T>(), target.raw<std::int64_t>(),
-                                                                     losses.raw<T>(), lse.raw<T>(), rows, cols, &error);
-      else kernels::cpu::cross_entropy_forward<T, std::int32_t>(input.raw<T>(), target.raw<std::int32_t>(),
-                                                                losses.raw<T>(), lse.raw<T>(), rows, cols, &error);
-    });
-    if (error.code != 0) throw_kernel_error(error, input.device());
-  }
+  // Each row's maximum and Σ exp(x − max), for the backward pass (Note [softmax from max and sum]).
+  Tensor row_max = detail::new_empty(input, {batch}), row_sum = detail::new_empty(input, {batch});
+  kernels::DeviceErrorRecord error;
+  detail::dispatch(
+      input,
+      [&](auto zero) {
+        using T = decltype(zero);
+        visit_target(target, [&](auto index) {
+          using I = decltype(index);
+          kernels::cpu::cross_entropy_forward<T, I>(input.raw<T>(), target.raw<I>(), losses.raw<T>(), row_max.raw<T>(),
+                                                    row_sum.raw<T>(), rows, cols, &error);
+        });
+      },
+      [&](auto stream) {
+        visit_target(target, [&](auto index) {
+          using I = decltype(index);
+          kernels::cuda::cross_entropy_forward<I>(input.raw<float>(), target.raw<I>(), losses.raw<float>(),
+                                                  row_max.raw<float>(), row_sum.raw<float>(), rows, cols,
+                                                  cuda::device_error_record(input.device()), stream);
+        });
+      });
+  // On the CPU a bad target is known now; on CUDA the device-side record is read at the next
+  // synchronization (Note [graph-safe kernels] in core/cuda_graph.h).
+  if (error.code != 0) throw_kernel_error(error, input.device());
   Tensor loss;
   {
     NoGradGuard no_grad;
     loss = mean(losses);
   }
   if (autograd::needs_recording({&input})) {
-    autograd::record(loss, name, {&input}, [x = input.detach(), t = target.detach(), lse](const Tensor& g, NeedsGrad) {
+    autograd::record(loss, name, {&input}, [x = input.detach(), t = target.detach(), row_max, row_sum](const Tensor& g,
+                                                                                                  NeedsGrad) {
       Tensor dx = detail::new_empty(x, x.shape());
       const std::size_t rows = static_cast<std::size_t>(x.shape()[0]), cols = static_cast<std::size_t>(x.shape()[1]);
-      const bool wide = t.dtype() == DType::i64;
-      if (x.is_cuda()) {
-        EMBER_CUDA_ONLY(
-            detail::CudaScope scope(x.device());
+      detail::dispatch(
+          x,
+          [&](auto zero) {
+            using T = decltype(zero);
+            const T row_scale = rows ? T(1) / static_cast<T>(rows) : T(0);
+            visit_target(t, [&](auto index) {
+              using I = decltype(index);
+              kernels::cpu::cross_entropy_backward<T, I>(x.raw<T>(), t.raw<I>(), row_max.raw<T>(), row_sum.raw<T>(),
+                                                         g.raw<T>(), row_scale, dx.raw<T>(), rows, cols,
+                                                         WriteMode::overwrite);
+            });
+          },
+          [&](auto stream) {
             const float row_scale = rows ? 1.0f / static_cast<float>(rows) : 0.0f;
-            if (wide) kernels::cuda::cross_entropy_backward<std::int64_t>(
-                x.raw<float>(), t.raw<std::int64_t>(), lse.raw<float>(), g.raw<float>(), row_scale, dx.raw<float>(),
-                rows, cols, WriteMode::overwrite, scope.stream());
-            else kernels::cuda::cross_entropy_backward<std::int32_t>(
-                x.raw<float>(), t.raw<std::int32_t>(), lse.raw<float>(), g.raw<float>(), row_scale, dx.raw<float>(),
-                rows, cols, WriteMode::overwrite, scope.stream()));
-      } else {
-        detail::visit_floating(x.dtype(), [&](auto zero) {
-          using T = decltype(zero);
-          const T row_scale = rows ? T(1) / static_cast<T>(rows) : T(0);
-          if (wide) kernels::cpu::cross_entropy_backward<T, std::int64_t>(x.raw<T>(), t.raw<std::int64_t>(),
-                                                                          lse.raw<T>(), g.raw<T>(), row_scale,
-                                                                          dx.raw<T>(), rows, cols, WriteMode::overwrite);
-          else kernels::cpu::cross_entropy_backward<T, std::int32_t>(x.raw<T>(), t.raw<std::int32_t>(), lse.raw<T>(),
-                                                                     g.raw<T>(), row_scale, dx.raw<T>(), rows, cols,
-                                                                     WriteMode::overwrite);
-        });
-      }
+            visit_target(t, [&](auto index) {
+              using I = decltype(index);
+              kernels::cuda::cross_entropy_backward<I>(x.raw<float>(), t.raw<I>(), row_max.raw<float>(),
+                                                       row_sum.raw<float>(), g.raw<float>(), row_scale, dx.raw<float>(),
+                                                       rows, cols, WriteMode::overwrite, stream);
+            });
+          });
       return Gradients{dx};
     });
   }
@@ -149,14 +157,35 @@ Tensor normalize_u8(const Tensor& input, float mean, float std) {
   EMBER_CHECK(std > 0.0f, ValueError, "normalize_u8: std must be positive, got ", std);
   Tensor out = detail::new_empty(input, input.shape(), DType::f32);
   const std::size_t n = static_cast<std::size_t>(input.numel());
-  if (input.is_cuda()) {
-    EMBER_CUDA_ONLY(detail::CudaScope scope(input.device());
-                    kernels::cuda::normalize_u8(input.raw<std::uint8_t>(), out.raw<float>(), n, mean, std,
-                                                scope.stream()));
-  } else {
-    kernels::cpu::normalize_u8(input.raw<std::uint8_t>(), out.raw<float>(), n, mean, std);
-  }
+  detail::dispatch_device(
+      input, [&] { kernels::cpu::normalize_u8(input.raw<std::uint8_t>(), out.raw<float>(), n, mean, std); },
+      [&](auto stream) { kernels::cuda::normalize_u8(input.raw<std::uint8_t>(), out.raw<float>(), n, mean, std, stream); });
   return out;
+}
+
+void gather_batch(const Tensor& images, const Tensor& labels, const Tensor& index, Tensor& x, Tensor& y, float mean,
+                  float std) {
+  const char* op = "gather_batch";
+  detail::check_same_device(op, {{"images", images}, {"labels", labels}, {"index", index}, {"x", x}, {"y", y}});
+  detail::check_dtype(op, {"images", images}, {DType::u8});
+  detail::check_dtype(op, {"labels", labels}, {DType::i32});
+  detail::check_dtype(op, {"index", index}, {DType::i32});
+  detail::check_dtype(op, {"x", x}, {DType::f32});
+  detail::check_dtype(op, {"y", y}, {DType::i32});
+  const auto rows = static_cast<std::size_t>(index.numel());
+  const auto cols = images.size(0) ? static_cast<std::size_t>(images.numel() / images.size(0)) : 0;
+  EMBER_CHECK(x.numel() == static_cast<std::int64_t>(rows * cols) && y.numel() == static_cast<std::int64_t>(rows),
+              ShapeError, op, ": 'x' must hold ", rows, " rows of ", cols, " values and 'y' ", rows, " labels");
+  detail::dispatch_device(
+      x,
+      [&] {
+        kernels::cpu::gather_batch(images.raw<std::uint8_t>(), labels.raw<std::int32_t>(), index.raw<std::int32_t>(),
+                                   x.raw<float>(), y.raw<std::int32_t>(), rows, cols, mean, std);
+      },
+      [&](auto stream) {
+        kernels::cuda::gather_batch(images.raw<std::uint8_t>(), labels.raw<std::int32_t>(), index.raw<std::int32_t>(),
+                                    x.raw<float>(), y.raw<std::int32_t>(), rows, cols, mean, std, stream);
+      });
 }
 
 }  // namespace ember

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/autograd.h"
+#include "core/dispatch.h"
 #include "core/op_helpers.h"
 #include "core/ops.h"
 #include "kernels/elementwise.h"
@@ -18,19 +19,18 @@ using autograd::NeedsGrad;
 Tensor sum_pass(const Tensor& x, const Shape& out_shape, std::size_t outer, std::size_t reduce, std::size_t inner,
                 double scale) {
   Tensor out = detail::new_empty(x, out_shape);
-  if (x.is_cuda()) {
-    EMBER_CUDA_ONLY(
-        detail::CudaScope scope(x.device());
+  detail::dispatch(
+      x,
+      [&](auto zero) {
+        using T = decltype(zero);
+        kernels::cpu::sum<T>(x.raw<T>(), out.raw<T>(), outer, reduce, inner, static_cast<T>(scale));
+      },
+      [&](auto stream) {
         const std::size_t ws = kernels::sum_workspace_size(outer, reduce, inner);
         Tensor workspace = ws ? detail::new_empty(x, {static_cast<std::int64_t>(ws)}) : Tensor();
         kernels::cuda::sum(x.raw<float>(), out.raw<float>(), outer, reduce, inner, static_cast<float>(scale),
-                           ws ? workspace.raw<float>() : nullptr, scope.stream()));
-  } else {
-    detail::visit_floating(x.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      kernels::cpu::sum<T>(x.raw<T>(), out.raw<T>(), outer, reduce, inner, static_cast<T>(scale));
-    });
-  }
+                           ws ? workspace.raw<float>() : nullptr, stream);
+      });
   return out;
 }
 
@@ -73,16 +73,15 @@ Tensor expand_to(const Tensor& g, const Shape& shape, double scale) {
     layout.a_stride[d] = gd == 1 ? 0 : stride;
     stride *= gd;
   }
-  if (g.is_cuda()) {
-    EMBER_CUDA_ONLY(detail::CudaScope scope(g.device());
-                    kernels::cuda::expand(g.raw<float>(), out.raw<float>(), layout, static_cast<float>(scale),
-                                          scope.stream()));
-  } else {
-    detail::visit_floating(g.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      kernels::cpu::expand<T>(g.raw<T>(), out.raw<T>(), layout, static_cast<T>(scale));
-    });
-  }
+  detail::dispatch(
+      g,
+      [&](auto zero) {
+        using T = decltype(zero);
+        kernels::cpu::expand<T>(g.raw<T>(), out.raw<T>(), layout, static_cast<T>(scale));
+      },
+      [&](auto stream) {
+        kernels::cuda::expand(g.raw<float>(), out.raw<float>(), layout, static_cast<float>(scale), stream);
+      });
   return out;
 }
 
@@ -164,16 +163,15 @@ Tensor max(const Tensor& x, int dim) {
   EMBER_CHECK(cols > 0, ShapeError, "max: cannot reduce an empty last dim (shape ", shape_str(x.shape()), ")");
   const std::size_t rows = static_cast<std::size_t>(x.numel()) / cols;
   Tensor values = detail::new_empty(x, Shape(x.shape().begin(), x.shape().end() - 1));
-  if (x.is_cuda()) {
-    EMBER_CUDA_ONLY(detail::CudaScope scope(x.device());
-                    kernels::cuda::max_last_dim(x.raw<float>(), values.raw<float>(), nullptr, rows, cols,
-                                                scope.stream()));
-  } else {
-    detail::visit_floating(x.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      kernels::cpu::max_last_dim<T>(x.raw<T>(), values.raw<T>(), nullptr, rows, cols);
-    });
-  }
+  detail::dispatch(
+      x,
+      [&](auto zero) {
+        using T = decltype(zero);
+        kernels::cpu::max_last_dim<T>(x.raw<T>(), values.raw<T>(), nullptr, rows, cols);
+      },
+      [&](auto stream) {
+        kernels::cuda::max_last_dim(x.raw<float>(), values.raw<float>(), nullptr, rows, cols, stream);
+      });
   return values;
 }
 
@@ -186,16 +184,15 @@ Tensor argmax(const Tensor& x, int dim) {
   EMBER_CHECK(cols > 0, ShapeError, "argmax: cannot reduce an empty last dim (shape ", shape_str(x.shape()), ")");
   const std::size_t rows = static_cast<std::size_t>(x.numel()) / cols;
   Tensor indices = detail::new_empty(x, Shape(x.shape().begin(), x.shape().end() - 1), DType::i64);
-  if (x.is_cuda()) {
-    EMBER_CUDA_ONLY(detail::CudaScope scope(x.device());
-                    kernels::cuda::max_last_dim(x.raw<float>(), nullptr, indices.raw<std::int64_t>(), rows, cols,
-                                                scope.stream()));
-  } else {
-    detail::visit_floating(x.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      kernels::cpu::max_last_dim<T>(x.raw<T>(), nullptr, indices.raw<std::int64_t>(), rows, cols);
-    });
-  }
+  detail::dispatch(
+      x,
+      [&](auto zero) {
+        using T = decltype(zero);
+        kernels::cpu::max_last_dim<T>(x.raw<T>(), nullptr, indices.raw<std::int64_t>(), rows, cols);
+      },
+      [&](auto stream) {
+        kernels::cuda::max_last_dim(x.raw<float>(), nullptr, indices.raw<std::int64_t>(), rows, cols, stream);
+      });
   return indices;
 }
 
@@ -215,13 +212,11 @@ Tensor count_equal(const Tensor& a, const Tensor& b) {
   auto run = [&](auto x_zero, auto y_zero) {
     using X = decltype(x_zero);
     using Y = decltype(y_zero);
-    if (a.is_cuda()) {
-      EMBER_CUDA_ONLY(detail::CudaScope scope(a.device());
-                      kernels::cuda::count_equal<X, Y>(wide.raw<X>(), narrow.raw<Y>(), count.raw<std::int64_t>(), n,
-                                                       scope.stream()));
-    } else {
-      kernels::cpu::count_equal<X, Y>(wide.raw<X>(), narrow.raw<Y>(), count.raw<std::int64_t>(), n);
-    }
+    detail::dispatch_device(
+        a, [&] { kernels::cpu::count_equal<X, Y>(wide.raw<X>(), narrow.raw<Y>(), count.raw<std::int64_t>(), n); },
+        [&](auto stream) {
+          kernels::cuda::count_equal<X, Y>(wide.raw<X>(), narrow.raw<Y>(), count.raw<std::int64_t>(), n, stream);
+        });
   };
   if (wide.dtype() == DType::i32) run(std::int32_t{}, std::int32_t{});
   else if (narrow.dtype() == DType::i32) run(std::int64_t{}, std::int32_t{});

@@ -2,6 +2,7 @@
 #include <string>
 
 #include "core/autograd.h"
+#include "core/dispatch.h"
 #include "core/op_helpers.h"
 #include "core/ops.h"
 #include "kernels/layout.h"
@@ -16,24 +17,16 @@ using autograd::NeedsGrad;
 // src_off) into dst (row stride dst_ld, starting at dst_off).
 void copy_block(const Tensor& src, std::size_t src_off, std::size_t src_ld, const Tensor& dst, std::size_t dst_off,
                 std::size_t dst_ld, std::size_t rows, std::size_t cols) {
-  auto run = [&](auto zero) {
-    using T = decltype(zero);
-    const T* s = src.raw<T>() + src_off;
-    T* d = dst.raw<T>() + dst_off;
-    if (src.is_cuda()) {
-      EMBER_CUDA_ONLY(detail::CudaScope scope(src.device());
-                      kernels::cuda::copy_2d<T>(s, src_ld, d, dst_ld, rows, cols, scope.stream()));
-    } else {
-      kernels::cpu::copy_2d<T>(s, src_ld, d, dst_ld, rows, cols);
-    }
-  };
-  switch (src.dtype()) {
-    case DType::f32: run(float{}); break;
-    case DType::f64: run(double{}); break;
-    case DType::i32: run(std::int32_t{}); break;
-    case DType::i64: run(std::int64_t{}); break;
-    case DType::u8: run(std::uint8_t{}); break;
-  }
+  detail::dispatch_dtype(
+      src,
+      [&](auto zero) {
+        using T = decltype(zero);
+        kernels::cpu::copy_2d<T>(src.raw<T>() + src_off, src_ld, dst.raw<T>() + dst_off, dst_ld, rows, cols);
+      },
+      [&](auto zero, auto stream) {
+        using T = decltype(zero);
+        kernels::cuda::copy_2d<T>(src.raw<T>() + src_off, src_ld, dst.raw<T>() + dst_off, dst_ld, rows, cols, stream);
+      });
 }
 
 std::size_t product(const Shape& shape, std::size_t begin, std::size_t end) {

@@ -9,6 +9,7 @@
 #include "core/autograd.h"
 #include "core/config.h"
 #include "core/cuda.h"
+#include "core/dispatch.h"
 #include "core/op_helpers.h"
 #include "core/ops.h"
 #include "core/random.h"
@@ -293,29 +294,20 @@ Tensor Tensor::to(DType target) const {
   if (target == dtype()) return *this;
   Tensor out(make_impl(shape(), target, device(), is_cuda() ? MemoryKind::device : MemoryKind::pageable));
   const std::size_t n = static_cast<std::size_t>(numel());
-  // Two nested visits pick the (from, to) instantiation of the cast kernel.
-  auto visit = [](DType d, auto&& f) {
-    switch (d) {
-      case DType::f32: return f(float{});
-      case DType::f64: return f(double{});
-      case DType::i32: return f(std::int32_t{});
-      case DType::i64: return f(std::int64_t{});
-      case DType::u8: return f(std::uint8_t{});
-    }
-  };
-  visit(dtype(), [&](auto from) {
-    visit(target, [&](auto to) {
-      using From = decltype(from);
-      using To = decltype(to);
-      if (is_cuda()) {
-        EMBER_CUDA_ONLY(detail::CudaScope scope(device());
-                        kernels::cuda::cast<From, To>(raw<From>(), out.raw<To>(), n, scope.stream()));
-      } else {
+  // The outer visit picks From, the inner one To (the cast kernel's instantiation).
+  detail::dispatch_dtype(
+      *this,
+      [&](auto from) {
+        using From = decltype(from);
         storage()->wait_until_ready();
-        kernels::cpu::cast<From, To>(raw<From>(), out.raw<To>(), n);
-      }
-    });
-  });
+        detail::visit_dtype(target, [&](auto to) { kernels::cpu::cast<From, decltype(to)>(raw<From>(), out.raw<decltype(to)>(), n); });
+      },
+      [&](auto from, auto stream) {
+        using From = decltype(from);
+        detail::visit_dtype(target, [&](auto to) {
+          kernels::cuda::cast<From, decltype(to)>(raw<From>(), out.raw<decltype(to)>(), n, stream);
+        });
+      });
   return out;
 }
 
@@ -362,23 +354,18 @@ Tensor& Tensor::copy_(const Tensor& src, bool non_blocking) {
 Tensor& Tensor::fill_(double value) {
   check_no_grad_inplace(*this, "fill_");
   const std::size_t n = static_cast<std::size_t>(numel());
-  auto fill_as = [&](auto zero) {
-    using T = decltype(zero);
-    const T v = static_cast<T>(value);
-    if (is_cuda()) {
-      EMBER_CUDA_ONLY(detail::CudaScope scope(device()); kernels::cuda::fill<T>(raw<T>(), v, n, scope.stream()));
-    } else {
-      storage()->wait_until_ready();
-      kernels::cpu::fill<T>(raw<T>(), v, n);
-    }
-  };
-  switch (dtype()) {
-    case DType::f32: fill_as(float{}); break;
-    case DType::f64: fill_as(double{}); break;
-    case DType::i32: fill_as(std::int32_t{}); break;
-    case DType::i64: fill_as(std::int64_t{}); break;
-    case DType::u8: fill_as(std::uint8_t{}); break;
-  }
+  // The value converts as any element does (kernels::cast_formula: NaN to 0 for integers, saturating).
+  detail::dispatch_dtype(
+      *this,
+      [&](auto zero) {
+        using T = decltype(zero);
+        storage()->wait_until_ready();
+        kernels::cpu::fill<T>(raw<T>(), kernels::cast_formula<double, T>(value), n);
+      },
+      [&](auto zero, auto stream) {
+        using T = decltype(zero);
+        kernels::cuda::fill<T>(raw<T>(), kernels::cast_formula<double, T>(value), n, stream);
+      });
   return *this;
 }
 

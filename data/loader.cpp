@@ -12,10 +12,6 @@
 #include "core/ops.h"
 #include "kernels/elementwise.h"
 
-#if EMBER_WITH_CUDA
-#include <cuda_runtime.h>
-#endif
-
 namespace ember::data {
 namespace {
 
@@ -300,25 +296,25 @@ void DeviceLoader::start_epoch(std::int64_t epoch) {
 void DeviceLoader::prefetch() {
   std::optional<BatchLease> lease = loader_.next();
   if (!lease) return;
-#if EMBER_WITH_CUDA
   const std::size_t slot = ring_next_;
   ring_next_ = (ring_next_ + 1) % ring_.size();
   InFlight& f = *ring_[slot];
-  f.images = empty(lease->images.shape(), {.dtype = DType::u8, .device = device_});
+  // The images travel as the loader made them: u8 pixels (normalized on the device in next()), or
+  // f32 already normalized by its workers.
+  f.images = empty(lease->images.shape(), {.dtype = lease->images.dtype(), .device = device_});
   f.labels = empty(lease->labels.shape(), {.dtype = DType::i32, .device = device_});
-  const cudaStream_t compute = cuda::current_stream(device_);
-  f.allocated->record(compute);
+  f.allocated->record(cuda::current_stream(device_));
   f.allocated->wait(copy_stream_->handle());
-  cuda::DeviceGuard guard(device_);
-  CUDA_CHECK(cudaMemcpyAsync(f.images.raw_bytes(), lease->images.raw_bytes(), lease->images.nbytes(),
-                             cudaMemcpyHostToDevice, copy_stream_->handle()));
-  CUDA_CHECK(cudaMemcpyAsync(f.labels.raw_bytes(), lease->labels.raw_bytes(), lease->labels.nbytes(),
-                             cudaMemcpyHostToDevice, copy_stream_->handle()));
+  {
+    // From pinned staging the copies are asynchronous on the copy stream; from pageable staging
+    // they finish before copy_ returns. Correct either way.
+    cuda::StreamGuard on_copy_stream(*copy_stream_);
+    f.images.copy_(lease->images, true);
+    f.labels.copy_(lease->labels, true);
+  }
   f.copied->record(copy_stream_->handle());
-  // From pageable staging the copy may not be asynchronous; it is correct either way.
   f.lease = std::move(lease);
   pending_ = slot;
-#endif
 }
 
 std::optional<DeviceBatch> DeviceLoader::next() {
@@ -348,7 +344,7 @@ std::optional<DeviceBatch> DeviceLoader::next() {
     f.copied->wait(cuda::current_stream(device_));  // compute reads the batch only after its copy
     f.copied->synchronize();                         // usually long done: the copy was issued a step ago
     f.lease.reset();                                 // the staging buffer may be refilled now
-    batch.x = normalize_u8(f.images, norm_.mean, norm_.std);
+    batch.x = f.images.dtype() == DType::f32 ? f.images : normalize_u8(f.images, norm_.mean, norm_.std);
     batch.y = f.labels;
     f.images = f.labels = Tensor();
   }

@@ -1,9 +1,8 @@
 // PreloadedLoader: one copy of the dataset to the device, then a gather per batch.
 #include "data/preloaded.h"
 
-#include "core/config.h"
 #include "core/error.h"
-#include "kernels/gather.h"
+#include "core/ops.h"
 
 namespace ember::data {
 
@@ -41,22 +40,11 @@ std::optional<DeviceBatch> PreloadedLoader::next() {
   EMBER_CHECK(index_.defined(), ValueError, "PreloadedLoader::next before start_epoch");
   if (cursor_ >= end_) return std::nullopt;
   const std::size_t rows = std::min(batch_, end_ - cursor_);
-  const auto cols = static_cast<std::size_t>(images_.size(1));
   Shape shape{static_cast<std::int64_t>(rows)};
   shape.insert(shape.end(), batch_shape_tail_.begin(), batch_shape_tail_.end());
   DeviceBatch batch{empty(shape, {.device = device_}), empty({static_cast<std::int64_t>(rows)}, {.dtype = DType::i32, .device = device_})};
-  const std::int32_t* index = index_.raw<std::int32_t>() + cursor_;
-  if (device_.is_cuda()) {
-#if EMBER_WITH_CUDA
-    cuda::DeviceGuard guard(device_);
-    kernels::cuda::gather_batch(images_.raw<std::uint8_t>(), labels_.raw<std::int32_t>(), index,
-                                batch.x.raw<float>(), batch.y.raw<std::int32_t>(), rows, cols, norm_.mean, norm_.std,
-                                cuda::current_stream(device_));
-#endif
-  } else {
-    kernels::cpu::gather_batch(images_.raw<std::uint8_t>(), labels_.raw<std::int32_t>(), index, batch.x.raw<float>(),
-                               batch.y.raw<std::int32_t>(), rows, cols, norm_.mean, norm_.std);
-  }
+  gather_batch(images_, labels_, index_.narrow(0, static_cast<std::int64_t>(cursor_), static_cast<std::int64_t>(rows)),
+               batch.x, batch.y, norm_.mean, norm_.std);
   cursor_ += rows;
   stats_.batches++;
   return batch;

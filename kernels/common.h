@@ -8,6 +8,14 @@
 
 typedef struct CUstream_st* cudaStream_t;  // identical to the CUDA runtime's own typedef
 
+// A function compiled for the host and, under nvcc, for the device too: the per-element formulas
+// both backends share (Note [one formula per op] in kernels/elementwise_math.h).
+#if defined(__CUDACC__)
+#define EMBER_HOST_DEVICE __host__ __device__ inline
+#else
+#define EMBER_HOST_DEVICE inline
+#endif
+
 namespace ember::kernels {
 
 constexpr std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }

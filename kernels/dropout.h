@@ -8,22 +8,30 @@
 
 #include "kernels/common.h"
 
-#if defined(__CUDACC__)
-#define EMBER_HASH_FN __host__ __device__ inline
-#else
-#define EMBER_HASH_FN inline
-#endif
-
 namespace ember::kernels {
 
 // splitmix64's finalizer over (seed, counter): a good 64-bit mix, then the top 24 bits as a float
 // in [0, 1) (24 bits: exactly representable, the same on every device).
-EMBER_HASH_FN float counter_uniform(std::uint64_t seed, std::uint64_t counter) {
+EMBER_HOST_DEVICE float counter_uniform(std::uint64_t seed, std::uint64_t counter) {
   std::uint64_t z = seed + 0x9E3779B97F4A7C15ULL * (counter + 1);
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
   z ^= z >> 31;
   return static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
+}
+
+// The per-element formulas, shared by both twins (Note [one formula per op] in elementwise_math.h).
+EMBER_HOST_DEVICE bool dropout_keeps(std::uint64_t seed, std::uint64_t counter, float p) {
+  return counter_uniform(seed, counter) >= p;
+}
+// 1/(1 − p) in double, rounded once to the element type; 0 when everything is dropped.
+template <class T>
+EMBER_HOST_DEVICE T dropout_scale(float p) {
+  return p < 1.0f ? static_cast<T>(1.0 / (1.0 - static_cast<double>(p))) : T(0);
+}
+template <class T>
+EMBER_HOST_DEVICE T dropout_apply(bool keep, T x, T scale) {
+  return keep ? x * scale : T(0);
 }
 
 }  // namespace ember::kernels

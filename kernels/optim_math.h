@@ -7,12 +7,6 @@
 
 #include "kernels/optim.h"
 
-#if defined(__CUDACC__)
-#define EMBER_HOST_DEVICE __host__ __device__ inline
-#else
-#define EMBER_HOST_DEVICE inline
-#endif
-
 namespace ember::kernels {
 
 // torch.optim.SGD: d = g + wd·p; buf = g on the first step, else momentum·buf + (1−dampening)·d;

@@ -1,8 +1,8 @@
 // Row-wise softmax and log-softmax over the last dim, and the fused softmax cross-entropy.
 //
 // Shapes: x, y, dy, dx are [rows, cols]; targets and per-row outputs are [rows].
-// Numerically stable: the row maximum is subtracted before exponentiating, so logits of 1e4
-// give finite results.
+// Numerically stable, from each row's maximum and sum (Note [softmax from max and sum] in
+// softmax_math.h, where the formulas are), so logits of 1e4 keep full precision.
 // Cross-entropy: a target outside [0, cols) is not read from memory: the kernel writes 0 for
 // that row's loss and fills in `error` (DeviceErrorCode::target_out_of_range, the target, its
 // row, cols). On CUDA `error` is a device-visible pointer and nothing synchronizes; the caller
@@ -10,6 +10,7 @@
 #pragma once
 
 #include "kernels/common.h"
+#include "kernels/softmax_math.h"
 
 namespace ember::kernels {
 enum class SoftmaxKind : std::uint8_t { softmax, log_softmax };
@@ -24,15 +25,16 @@ template <class T>
 void softmax_backward(SoftmaxKind kind, const T* dy, const T* y, T* dx, std::size_t rows,
                       std::size_t cols, WriteMode mode);
 
-// loss[r] = logsumexp(x[r]) − x[r, target[r]]; lse[r] = logsumexp(x[r]) (kept for backward).
+// loss[r] = logsumexp(x[r]) − x[r, target[r]]; row_max[r] and row_sum[r] = Σ exp(x[r] − row_max[r])
+// are kept for the backward pass.
 template <class T, class Target>
-void cross_entropy_forward(const T* logits, const Target* targets, T* loss, T* lse,
+void cross_entropy_forward(const T* logits, const Target* targets, T* loss, T* row_max, T* row_sum,
                            std::size_t rows, std::size_t cols, DeviceErrorRecord* error);
 // dlogits = (softmax(x) − onehot(target)) · (*grad_scale) · row_scale, in one pass; grad_scale
 // points at the upstream gradient (a scalar in the backend's memory), row_scale is 1/rows for a
 // mean-reduced loss.
 template <class T, class Target>
-void cross_entropy_backward(const T* logits, const Target* targets, const T* lse,
+void cross_entropy_backward(const T* logits, const Target* targets, const T* row_max, const T* row_sum,
                             const T* grad_scale, T row_scale, T* dlogits, std::size_t rows,
                             std::size_t cols, WriteMode mode);
 
@@ -56,14 +58,13 @@ void softmax_forward(SoftmaxKind kind, const float* x, float* y, std::size_t row
 void softmax_backward(SoftmaxKind kind, const float* dy, const float* y, float* dx,
                       std::size_t rows, std::size_t cols, WriteMode mode, cudaStream_t stream);
 template <class Target>
-void cross_entropy_forward(const float* logits, const Target* targets, float* loss, float* lse,
-                           std::size_t rows, std::size_t cols, DeviceErrorRecord* error,
+void cross_entropy_forward(const float* logits, const Target* targets, float* loss, float* row_max,
+                           float* row_sum, std::size_t rows, std::size_t cols, DeviceErrorRecord* error,
                            cudaStream_t stream);
 template <class Target>
-void cross_entropy_backward(const float* logits, const Target* targets, const float* lse,
-                            const float* grad_scale, float row_scale, float* dlogits,
-                            std::size_t rows, std::size_t cols, WriteMode mode,
-                            cudaStream_t stream);
+void cross_entropy_backward(const float* logits, const Target* targets, const float* row_max,
+                            const float* row_sum, const float* grad_scale, float row_scale, float* dlogits,
+                            std::size_t rows, std::size_t cols, WriteMode mode, cudaStream_t stream);
 // One launch: every block handles rows; the last block to finish (found through `blocks_done`, a
 // device counter that must be 0 before the first call and that the kernel resets) sums row_loss
 // in a fixed order, so the result is bit-identical run after run and the launch can be replayed

@@ -1,13 +1,14 @@
-// LeakyReLU: a layer with its own CPU and CUDA kernels (kernels/leaky_relu.h) and its own
-// derivative rule — the worked example of route 2 in docs/writing-a-layer.md.
+// LeakyReLU: the module over the elementwise op ember::leaky_relu (core/ops.h), whose formula is
+// one line of kernels/elementwise_math.h — the worked example of adding an elementwise op in
+// docs/writing-a-layer.md.
 #pragma once
 
+#include "core/ops.h"
 #include "layers/module.h"
 
 namespace ember::nn {
 
-// The differentiable op: max(x, 0) + slope·min(x, 0).
-Tensor leaky_relu(const Tensor& input, double negative_slope = 0.01);
+using ember::leaky_relu;
 
 class LeakyReLU : public Module {
  public:

@@ -10,9 +10,22 @@
 #include "core/config.h"
 #include "core/cuda.h"
 #include "core/fusion.h"
+#include "core/dispatch.h"
 #include "core/op_helpers.h"
+#include "kernels/optim.h"
 
 namespace ember::optim {
+
+// What update() works on: the slot table (a host array on the CPU, a device array on CUDA), and
+// on CUDA the counter that lets the update kernel advance the step counts itself
+// (kernels/optim.h); on the CPU the counts are already advanced and `advance` is null.
+struct Optimizer::UpdateBatch {
+  const kernels::ParamSlot* slots;
+  std::size_t count, max_n;
+  Device device;
+  const float* lr;
+  unsigned* advance;
+};
 
 // The learning rate and the slot table of one group, kept in the parameters' memory and
 // refreshed only when they change (a new lr, gradients reallocated after zero_grad(true)).
@@ -131,21 +144,24 @@ void Optimizer::step() {
         cache.uploaded = slots;
       }
       if (!cache.advance.defined()) cache.advance = zeros({1}, {.dtype = DType::i32, .device = device});
-      EMBER_CUDA_ONLY(
-          detail::CudaScope scope(device);
+    }
+    detail::dispatch_device(
+        device,
+        [&] {
+          kernels::cpu::advance_steps(slots.data(), slots.size());
+          update(group, {slots.data(), slots.size(), max_n, device, cache.lr.raw<float>(), nullptr});
+        },
+        [&](auto stream) {
           const auto* device_slots = static_cast<const kernels::ParamSlot*>(cache.device_slots.raw_bytes());
           // One launch: the update advances the step counts itself (with fusion off, a launch of
           // its own advances them first).
           unsigned* advance = reinterpret_cast<unsigned*>(cache.advance.raw<std::int32_t>());
           if (!fusion_enabled()) {
-            kernels::cuda::advance_steps(device_slots, slots.size(), scope.stream());
+            kernels::cuda::advance_steps(device_slots, slots.size(), stream);
             advance = nullptr;
           }
-          update(group, device_slots, slots.size(), max_n, device, cache.lr.raw<float>(), advance));
-    } else {
-      kernels::cpu::advance_steps(slots.data(), slots.size());
-      update(group, slots.data(), slots.size(), max_n, device, cache.lr.raw<float>(), nullptr);
-    }
+          update(group, {device_slots, slots.size(), max_n, device, cache.lr.raw<float>(), advance});
+        });
   }
 }
 
@@ -290,19 +306,15 @@ std::vector<std::string> SGD::buffer_names(const GroupOptions& options) const {
   return {"momentum_buffer"};
 }
 
-void SGD::update(const ParamGroup& group, const kernels::ParamSlot* slots, std::size_t count, std::size_t max_n,
-                 Device device, const float* lr, unsigned* advance) {
+void SGD::update(const ParamGroup& group, const UpdateBatch& b) {
   kernels::SgdConfig config;
   config.momentum = static_cast<float>(group.options.momentum);
   config.dampening = static_cast<float>(group.options.dampening);
   config.weight_decay = static_cast<float>(group.options.weight_decay);
   config.nesterov = group.options.nesterov;
-  if (device.is_cuda()) {
-    EMBER_CUDA_ONLY(kernels::cuda::sgd_step(slots, count, max_n, config, lr, advance, cuda::current_stream(device)));
-  } else {
-    (void)max_n, (void)advance;
-    kernels::cpu::sgd_step(slots, count, config, lr);
-  }
+  detail::dispatch_device(
+      b.device, [&] { kernels::cpu::sgd_step(b.slots, b.count, config, b.lr); },
+      [&](auto stream) { kernels::cuda::sgd_step(b.slots, b.count, b.max_n, config, b.lr, b.advance, stream); });
 }
 
 // ---- Adam and AdamW ----------------------------------------------------------------------------
@@ -314,20 +326,16 @@ Adam::Adam(std::vector<ParamGroup> groups, bool decoupled) : Optimizer(std::move
 
 std::vector<std::string> Adam::buffer_names(const GroupOptions&) const { return {"exp_avg", "exp_avg_sq"}; }
 
-void Adam::update(const ParamGroup& group, const kernels::ParamSlot* slots, std::size_t count, std::size_t max_n,
-                  Device device, const float* lr, unsigned* advance) {
+void Adam::update(const ParamGroup& group, const UpdateBatch& b) {
   kernels::AdamConfig config;
   config.beta1 = static_cast<float>(group.options.beta1);
   config.beta2 = static_cast<float>(group.options.beta2);
   config.eps = static_cast<float>(group.options.eps);
   config.weight_decay = static_cast<float>(group.options.weight_decay);
   config.decoupled_weight_decay = decoupled_;
-  if (device.is_cuda()) {
-    EMBER_CUDA_ONLY(kernels::cuda::adam_step(slots, count, max_n, config, lr, advance, cuda::current_stream(device)));
-  } else {
-    (void)max_n, (void)advance;
-    kernels::cpu::adam_step(slots, count, config, lr);
-  }
+  detail::dispatch_device(
+      b.device, [&] { kernels::cpu::adam_step(b.slots, b.count, config, b.lr); },
+      [&](auto stream) { kernels::cuda::adam_step(b.slots, b.count, b.max_n, config, b.lr, b.advance, stream); });
 }
 
 AdamW::AdamW(std::vector<Tensor> params, GroupOptions options)

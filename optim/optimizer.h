@@ -11,7 +11,6 @@
 
 #include "core/serialize.h"
 #include "core/tensor.h"
-#include "kernels/optim.h"
 
 namespace ember::optim {
 
@@ -63,11 +62,11 @@ class Optimizer {
   explicit Optimizer(std::vector<ParamGroup> groups);
   // The per-parameter state buffers a group needs, e.g. {"momentum_buffer"} for SGD with momentum.
   virtual std::vector<std::string> buffer_names(const GroupOptions& options) const = 0;
-  // Runs the group's update over `slots` (host array for the CPU, device array on CUDA). On CUDA
-  // `advance` is the counter that lets the update kernel advance the step counts itself (see
-  // kernels/optim.h); on the CPU the counts are already advanced and it is null.
-  virtual void update(const ParamGroup& group, const kernels::ParamSlot* slots, std::size_t count,
-                      std::size_t max_n, Device device, const float* lr, unsigned* advance) = 0;
+  // One group's parameters, gradients and state as the update kernels see them (defined in
+  // optimizer.cpp: the kernels' slot tables stay out of this header).
+  struct UpdateBatch;
+  // Runs the group's update over the batch, in one launch on CUDA.
+  virtual void update(const ParamGroup& group, const UpdateBatch& batch) = 0;
 
  private:
   struct ParamState {
@@ -93,8 +92,7 @@ class SGD : public Optimizer {
 
  protected:
   std::vector<std::string> buffer_names(const GroupOptions& options) const override;
-  void update(const ParamGroup& group, const kernels::ParamSlot* slots, std::size_t count, std::size_t max_n,
-              Device device, const float* lr, unsigned* advance) override;
+  void update(const ParamGroup& group, const UpdateBatch& batch) override;
 };
 
 // torch.optim.Adam (L2 weight decay added to the gradient), with bias correction.
@@ -107,8 +105,7 @@ class Adam : public Optimizer {
  protected:
   Adam(std::vector<ParamGroup> groups, bool decoupled);
   std::vector<std::string> buffer_names(const GroupOptions& options) const override;
-  void update(const ParamGroup& group, const kernels::ParamSlot* slots, std::size_t count, std::size_t max_n,
-              Device device, const float* lr, unsigned* advance) override;
+  void update(const ParamGroup& group, const UpdateBatch& batch) override;
 
  private:
   bool decoupled_ = false;

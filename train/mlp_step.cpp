@@ -10,6 +10,7 @@
 #include "core/config.h"
 #include "core/cuda.h"
 #include "core/cuda_graph.h"
+#include "core/dispatch.h"
 #include "core/error.h"
 #include "core/kernel_errors.h"
 #include "kernels/bias_activation.h"
@@ -102,32 +103,29 @@ struct MlpStep::Impl {
   }
   BakedIn captured;  // as the graph was captured
 
-  cudaStream_t stream() const { return cuda() ? cuda::current_stream(device) : nullptr; }
+  cudaStream_t stream() const { return cuda::current_stream(device); }  // CUDA only
+
+  // Runs cpu() or cuda(stream) for the step's device (Note [device dispatch] in core/dispatch.h).
+  template <class Cpu, class Cuda>
+  decltype(auto) on_device(Cpu&& cpu, Cuda&& cuda) const {
+    return detail::dispatch_device(device, std::forward<Cpu>(cpu), std::forward<Cuda>(cuda));
+  }
 
   // Whether cuBLASLt runs this GEMM with its epilogue here (CUDA, epilogues on, supported).
   bool lt(const kernels::EpilogueGemm& g) const {
-#if EMBER_WITH_CUDA
-    return cuda() && options.gemm_epilogues && kernels::cuda::gemm_epilogue_supported(g);
-#else
-    (void)g;
-    return false;
-#endif
+    return on_device([] { return false; },
+                     [&](auto) { return options.gemm_epilogues && kernels::cuda::gemm_epilogue_supported(g); });
   }
 
   void gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, const float* a, std::size_t lda,
             const float* b, std::size_t ldb, float* c, std::size_t ldc) const {
-#if EMBER_WITH_CUDA
-    if (cuda()) return kernels::cuda::gemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc, stream());
-#endif
-    kernels::cpu::gemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+    on_device([&] { kernels::cpu::gemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc); },
+              [&](auto stream) { kernels::cuda::gemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc, stream); });
   }
 
+  // Only where lt() said yes, so never on the CPU.
   void gemm_epilogue(const kernels::EpilogueGemm& g) const {
-#if EMBER_WITH_CUDA
-    kernels::cuda::gemm_epilogue(g, stream());
-#else
-    (void)g;
-#endif
+    on_device([] {}, [&](auto stream) { kernels::cuda::gemm_epilogue(g, stream); });
   }
 
   // Forward of layer l from input `a` ([rows, in]); returns whether the ReLU mask was written.
@@ -143,15 +141,15 @@ struct MlpStep::Impl {
       return l.relu;
     }
     gemm(Transpose::no, Transpose::yes, rows, l.out, l.in, a, l.in, l.weight.raw<float>(), l.in, h, l.out);
-#if EMBER_WITH_CUDA
-    if (cuda()) {
-      if (l.relu) kernels::cuda::bias_relu_forward(h, bias, rows, l.out, stream());
-      else kernels::cuda::bias_forward(h, bias, rows, l.out, stream());
-      return false;
-    }
-#endif
-    if (l.relu) kernels::cpu::bias_relu_forward(h, bias, rows, l.out);
-    else kernels::cpu::bias_forward(h, bias, rows, l.out);
+    on_device(
+        [&] {
+          if (l.relu) kernels::cpu::bias_relu_forward(h, bias, rows, l.out);
+          else kernels::cpu::bias_forward(h, bias, rows, l.out);
+        },
+        [&](auto stream) {
+          if (l.relu) kernels::cuda::bias_relu_forward(h, bias, rows, l.out, stream);
+          else kernels::cuda::bias_forward(h, bias, rows, l.out, stream);
+        });
     return false;
   }
 
@@ -161,19 +159,19 @@ struct MlpStep::Impl {
     auto run = [&](auto target_type) {
       using Target = decltype(target_type);
       const Target* targets = y.raw<Target>();
-#if EMBER_WITH_CUDA
-      if (cuda()) {
-        kernels::cuda::cross_entropy_fused(last.h.raw<float>(), targets, last.g.raw<float>(), row_loss.raw<float>(),
-                                           batch_loss.raw<float>(), loss_sum.raw<float>(), rows, classes, scale,
-                                           cuda::device_error_record(device),
-                                           reinterpret_cast<unsigned*>(blocks_done.raw<std::int32_t>()), stream());
-        return;
-      }
-#endif
-      kernels::cpu::cross_entropy_fused(last.h.raw<float>(), targets, last.g.raw<float>(), row_loss.raw<float>(),
-                                        batch_loss.raw<float>(), loss_sum.raw<float>(), rows, classes, scale,
-                                        &cpu_error);
-      if (cpu_error.code != 0) {
+      on_device(
+          [&] {
+            kernels::cpu::cross_entropy_fused(last.h.raw<float>(), targets, last.g.raw<float>(), row_loss.raw<float>(),
+                                              batch_loss.raw<float>(), loss_sum.raw<float>(), rows, classes, scale,
+                                              &cpu_error);
+          },
+          [&](auto stream) {
+            kernels::cuda::cross_entropy_fused(last.h.raw<float>(), targets, last.g.raw<float>(),
+                                               row_loss.raw<float>(), batch_loss.raw<float>(), loss_sum.raw<float>(),
+                                               rows, classes, scale, cuda::device_error_record(device),
+                                               reinterpret_cast<unsigned*>(blocks_done.raw<std::int32_t>()), stream);
+          });
+      if (cpu_error.code != 0) {  // the CPU's record, at once; CUDA's is read at the epoch's end
         const kernels::DeviceErrorRecord found = cpu_error;
         cpu_error = {};
         throw_kernel_error(found, device);
@@ -187,12 +185,11 @@ struct MlpStep::Impl {
     const std::size_t need = kernels::sum_workspace_size(1, rows, l.out);
     if (need > static_cast<std::size_t>(l.sum_workspace.defined() ? l.sum_workspace.numel() : 0))
       l.sum_workspace = empty({static_cast<std::int64_t>(need)}, {.device = device});
-#if EMBER_WITH_CUDA
-    if (cuda())
-      return kernels::cuda::sum(l.g.raw<float>(), l.bias_grad.raw<float>(), 1, rows, l.out, 1.0f,
-                                need ? l.sum_workspace.raw<float>() : nullptr, stream());
-#endif
-    kernels::cpu::sum(l.g.raw<float>(), l.bias_grad.raw<float>(), 1, rows, l.out, 1.0f);
+    on_device([&] { kernels::cpu::sum(l.g.raw<float>(), l.bias_grad.raw<float>(), 1, rows, l.out, 1.0f); },
+              [&](auto stream) {
+                kernels::cuda::sum(l.g.raw<float>(), l.bias_grad.raw<float>(), 1, rows, l.out, 1.0f,
+                                   need ? l.sum_workspace.raw<float>() : nullptr, stream);
+              });
   }
 
   void run(const Tensor& x, const Tensor& y, std::size_t rows) {
@@ -235,15 +232,15 @@ struct MlpStep::Impl {
         continue;
       }
       gemm(Transpose::no, Transpose::no, rows, prev.out, l.out, dz, l.out, l.weight.raw<float>(), l.in, dprev, prev.out);
-#if EMBER_WITH_CUDA
-      if (cuda()) {
-        kernels::cuda::bias_relu_backward(dprev, prev.h.raw<float>(), dprev, prev.bias_grad.raw<float>(), rows, prev.out,
-                                          stream());
-        bias_grad_done = true;
-        continue;
-      }
-#endif
-      kernels::cpu::bias_relu_backward(dprev, prev.h.raw<float>(), dprev, prev.bias_grad.raw<float>(), rows, prev.out);
+      on_device(
+          [&] {
+            kernels::cpu::bias_relu_backward(dprev, prev.h.raw<float>(), dprev, prev.bias_grad.raw<float>(), rows,
+                                             prev.out);
+          },
+          [&](auto stream) {
+            kernels::cuda::bias_relu_backward(dprev, prev.h.raw<float>(), dprev, prev.bias_grad.raw<float>(), rows,
+                                              prev.out, stream);
+          });
       bias_grad_done = true;
     }
     optimizer->step();

@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "kernels/bias_activation.h"
+#include "kernels/elementwise_math.h"
 
 namespace ember::kernels::cpu {
 
@@ -10,8 +11,7 @@ void bias_relu_forward(T* __restrict y, const T* __restrict bias, std::size_t ro
   for (std::size_t r = 0; r < rows; ++r) {
     T* row = y + r * cols;
     for (std::size_t c = 0; c < cols; ++c) {
-      const T v = row[c] + bias[c];
-      row[c] = v > T(0) ? v : T(0);
+      row[c] = unary_formula<UnaryOp::relu>(row[c] + bias[c], {});
     }
   }
 }
@@ -36,7 +36,7 @@ void bias_relu_backward(const T* dy, const T* __restrict y, T* dx, T* __restrict
     T* d = dx + r * cols;
     for (std::size_t c = 0; c < cols; ++c) {
       const T gradient = g[c];  // loaded unconditionally, so the select below vectorizes
-      const T v = out[c] > T(0) ? gradient : T(0);
+      const T v = activation_grad_formula<ActivationGrad::relu>(gradient, out[c], {});
       d[c] = v;
       dbias[c] += v;
     }

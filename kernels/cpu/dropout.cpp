@@ -6,18 +6,18 @@ namespace ember::kernels::cpu {
 template <class T>
 void dropout_forward(const T* x, T* y, std::uint8_t* mask, std::size_t n, float p, std::uint64_t seed,
                      std::uint64_t offset) {
-  const T scale = p < 1.0f ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
+  const T scale = dropout_scale<T>(p);
   for (std::size_t i = 0; i < n; ++i) {
-    const bool keep = counter_uniform(seed, offset + i) >= p;
+    const bool keep = dropout_keeps(seed, offset + i, p);
     mask[i] = keep;
-    y[i] = keep ? x[i] * scale : T(0);
+    y[i] = dropout_apply(keep, x[i], scale);
   }
 }
 
 template <class T>
 void dropout_backward(const T* dy, const std::uint8_t* mask, T* dx, std::size_t n, float p) {
-  const T scale = p < 1.0f ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
-  for (std::size_t i = 0; i < n; ++i) dx[i] = mask[i] ? dy[i] * scale : T(0);
+  const T scale = dropout_scale<T>(p);
+  for (std::size_t i = 0; i < n; ++i) dx[i] = dropout_apply(mask[i] != 0, dy[i], scale);
 }
 
 template void dropout_forward<float>(const float*, float*, std::uint8_t*, std::size_t, float, std::uint64_t, std::uint64_t);

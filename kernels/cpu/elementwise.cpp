@@ -1,91 +1,24 @@
-// CPU twins of the elementwise kernels: the reference for the CUDA ones, and the CPU backend.
+// CPU twins of the elementwise kernels: the reference for the CUDA ones, and the CPU backend. The
+// formulas are kernels/elementwise_math.h's; the loops here only walk the memory.
 #include <cmath>
 #include <cstdint>
 
-#include "core/error.h"
 #include "kernels/elementwise.h"
 
 namespace ember::kernels::cpu {
 namespace {
 
-template <class T>
-T apply_unary(UnaryOp op, T x) {
-  switch (op) {
-    case UnaryOp::neg: return -x;
-    case UnaryOp::exp: return std::exp(x);
-    case UnaryOp::log: return std::log(x);
-    case UnaryOp::sqrt: return std::sqrt(x);
-    case UnaryOp::sigmoid: return T(1) / (T(1) + std::exp(-x));
-    case UnaryOp::tanh: return std::tanh(x);
-    case UnaryOp::relu: return x > T(0) ? x : T(0);
-  }
-  return x;
-}
-
-template <class T>
-T apply_binary(BinaryOp op, T a, T b) {
-  switch (op) {
-    case BinaryOp::add: return a + b;
-    case BinaryOp::sub: return a - b;
-    case BinaryOp::mul: return a * b;
-    case BinaryOp::div: return a / b;
-  }
-  return a;
-}
-
-template <class T>
-T apply_activation_grad(ActivationGrad op, T dy, T y) {
-  switch (op) {
-    case ActivationGrad::relu: return y > T(0) ? dy : T(0);
-    case ActivationGrad::sigmoid: return dy * y * (T(1) - y);
-    case ActivationGrad::tanh: return dy * (T(1) - y * y);
-  }
-  return dy;
-}
-
-// The switch sits outside the loop so that each loop body is a simple map the compiler vectorizes.
+// y[i] = f(x[i]), one loop per formula (the op is a template argument), so each vectorizes.
 template <class T, class F>
 void map(const T* x, T* y, std::size_t n, F f) {
   for (std::size_t i = 0; i < n; ++i) y[i] = f(x[i]);
 }
 
-}  // namespace
-
-template <class T>
-void unary(UnaryOp op, const T* x, T* y, std::size_t n) {
-  switch (op) {
-    case UnaryOp::neg: return map(x, y, n, [](T v) { return -v; });
-    case UnaryOp::relu: return map(x, y, n, [](T v) { return v > T(0) ? v : T(0); });
-    default: return map(x, y, n, [op](T v) { return apply_unary(op, v); });
-  }
-}
-
-template <class T>
-void pow_scalar(const T* x, T exponent, T* y, std::size_t n) {
-  if (exponent == T(2)) return map(x, y, n, [](T v) { return v * v; });
-  map(x, y, n, [exponent](T v) { return std::pow(v, exponent); });
-}
-
-template <class T>
-void affine(const T* x, T scale, T shift, T* y, std::size_t n) {
-  map(x, y, n, [scale, shift](T v) { return v * scale + shift; });
-}
-
-template <class T>
-void binary(BinaryOp op, const T* a, const T* b, T* out, std::size_t n) {
-  switch (op) {
-    case BinaryOp::add: for (std::size_t i = 0; i < n; ++i) out[i] = a[i] + b[i]; return;
-    case BinaryOp::sub: for (std::size_t i = 0; i < n; ++i) out[i] = a[i] - b[i]; return;
-    case BinaryOp::mul: for (std::size_t i = 0; i < n; ++i) out[i] = a[i] * b[i]; return;
-    case BinaryOp::div: for (std::size_t i = 0; i < n; ++i) out[i] = a[i] / b[i]; return;
-  }
-}
-
-template <class T>
-void binary_broadcast(BinaryOp op, const T* a, const T* b, T* out, const BroadcastLayout& layout) {
+template <BinaryOp Op, class T>
+void binary_broadcast_loop(const T* a, const T* b, T* out, const BroadcastLayout& layout) {
   const int nd = layout.ndim;
   if (nd == 0) {
-    out[0] = apply_binary(op, a[0], b[0]);
+    out[0] = binary_formula<Op>(a[0], b[0]);
     return;
   }
   const long long total = layout.numel();
@@ -98,7 +31,7 @@ void binary_broadcast(BinaryOp op, const T* a, const T* b, T* out, const Broadca
   long long off_a = 0, off_b = 0;
   for (long long base = 0; base < total; base += inner) {
     for (long long i = 0; i < inner; ++i)
-      out[base + i] = apply_binary(op, a[off_a + i * sa], b[off_b + i * sb]);
+      out[base + i] = binary_formula<Op>(a[off_a + i * sa], b[off_b + i * sb]);
     for (int d = nd - 2; d >= 0; --d) {
       off_a += layout.a_stride[d];
       off_b += layout.b_stride[d];
@@ -108,6 +41,28 @@ void binary_broadcast(BinaryOp op, const T* a, const T* b, T* out, const Broadca
       index[d] = 0;
     }
   }
+}
+
+}  // namespace
+
+template <class T>
+void unary(UnaryOp op, const T* x, T* y, std::size_t n, OpArgs<T> args) {
+  with_unary_op(op, [&](auto op_c) {
+    constexpr UnaryOp Op = decltype(op_c)::value;
+    map(x, y, n, [args](T v) { return unary_formula<Op>(v, args); });
+  });
+}
+
+template <class T>
+void binary(BinaryOp op, const T* a, const T* b, T* out, std::size_t n) {
+  with_binary_op(op, [&](auto op_c) {
+    for (std::size_t i = 0; i < n; ++i) out[i] = binary_formula<decltype(op_c)::value>(a[i], b[i]);
+  });
+}
+
+template <class T>
+void binary_broadcast(BinaryOp op, const T* a, const T* b, T* out, const BroadcastLayout& layout) {
+  with_binary_op(op, [&](auto op_c) { binary_broadcast_loop<decltype(op_c)::value>(a, b, out, layout); });
 }
 
 template <class T>
@@ -135,26 +90,17 @@ void expand(const T* x, T* out, const BroadcastLayout& layout, T scale) {
   }
 }
 
-namespace {
-// One loop per (op, mode), the op resolved at compile time, so each loop vectorizes.
-template <ActivationGrad Op, class T>
-void activation_grad_loop(const T* __restrict dy, const T* __restrict y, T* __restrict dx, std::size_t n,
-                          WriteMode mode) {
-  if (mode == WriteMode::overwrite) {
-    for (std::size_t i = 0; i < n; ++i) dx[i] = apply_activation_grad(Op, dy[i], y[i]);
-  } else {
-    for (std::size_t i = 0; i < n; ++i) dx[i] += apply_activation_grad(Op, dy[i], y[i]);
-  }
-}
-}  // namespace
-
 template <class T>
-void activation_grad(ActivationGrad op, const T* dy, const T* y, T* dx, std::size_t n, WriteMode mode) {
-  switch (op) {
-    case ActivationGrad::relu: return activation_grad_loop<ActivationGrad::relu>(dy, y, dx, n, mode);
-    case ActivationGrad::sigmoid: return activation_grad_loop<ActivationGrad::sigmoid>(dy, y, dx, n, mode);
-    case ActivationGrad::tanh: return activation_grad_loop<ActivationGrad::tanh>(dy, y, dx, n, mode);
-  }
+void activation_grad(ActivationGrad op, const T* dy, const T* saved, T* dx, std::size_t n, WriteMode mode,
+                     OpArgs<T> args) {
+  with_activation_grad(op, [&](auto op_c) {
+    // One loop per (op, mode), so each vectorizes.
+    if (mode == WriteMode::overwrite) {
+      for (std::size_t i = 0; i < n; ++i) dx[i] = activation_grad_formula<decltype(op_c)::value>(dy[i], saved[i], args);
+    } else {
+      for (std::size_t i = 0; i < n; ++i) dx[i] += activation_grad_formula<decltype(op_c)::value>(dy[i], saved[i], args);
+    }
+  });
 }
 
 template <class T>
@@ -164,24 +110,20 @@ void fill(T* y, T value, std::size_t n) {
 
 template <class From, class To>
 void cast(const From* x, To* y, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) y[i] = static_cast<To>(x[i]);
+  for (std::size_t i = 0; i < n; ++i) y[i] = cast_formula<From, To>(x[i]);
 }
 
 void normalize_u8(const std::uint8_t* __restrict x, float* __restrict y, std::size_t n, float mean, float std) {
-  // (x/255 − mean)/std as one multiply-add; the CUDA twin uses the same two constants.
-  const float scale = 1.0f / (255.0f * std);
-  const float shift = -mean / std;
-  for (std::size_t i = 0; i < n; ++i) y[i] = static_cast<float>(x[i]) * scale + shift;
+  const PixelScaling s = pixel_scaling(mean, std);
+  for (std::size_t i = 0; i < n; ++i) y[i] = scale_pixel(x[i], s);
 }
 
 #define EMBER_INSTANTIATE_FLOAT(T)                                                              \
-  template void unary<T>(UnaryOp, const T*, T*, std::size_t);                                   \
-  template void pow_scalar<T>(const T*, T, T*, std::size_t);                                    \
-  template void affine<T>(const T*, T, T, T*, std::size_t);                                     \
+  template void unary<T>(UnaryOp, const T*, T*, std::size_t, OpArgs<T>);                        \
   template void binary<T>(BinaryOp, const T*, const T*, T*, std::size_t);                       \
   template void binary_broadcast<T>(BinaryOp, const T*, const T*, T*, const BroadcastLayout&);  \
   template void expand<T>(const T*, T*, const BroadcastLayout&, T);                             \
-  template void activation_grad<T>(ActivationGrad, const T*, const T*, T*, std::size_t, WriteMode);
+  template void activation_grad<T>(ActivationGrad, const T*, const T*, T*, std::size_t, WriteMode, OpArgs<T>);
 EMBER_INSTANTIATE_FLOAT(float)
 EMBER_INSTANTIATE_FLOAT(double)
 #undef EMBER_INSTANTIATE_FLOAT

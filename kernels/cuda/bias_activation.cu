@@ -4,7 +4,8 @@
 #include <cuda_runtime.h>
 
 #include "kernels/bias_activation.h"
-#include "kernels/cuda/grid.cuh"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/elementwise_math.h"
 
 namespace ember::kernels::cuda {
 namespace {
@@ -12,8 +13,7 @@ namespace {
 __global__ void bias_relu_forward_kernel(float* y, const float* bias, std::size_t rows, std::size_t cols) {
   const std::size_t n = rows * cols;
   for (std::size_t i = global_thread(); i < n; i += grid_stride()) {
-    const float v = y[i] + bias[i % cols];
-    y[i] = v > 0.0f ? v : 0.0f;
+    y[i] = unary_formula<UnaryOp::relu>(y[i] + bias[i % cols], {});
   }
 }
 
@@ -29,7 +29,7 @@ __global__ void bias_relu_backward_kernel(const float* dy, const float* y, float
   float sum = 0.0f;
   for (std::size_t r = 0; r < rows; ++r) {
     const std::size_t i = r * cols + c;
-    const float v = y[i] > 0.0f ? dy[i] : 0.0f;
+    const float v = activation_grad_formula<ActivationGrad::relu>(dy[i], y[i], {});
     dx[i] = v;
     sum += v;
   }
@@ -39,25 +39,18 @@ __global__ void bias_relu_backward_kernel(const float* dy, const float* y, float
 }  // namespace
 
 void bias_relu_forward(float* y, const float* bias, std::size_t rows, std::size_t cols, cudaStream_t stream) {
-  const std::size_t n = rows * cols;
-  if (n == 0) return;
-  bias_relu_forward_kernel<<<grid_for(n), kBlock, 0, stream>>>(y, bias, rows, cols);
-  check_launch("bias_relu_forward", stream);
+  launch_n<bias_relu_forward_kernel>(rows * cols, stream, y, bias, rows, cols);
 }
 
 void bias_forward(float* y, const float* bias, std::size_t rows, std::size_t cols, cudaStream_t stream) {
-  const std::size_t n = rows * cols;
-  if (n == 0) return;
-  bias_forward_kernel<<<grid_for(n), kBlock, 0, stream>>>(y, bias, rows, cols);
-  check_launch("bias_forward", stream);
+  launch_n<bias_forward_kernel>(rows * cols, stream, y, bias, rows, cols);
 }
 
 void bias_relu_backward(const float* dy, const float* y, float* dx, float* dbias, std::size_t rows, std::size_t cols,
                         cudaStream_t stream) {
   if (cols == 0) return;
-  bias_relu_backward_kernel<<<static_cast<unsigned>(ceil_div(cols, kBlock)), kBlock, 0, stream>>>(dy, y, dx, dbias,
-                                                                                                 rows, cols);
-  check_launch("bias_relu_backward", stream);
+  launch<bias_relu_backward_kernel>({dim3(static_cast<unsigned>(ceil_div(cols, kBlock)))}, stream, dy, y, dx, dbias,
+                                    rows, cols);
 }
 
 }  // namespace ember::kernels::cuda

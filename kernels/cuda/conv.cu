@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "kernels/conv.h"
-#include "kernels/cuda/grid.cuh"
+#include "kernels/cuda/launch.cuh"
 
 namespace ember::kernels::cuda {
 namespace {
@@ -152,66 +152,55 @@ __global__ void batch_norm_backward_dx_kernel(const float* dy, const float* x, c
 }  // namespace
 
 void max_pool2d_forward(const float* x, float* y, std::int32_t* argmax, const PoolGeometry& g, cudaStream_t stream) {
-  const std::size_t total = g.n * g.c * g.oh() * g.ow();
-  if (total == 0) return;
-  max_pool_forward_kernel<<<grid_for(total), kBlock, 0, stream>>>(x, y, argmax, g);
-  check_launch("max_pool2d_forward", stream);
+  launch_n<max_pool_forward_kernel>(g.n * g.c * g.oh() * g.ow(), stream, x, y, argmax, g);
 }
 
 void max_pool2d_backward(const float* dy, const std::int32_t* argmax, float* dx, const PoolGeometry& g,
                          cudaStream_t stream) {
-  const std::size_t total = g.n * g.c * g.h * g.w;
-  if (total == 0) return;
-  max_pool_backward_kernel<<<grid_for(total), kBlock, 0, stream>>>(dy, argmax, dx, g);
-  check_launch("max_pool2d_backward", stream);
+  launch_n<max_pool_backward_kernel>(g.n * g.c * g.h * g.w, stream, dy, argmax, dx, g);
 }
 
 void channel_bias_add(float* y, const float* bias, std::size_t n, std::size_t c, std::size_t hw, cudaStream_t stream) {
   const std::size_t total = n * c * hw;
-  if (total == 0) return;
-  channel_bias_add_kernel<<<grid_for(total), kBlock, 0, stream>>>(y, bias, c, hw, total);
-  check_launch("channel_bias_add", stream);
+  launch_n<channel_bias_add_kernel>(total, stream, y, bias, c, hw, total);
 }
+
+namespace {
+// One block per channel (the block's threads sum its values in a fixed order).
+LaunchShape per_channel(std::size_t c) { return {dim3(static_cast<unsigned>(c))}; }
+}  // namespace
 
 void channel_bias_grad(const float* dy, float* dbias, std::size_t n, std::size_t c, std::size_t hw, cudaStream_t stream) {
   if (c == 0) return;
-  channel_bias_grad_kernel<<<static_cast<unsigned>(c), kBlock, 0, stream>>>(dy, dbias, n, c, hw);
-  check_launch("channel_bias_grad", stream);
+  launch<channel_bias_grad_kernel>(per_channel(c), stream, dy, dbias, n, c, hw);
 }
 
 void batch_norm_forward_train(const float* x, const float* gamma, const float* beta, float* y, float* save_mean,
                               float* save_invstd, float* running_mean, float* running_var, std::size_t n, std::size_t c,
                               std::size_t hw, float momentum, float eps, cudaStream_t stream) {
   if (c == 0 || n * hw == 0) return;
-  batch_norm_stats_kernel<<<static_cast<unsigned>(c), kBlock, 0, stream>>>(x, save_mean, save_invstd, running_mean,
-                                                                          running_var, n, c, hw, momentum, eps);
-  check_launch("batch_norm_stats", stream);
+  launch<batch_norm_stats_kernel>(per_channel(c), stream, x, save_mean, save_invstd, running_mean, running_var, n, c,
+                                  hw, momentum, eps);
   const std::size_t total = n * c * hw;
-  batch_norm_apply_kernel<<<grid_for(total), kBlock, 0, stream>>>(x, gamma, beta, save_mean, save_invstd, y, c, hw, total);
-  check_launch("batch_norm_apply", stream);
+  launch_n<batch_norm_apply_kernel>(total, stream, x, gamma, beta, save_mean, save_invstd, y, c, hw, total);
 }
 
 void batch_norm_forward_eval(const float* x, const float* gamma, const float* beta, const float* running_mean,
                              const float* running_var, float* y, std::size_t n, std::size_t c, std::size_t hw, float eps,
                              cudaStream_t stream) {
   const std::size_t total = n * c * hw;
-  if (total == 0) return;
-  batch_norm_eval_kernel<<<grid_for(total), kBlock, 0, stream>>>(x, gamma, beta, running_mean, running_var, y, c, hw,
-                                                                 total, eps);
-  check_launch("batch_norm_eval", stream);
+  launch_n<batch_norm_eval_kernel>(total, stream, x, gamma, beta, running_mean, running_var, y, c, hw, total, eps);
 }
 
 void batch_norm_backward(const float* dy, const float* x, const float* gamma, const float* save_mean,
                          const float* save_invstd, float* dx, float* dgamma, float* dbeta, std::size_t n, std::size_t c,
                          std::size_t hw, cudaStream_t stream) {
   if (c == 0 || n * hw == 0) return;
-  batch_norm_backward_sums_kernel<<<static_cast<unsigned>(c), kBlock, 0, stream>>>(dy, x, save_mean, save_invstd,
-                                                                                  dgamma, dbeta, n, c, hw);
-  check_launch("batch_norm_backward_sums", stream);
+  launch<batch_norm_backward_sums_kernel>(per_channel(c), stream, dy, x, save_mean, save_invstd, dgamma, dbeta, n, c,
+                                          hw);
   const std::size_t total = n * c * hw;
-  batch_norm_backward_dx_kernel<<<grid_for(total), kBlock, 0, stream>>>(dy, x, gamma, save_mean, save_invstd, dgamma,
-                                                                        dbeta, dx, c, hw, n * hw, total);
-  check_launch("batch_norm_backward_dx", stream);
+  launch_n<batch_norm_backward_dx_kernel>(total, stream, dy, x, gamma, save_mean, save_invstd, dgamma, dbeta, dx, c,
+                                          hw, n * hw, total);
 }
 
 }  // namespace ember::kernels::cuda

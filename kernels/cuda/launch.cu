@@ -1,4 +1,4 @@
-// Launch checking shared by every CUDA launcher.
+// Launch checking shared by every CUDA launcher (Note [launching kernels] in launch.cuh).
 #include <cuda_runtime.h>
 
 #include <cstdlib>
@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "kernels/common.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace ember::kernels::cuda {
 
@@ -30,13 +31,21 @@ void check_launch(const char* kernel, cudaStream_t stream) {
                                    ") [reported at its launch because EMBER_SYNC_DEBUG=1]"));
 }
 
+std::string readable_kernel_name(std::string_view name) {
+  std::string out(name);
+  constexpr std::string_view anonymous = "_GLOBAL__N__";
+  for (std::size_t at = out.find(anonymous); at != std::string::npos; at = out.find(anonymous, at)) {
+    std::size_t end = at + anonymous.size();
+    while (end < out.size() && out[end] != ':') ++end;
+    out.replace(at, end - at, "{anonymous}");
+  }
+  return out;
+}
+
 namespace {
 __global__ void empty_kernel() {}
 }  // namespace
 
-void launch_empty(cudaStream_t stream) {
-  empty_kernel<<<1, 1, 0, stream>>>();
-  check_launch("empty_kernel", stream);
-}
+void launch_empty(cudaStream_t stream) { launch<empty_kernel>(LaunchShape{dim3(1), dim3(1)}, stream); }
 
 }  // namespace ember::kernels::cuda

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/grid.cuh"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/layout.h"
 
 namespace ember::kernels::cuda {
@@ -55,19 +55,15 @@ void transpose_last2(const T* x, T* y, std::size_t batch, std::size_t rows, std:
   for (std::size_t b0 = 0; b0 < batch; b0 += kMaxBatchPerLaunch) {
     const std::size_t nb = batch - b0 < kMaxBatchPerLaunch ? batch - b0 : kMaxBatchPerLaunch;
     const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(nb));
-    transpose_kernel<<<grid, dim3(kTile, kTileRows), 0, stream>>>(x + b0 * plane, y + b0 * plane, rows, cols,
-                                                                  col_tiles);
-    check_launch("transpose_last2", stream);
+    launch<transpose_kernel<T>>({grid, dim3(kTile, kTileRows)}, stream, x + b0 * plane, y + b0 * plane, rows, cols,
+                                col_tiles);
   }
 }
 
 template <class T>
 void copy_2d(const T* src, std::size_t src_ld, T* dst, std::size_t dst_ld, std::size_t rows, std::size_t cols,
              cudaStream_t stream) {
-  const std::size_t n = rows * cols;
-  if (n == 0) return;
-  copy_2d_kernel<<<grid_for(n), kBlock, 0, stream>>>(src, src_ld, dst, dst_ld, rows, cols);
-  check_launch("copy_2d", stream);
+  launch_n<copy_2d_kernel<T>>(rows * cols, stream, src, src_ld, dst, dst_ld, rows, cols);
 }
 
 #define EMBER_INSTANTIATE(T)                                                                             \

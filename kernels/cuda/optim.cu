@@ -2,7 +2,7 @@
 // elements, so one launch updates every parameter of a group.
 #include <cuda_runtime.h>
 
-#include "kernels/cuda/grid.cuh"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/optim_math.h"
 
 namespace ember::kernels::cuda {
@@ -45,12 +45,14 @@ __global__ void adam_kernel(const ParamSlot* slots, AdamConfig config, const flo
   finish_advance(slots, advance);
 }
 
-template <class Launch>
-void for_each_batch(std::size_t count, std::size_t max_n, Launch launch) {
+// Launches `Kernel` once per batch of at most kMaxSlotsPerLaunch slots.
+template <auto Kernel, class Config>
+void for_each_batch(const ParamSlot* slots, std::size_t count, std::size_t max_n, const Config& config,
+                    const float* lr, unsigned* advance, cudaStream_t stream) {
   const unsigned blocks = grid_for(max_n);
   for (std::size_t first = 0; first < count; first += kMaxSlotsPerLaunch) {
     const std::size_t batch = count - first < kMaxSlotsPerLaunch ? count - first : kMaxSlotsPerLaunch;
-    launch(first, dim3(blocks, static_cast<unsigned>(batch)));
+    launch<Kernel>({dim3(blocks, static_cast<unsigned>(batch))}, stream, slots + first, config, lr, advance);
   }
 }
 
@@ -58,26 +60,19 @@ void for_each_batch(std::size_t count, std::size_t max_n, Launch launch) {
 
 void advance_steps(const ParamSlot* slots, std::size_t count, cudaStream_t stream) {
   if (count == 0) return;
-  advance_steps_kernel<<<static_cast<unsigned>(ceil_div(count, kBlock)), kBlock, 0, stream>>>(slots, count);
-  check_launch("advance_steps", stream);
+  launch<advance_steps_kernel>({dim3(static_cast<unsigned>(ceil_div(count, kBlock)))}, stream, slots, count);
 }
 
 void sgd_step(const ParamSlot* slots, std::size_t count, std::size_t max_n, const SgdConfig& config,
               const float* lr, unsigned* advance, cudaStream_t stream) {
   if (count == 0 || max_n == 0) return;
-  for_each_batch(count, max_n, [&](std::size_t first, dim3 grid) {
-    sgd_kernel<<<grid, kBlock, 0, stream>>>(slots + first, config, lr, advance);
-    check_launch("sgd_step", stream);
-  });
+  for_each_batch<sgd_kernel>(slots, count, max_n, config, lr, advance, stream);
 }
 
 void adam_step(const ParamSlot* slots, std::size_t count, std::size_t max_n, const AdamConfig& config,
                const float* lr, unsigned* advance, cudaStream_t stream) {
   if (count == 0 || max_n == 0) return;
-  for_each_batch(count, max_n, [&](std::size_t first, dim3 grid) {
-    adam_kernel<<<grid, kBlock, 0, stream>>>(slots + first, config, lr, advance);
-    check_launch("adam_step", stream);
-  });
+  for_each_batch<adam_kernel>(slots, count, max_n, config, lr, advance, stream);
 }
 
 }  // namespace ember::kernels::cuda

@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "core/error.h"
-#include "kernels/cuda/grid.cuh"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/elementwise.h"
 #include "kernels/reduce.h"
 
@@ -126,6 +126,9 @@ __global__ void count_equal_kernel(const A* a, const B* b, std::int64_t* count, 
     atomicAdd(reinterpret_cast<unsigned long long*>(count), block_count);
 }
 
+// One warp per row.
+LaunchShape warp_per_row(std::size_t rows) { return {dim3(static_cast<unsigned>(ceil_div(rows, kWarpsPerBlock)))}; }
+
 }  // namespace
 
 void sum(const float* x, float* out, std::size_t outer, std::size_t reduce, std::size_t inner, float scale,
@@ -137,39 +140,30 @@ void sum(const float* x, float* out, std::size_t outer, std::size_t reduce, std:
     return;
   }
   if (inner > 1) {
-    sum_columns_kernel<<<grid_for(n_out), kBlock, 0, stream>>>(x, out, outer, reduce, inner, scale);
-    check_launch("sum_columns", stream);
+    launch_n<sum_columns_kernel>(n_out, stream, x, out, outer, reduce, inner, scale);
     return;
   }
   const std::size_t partials = sum_workspace_size(outer, reduce, inner);
   if (partials > 0) {
     const std::size_t chunks = partials / outer;
-    sum_chunks_kernel<<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(outer)), kBlock, 0, stream>>>(
-        x, workspace, reduce, chunks);
-    check_launch("sum_chunks", stream);
-    sum_partials_kernel<<<static_cast<unsigned>(outer), kBlock, 0, stream>>>(workspace, out, chunks, scale);
-    check_launch("sum_partials", stream);
+    launch<sum_chunks_kernel>({dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(outer))}, stream, x,
+                              workspace, reduce, chunks);
+    launch<sum_partials_kernel>({dim3(static_cast<unsigned>(outer))}, stream, workspace, out, chunks, scale);
     return;
   }
-  sum_rows_kernel<<<static_cast<unsigned>(ceil_div(outer, kWarpsPerBlock)), kBlock, 0, stream>>>(
-      x, out, outer, reduce, scale);
-  check_launch("sum_rows", stream);
+  launch<sum_rows_kernel>(warp_per_row(outer), stream, x, out, outer, reduce, scale);
 }
 
 void max_last_dim(const float* x, float* values, std::int64_t* indices, std::size_t rows, std::size_t cols,
                   cudaStream_t stream) {
   if (rows == 0) return;
-  max_rows_kernel<<<static_cast<unsigned>(ceil_div(rows, kWarpsPerBlock)), kBlock, 0, stream>>>(
-      x, values, indices, rows, cols);
-  check_launch("max_last_dim", stream);
+  launch<max_rows_kernel>(warp_per_row(rows), stream, x, values, indices, rows, cols);
 }
 
 template <class A, class B>
 void count_equal(const A* a, const B* b, std::int64_t* count, std::size_t n, cudaStream_t stream) {
   CUDA_CHECK(cudaMemsetAsync(count, 0, sizeof(std::int64_t), stream));
-  if (n == 0) return;
-  count_equal_kernel<<<grid_for(n), kBlock, 0, stream>>>(a, b, count, n);
-  check_launch("count_equal", stream);
+  launch_n<count_equal_kernel<A, B>>(n, stream, a, b, count, n);
 }
 
 template void count_equal<std::int64_t, std::int32_t>(const std::int64_t*, const std::int32_t*, std::int64_t*,

@@ -1,11 +1,11 @@
 // CUDA softmax, log-softmax and fused softmax cross-entropy: one warp per row for the row
-// statistics, one thread per element for the gradient.
+// statistics, one thread per element for the gradient; the formulas are kernels/softmax_math.h's.
 #include <cuda_runtime.h>
 
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/cuda/grid.cuh"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/softmax.h"
 
 namespace ember::kernels::cuda {
@@ -13,29 +13,31 @@ namespace {
 
 constexpr unsigned kWarpsPerBlock = kBlock / kWarp;
 
-// The stable log-sum-exp of one row, computed by a whole warp; every lane gets the result.
-__device__ float warp_row_logsumexp(const float* row, std::size_t cols, unsigned lane) {
+// A row's maximum and Σ exp(x − max), computed by a whole warp; every lane gets both.
+struct RowStats {
+  float max, sum;
+};
+__device__ RowStats warp_row_stats(const float* row, std::size_t cols, unsigned lane) {
   float max = -INFINITY;
-  for (std::size_t c = lane; c < cols; c += kWarp) max = fmaxf(max, row[c]);
+  for (std::size_t c = lane; c < cols; c += kWarp) max = row[c] > max ? row[c] : max;
   max = warp_max(max);
-  if (isinf(max)) return max;
   float sum = 0.0f;
-  for (std::size_t c = lane; c < cols; c += kWarp) sum += expf(row[c] - max);
-  return max + logf(warp_sum(sum));
+  for (std::size_t c = lane; c < cols; c += kWarp) sum += softmax_numerator(row[c], max);
+  return {max, warp_sum(sum)};
 }
 
 __global__ void softmax_forward_kernel(SoftmaxKind kind, const float* x, float* y, std::size_t rows,
                                        std::size_t cols) {
   const std::size_t row = global_thread() / kWarp;
   const unsigned lane = threadIdx.x % kWarp;
-  if (row >= rows) return;
+  if (row >= rows) return;  // the whole warp: all its lanes share the row
   const float* xr = x + row * cols;
   float* yr = y + row * cols;
-  const float lse = warp_row_logsumexp(xr, cols, lane);
-  for (std::size_t c = lane; c < cols; c += kWarp) {
-    const float shifted = xr[c] - lse;
-    yr[c] = kind == SoftmaxKind::softmax ? expf(shifted) : shifted;
-  }
+  const RowStats s = warp_row_stats(xr, cols, lane);
+  const float inv = 1.0f / s.sum, log_sum = logf(s.sum);
+  for (std::size_t c = lane; c < cols; c += kWarp)
+    yr[c] = kind == SoftmaxKind::softmax ? softmax_formula(softmax_numerator(xr[c], s.max), inv)
+                                         : log_softmax_formula(xr[c], s.max, log_sum);
 }
 
 __global__ void softmax_backward_kernel(SoftmaxKind kind, const float* dy, const float* y, float* dx,
@@ -50,7 +52,8 @@ __global__ void softmax_backward_kernel(SoftmaxKind kind, const float* dy, const
   for (std::size_t c = lane; c < cols; c += kWarp) dot += kind == SoftmaxKind::softmax ? dyr[c] * yr[c] : dyr[c];
   dot = warp_sum(dot);
   for (std::size_t c = lane; c < cols; c += kWarp) {
-    const float g = kind == SoftmaxKind::softmax ? yr[c] * (dyr[c] - dot) : dyr[c] - expf(yr[c]) * dot;
+    const float g = kind == SoftmaxKind::softmax ? softmax_backward_formula(dyr[c], yr[c], dot)
+                                                 : log_softmax_backward_formula(dyr[c], yr[c], dot);
     dxr[c] = mode == WriteMode::overwrite ? g : dxr[c] + g;
   }
 }
@@ -67,35 +70,37 @@ __device__ void raise_target_error(DeviceErrorRecord* error, long long target, s
 }
 
 template <class Target>
-__global__ void cross_entropy_forward_kernel(const float* logits, const Target* targets, float* loss, float* lse,
-                                             std::size_t rows, std::size_t cols, DeviceErrorRecord* error) {
+__global__ void cross_entropy_forward_kernel(const float* logits, const Target* targets, float* loss, float* row_max,
+                                             float* row_sum, std::size_t rows, std::size_t cols,
+                                             DeviceErrorRecord* error) {
   const std::size_t row = global_thread() / kWarp;
   const unsigned lane = threadIdx.x % kWarp;
   if (row >= rows) return;
   const float* xr = logits + row * cols;
-  const float row_lse = warp_row_logsumexp(xr, cols, lane);
+  const RowStats s = warp_row_stats(xr, cols, lane);
   if (lane != 0) return;
-  lse[row] = row_lse;
+  row_max[row] = s.max;
+  row_sum[row] = s.sum;
   const long long target = static_cast<long long>(targets[row]);
   if (target < 0 || target >= static_cast<long long>(cols)) {
     loss[row] = 0.0f;
     raise_target_error(error, target, row, cols);
     return;
   }
-  loss[row] = row_lse - xr[target];
+  loss[row] = cross_entropy_loss_formula(xr[target], s.max, logf(s.sum));
 }
 
 template <class Target>
-__global__ void cross_entropy_backward_kernel(const float* logits, const Target* targets, const float* lse,
-                                              const float* grad_scale, float row_scale, float* dlogits,
-                                              std::size_t rows, std::size_t cols, WriteMode mode) {
+__global__ void cross_entropy_backward_kernel(const float* logits, const Target* targets, const float* row_max,
+                                              const float* row_sum, const float* grad_scale, float row_scale,
+                                              float* dlogits, std::size_t rows, std::size_t cols, WriteMode mode) {
   const std::size_t n = rows * cols;
   const float scale = *grad_scale * row_scale;
   for (std::size_t i = global_thread(); i < n; i += grid_stride()) {
     const std::size_t r = i / cols, c = i % cols;
-    const float p = expf(logits[i] - lse[r]);
-    const float onehot = static_cast<long long>(c) == static_cast<long long>(targets[r]) ? 1.0f : 0.0f;
-    const float g = (p - onehot) * scale;
+    const bool is_target = static_cast<long long>(c) == static_cast<long long>(targets[r]);
+    const float g =
+        cross_entropy_grad_formula(softmax_numerator(logits[i], row_max[r]), 1.0f / row_sum[r], is_target, scale);
     dlogits[i] = mode == WriteMode::overwrite ? g : dlogits[i] + g;
   }
 }
@@ -114,13 +119,14 @@ __global__ void cross_entropy_fused_kernel(const float* logits, const Target* ta
     float* dr = dlogits + row * cols;
     const long long target = static_cast<long long>(targets[row]);
     const bool bad = target < 0 || target >= static_cast<long long>(cols);
-    const float lse = warp_row_logsumexp(xr, cols, lane);
-    for (std::size_t c = lane; c < cols; c += kWarp) {
-      const float onehot = static_cast<long long>(c) == target ? 1.0f : 0.0f;
-      dr[c] = bad ? 0.0f : (expf(xr[c] - lse) - onehot) * row_scale;
-    }
+    const RowStats s = warp_row_stats(xr, cols, lane);
+    const float inv = 1.0f / s.sum;
+    for (std::size_t c = lane; c < cols; c += kWarp)
+      dr[c] = bad ? 0.0f
+                  : cross_entropy_grad_formula(softmax_numerator(xr[c], s.max), inv,
+                                               static_cast<long long>(c) == target, row_scale);
     if (lane == 0) {
-      row_loss[row] = bad ? 0.0f : lse - xr[target];
+      row_loss[row] = bad ? 0.0f : cross_entropy_loss_formula(xr[target], s.max, logf(s.sum));
       if (bad) raise_target_error(error, target, row, cols);
     }
   }
@@ -149,42 +155,37 @@ __global__ void cross_entropy_fused_kernel(const float* logits, const Target* ta
   }
 }
 
-unsigned warp_rows_grid(std::size_t rows) { return static_cast<unsigned>(ceil_div(rows, kWarpsPerBlock)); }
+// One warp per row.
+LaunchShape warp_per_row(std::size_t rows) { return {dim3(static_cast<unsigned>(ceil_div(rows, kWarpsPerBlock)))}; }
 
 }  // namespace
 
 void softmax_forward(SoftmaxKind kind, const float* x, float* y, std::size_t rows, std::size_t cols,
                      cudaStream_t stream) {
   if (rows == 0 || cols == 0) return;
-  softmax_forward_kernel<<<warp_rows_grid(rows), kBlock, 0, stream>>>(kind, x, y, rows, cols);
-  check_launch("softmax_forward", stream);
+  launch<softmax_forward_kernel>(warp_per_row(rows), stream, kind, x, y, rows, cols);
 }
 
 void softmax_backward(SoftmaxKind kind, const float* dy, const float* y, float* dx, std::size_t rows,
                       std::size_t cols, WriteMode mode, cudaStream_t stream) {
   if (rows == 0 || cols == 0) return;
-  softmax_backward_kernel<<<warp_rows_grid(rows), kBlock, 0, stream>>>(kind, dy, y, dx, rows, cols, mode);
-  check_launch("softmax_backward", stream);
+  launch<softmax_backward_kernel>(warp_per_row(rows), stream, kind, dy, y, dx, rows, cols, mode);
 }
 
 template <class Target>
-void cross_entropy_forward(const float* logits, const Target* targets, float* loss, float* lse, std::size_t rows,
-                           std::size_t cols, DeviceErrorRecord* error, cudaStream_t stream) {
+void cross_entropy_forward(const float* logits, const Target* targets, float* loss, float* row_max, float* row_sum,
+                           std::size_t rows, std::size_t cols, DeviceErrorRecord* error, cudaStream_t stream) {
   if (rows == 0) return;
-  cross_entropy_forward_kernel<<<warp_rows_grid(rows), kBlock, 0, stream>>>(logits, targets, loss, lse, rows,
-                                                                            cols, error);
-  check_launch("cross_entropy_forward", stream);
+  launch<cross_entropy_forward_kernel<Target>>(warp_per_row(rows), stream, logits, targets, loss, row_max, row_sum,
+                                               rows, cols, error);
 }
 
 template <class Target>
-void cross_entropy_backward(const float* logits, const Target* targets, const float* lse, const float* grad_scale,
-                            float row_scale, float* dlogits, std::size_t rows, std::size_t cols, WriteMode mode,
-                            cudaStream_t stream) {
-  const std::size_t n = rows * cols;
-  if (n == 0) return;
-  cross_entropy_backward_kernel<<<grid_for(n), kBlock, 0, stream>>>(logits, targets, lse, grad_scale, row_scale,
-                                                                    dlogits, rows, cols, mode);
-  check_launch("cross_entropy_backward", stream);
+void cross_entropy_backward(const float* logits, const Target* targets, const float* row_max, const float* row_sum,
+                            const float* grad_scale, float row_scale, float* dlogits, std::size_t rows,
+                            std::size_t cols, WriteMode mode, cudaStream_t stream) {
+  launch_n<cross_entropy_backward_kernel<Target>>(rows * cols, stream, logits, targets, row_max, row_sum, grad_scale,
+                                                  row_scale, dlogits, rows, cols, mode);
 }
 
 template <class Target>
@@ -192,17 +193,16 @@ void cross_entropy_fused(const float* logits, const Target* targets, float* dlog
                          float* batch_loss, float* loss_sum, std::size_t rows, std::size_t cols, float row_scale,
                          DeviceErrorRecord* error, unsigned* blocks_done, cudaStream_t stream) {
   if (rows == 0) return;
-  cross_entropy_fused_kernel<<<warp_rows_grid(rows), kBlock, 0, stream>>>(
-      logits, targets, dlogits, row_loss, batch_loss, loss_sum, rows, cols, row_scale, error, blocks_done);
-  check_launch("cross_entropy_fused", stream);
+  launch<cross_entropy_fused_kernel<Target>>(warp_per_row(rows), stream, logits, targets, dlogits, row_loss,
+                                             batch_loss, loss_sum, rows, cols, row_scale, error, blocks_done);
 }
 
 #define EMBER_INSTANTIATE(Target)                                                                          \
-  template void cross_entropy_forward<Target>(const float*, const Target*, float*, float*, std::size_t,    \
-                                              std::size_t, DeviceErrorRecord*, cudaStream_t);              \
+  template void cross_entropy_forward<Target>(const float*, const Target*, float*, float*, float*,          \
+                                              std::size_t, std::size_t, DeviceErrorRecord*, cudaStream_t); \
   template void cross_entropy_backward<Target>(const float*, const Target*, const float*, const float*,    \
-                                               float, float*, std::size_t, std::size_t, WriteMode,         \
-                                               cudaStream_t);                                \
+                                               const float*, float, float*, std::size_t, std::size_t,      \
+                                               WriteMode, cudaStream_t);                                   \
   template void cross_entropy_fused<Target>(const float*, const Target*, float*, float*, float*, float*,  \
                                             std::size_t, std::size_t, float, DeviceErrorRecord*,         \
                                             unsigned*, cudaStream_t);

@@ -10,6 +10,7 @@
 // double-accumulated result by K·ε·Σ|terms|, so each element gets that bound.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -42,46 +43,107 @@ const char* unary_name(UnaryOp op) {
     case UnaryOp::sigmoid: return "sigmoid";
     case UnaryOp::tanh: return "tanh";
     case UnaryOp::relu: return "relu";
+    case UnaryOp::leaky_relu: return "leaky_relu";
+    case UnaryOp::pow: return "pow";
+    case UnaryOp::affine: return "affine";
   }
   return "?";
+}
+
+// The values where twins most easily part: ±0, ±∞, NaN, the smallest and largest denormals,
+// the smallest normal, ±1, and large finite values.
+std::vector<float> special_values() {
+  const float inf = std::numeric_limits<float>::infinity(), denorm = std::numeric_limits<float>::denorm_min();
+  return {0.0f, -0.0f, inf, -inf, std::numeric_limits<float>::quiet_NaN(), denorm, -denorm,
+          std::numeric_limits<float>::min() - denorm, std::numeric_limits<float>::min(), 1.0f, -1.0f, 3e38f, -3e38f,
+          2.5f, -2.5f};
+}
+
+// Bit for bit, NaN matching NaN whatever its payload.
+void require_same_bits(const std::vector<float>& got, const std::vector<float>& want) {
+  REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    INFO("element " << i << ": got " << got[i] << ", the CPU twin gives " << want[i]);
+    if (std::isnan(want[i])) {
+      CHECK(std::isnan(got[i]));
+    } else {
+      std::uint32_t a = 0, b = 0;
+      std::memcpy(&a, &got[i], 4);
+      std::memcpy(&b, &want[i], 4);
+      CHECK(a == b);
+    }
+  }
 }
 }  // namespace
 
 TEST_CASE("unary kernels match the CPU twins") {
-  for (UnaryOp op : {UnaryOp::neg, UnaryOp::exp, UnaryOp::log, UnaryOp::sqrt, UnaryOp::sigmoid, UnaryOp::tanh,
-                     UnaryOp::relu}) {
-    const bool positive_only = op == UnaryOp::log || op == UnaryOp::sqrt;
-    const bool plain = op == UnaryOp::neg || op == UnaryOp::relu;
+  const OpArgs<float> none{};
+  for (auto [op, args] : {std::pair{UnaryOp::neg, none}, {UnaryOp::exp, none}, {UnaryOp::log, none},
+                          {UnaryOp::sqrt, none}, {UnaryOp::sigmoid, none}, {UnaryOp::tanh, none}, {UnaryOp::relu, none},
+                          {UnaryOp::leaky_relu, OpArgs<float>{0.01f, 0}}, {UnaryOp::pow, OpArgs<float>{2.0f, 0}},
+                          {UnaryOp::pow, OpArgs<float>{0.5f, 0}}, {UnaryOp::affine, OpArgs<float>{-1.5f, 0.25f}}}) {
+    const bool positive_only = op == UnaryOp::log || op == UnaryOp::sqrt || op == UnaryOp::pow;
+    const bool plain = op == UnaryOp::neg || op == UnaryOp::relu || op == UnaryOp::leaky_relu || op == UnaryOp::affine;
     for (std::size_t n : test_sizes())
       for (std::size_t offset : {0, 1}) {
         INFO(unary_name(op) << " n=" << n << " offset=" << offset);
         const auto x = random_floats(n, n + offset, positive_only ? 0.01f : -5.0f, 5.0f);
         Tensor dx = device_copy(x, offset);
         Tensor dy = poisoned<float>(n, offset);
-        kcuda::unary(op, dx.raw<float>() + offset, dy.raw<float>() + offset, n, gpu_stream());
+        kcuda::unary(op, dx.raw<float>() + offset, dy.raw<float>() + offset, n, args, gpu_stream());
         std::vector<float> expected(n);
-        kcpu::unary(op, x.data(), expected.data(), n);
+        kcpu::unary(op, x.data(), expected.data(), n, args);
         EMBER_REQUIRE_CLOSE(read_back<float>(dy, offset), expected, plain ? kArithAtol : kTranscAtol,
                             plain ? kArithRtol : kTranscRtol);
       }
   }
 }
 
-TEST_CASE("pow_scalar and affine match the CPU twins") {
-  for (std::size_t n : test_sizes())
-    for (float exponent : {2.0f, 3.0f, 0.5f}) {
-      INFO("n=" << n << " exponent=" << exponent);
-      const auto x = random_floats(n, n + 7, 0.1f, 3.0f);
-      Tensor dx = device_copy(x, 1), dy = poisoned<float>(n, 1);
-      kcuda::pow_scalar(dx.raw<float>() + 1, exponent, dy.raw<float>() + 1, n, gpu_stream());
-      std::vector<float> expected(n);
-      kcpu::pow_scalar(x.data(), exponent, expected.data(), n);
-      EMBER_REQUIRE_CLOSE(read_back<float>(dy, 1), expected, kTranscAtol, kTranscRtol);
-      Tensor da = poisoned<float>(n);
-      kcuda::affine(dx.raw<float>() + 1, -1.5f, 0.25f, da.raw<float>(), n, gpu_stream());
-      kcpu::affine(x.data(), -1.5f, 0.25f, expected.data(), n);
-      EMBER_REQUIRE_CLOSE(read_back<float>(da), expected, kArithAtol, kArithRtol);
-    }
+TEST_CASE("exact formulas agree with their CPU twins bit for bit on special values") {
+  // Note [one formula per op]: where IEEE arithmetic makes a formula exact, one formula gives one
+  // result on both backends — −0 included (it once came out +0 from one LeakyReLU twin only).
+  const std::vector<float> x = special_values();
+  const std::size_t n = x.size();
+  std::vector<float> y = x;
+  std::reverse(y.begin(), y.end());
+  Tensor dx = device_copy(x), dy = device_copy(y);
+  for (auto [op, args] : {std::pair{UnaryOp::neg, OpArgs<float>{}}, {UnaryOp::relu, OpArgs<float>{}},
+                          {UnaryOp::leaky_relu, OpArgs<float>{0.01f, 0}}, {UnaryOp::sqrt, OpArgs<float>{}}}) {
+    INFO(unary_name(op));
+    Tensor out = poisoned<float>(n);
+    kcuda::unary(op, dx.raw<float>(), out.raw<float>(), n, args, gpu_stream());
+    std::vector<float> want(n);
+    kcpu::unary(op, x.data(), want.data(), n, args);
+    require_same_bits(read_back<float>(out), want);
+  }
+  for (BinaryOp op : {BinaryOp::add, BinaryOp::sub, BinaryOp::mul, BinaryOp::div}) {
+    INFO("binary op " << int(op));
+    Tensor out = poisoned<float>(n);
+    kcuda::binary(op, dx.raw<float>(), dy.raw<float>(), out.raw<float>(), n, gpu_stream());
+    std::vector<float> want(n);
+    kcpu::binary(op, x.data(), y.data(), want.data(), n);
+    require_same_bits(read_back<float>(out), want);
+  }
+  for (ActivationGrad op : {ActivationGrad::relu, ActivationGrad::leaky_relu}) {
+    INFO("activation grad " << int(op));
+    Tensor out = poisoned<float>(n);
+    kcuda::activation_grad(op, dy.raw<float>(), dx.raw<float>(), out.raw<float>(), n, WriteMode::overwrite,
+                           {0.01f, 0}, gpu_stream());
+    std::vector<float> want(n);
+    kcpu::activation_grad(op, y.data(), x.data(), want.data(), n, WriteMode::overwrite, {0.01f, 0});
+    require_same_bits(read_back<float>(out), want);
+  }
+  // Float to integer: NaN to 0, out of range saturating, the same on both (kernels::cast_formula).
+  Tensor ints = ember::empty({static_cast<std::int64_t>(n)}, {.dtype = ember::DType::i32, .device = kGpu});
+  Tensor bytes = ember::empty({static_cast<std::int64_t>(n)}, {.dtype = ember::DType::u8, .device = kGpu});
+  kcuda::cast<float, std::int32_t>(dx.raw<float>(), ints.raw<std::int32_t>(), n, gpu_stream());
+  kcuda::cast<float, std::uint8_t>(dx.raw<float>(), bytes.raw<std::uint8_t>(), n, gpu_stream());
+  std::vector<std::int32_t> want_ints(n);
+  std::vector<std::uint8_t> want_bytes(n);
+  kcpu::cast<float, std::int32_t>(x.data(), want_ints.data(), n);
+  kcpu::cast<float, std::uint8_t>(x.data(), want_bytes.data(), n);
+  CHECK(ints.to_vector<std::int32_t>() == want_ints);
+  CHECK(bytes.to_vector<std::uint8_t>() == want_bytes);
 }
 
 TEST_CASE("binary kernels, same shape and broadcast, match the CPU twins") {
@@ -120,16 +182,19 @@ TEST_CASE("binary kernels, same shape and broadcast, match the CPU twins") {
 }
 
 TEST_CASE("activation gradients match the CPU twins, overwriting and accumulating") {
-  for (ActivationGrad op : {ActivationGrad::relu, ActivationGrad::sigmoid, ActivationGrad::tanh})
+  for (ActivationGrad op :
+       {ActivationGrad::relu, ActivationGrad::sigmoid, ActivationGrad::tanh, ActivationGrad::leaky_relu})
     for (WriteMode mode : {WriteMode::overwrite, WriteMode::accumulate})
       for (std::size_t n : test_sizes()) {
         INFO("op=" << int(op) << " mode=" << int(mode) << " n=" << n);
         const auto dy = random_floats(n, n + 3), y = random_floats(n, n + 4), start = random_floats(n, n + 5);
         Tensor ddy = device_copy(dy), dyv = device_copy(y, 1);
         Tensor ddx = mode == WriteMode::overwrite ? poisoned<float>(n) : device_copy(start);
-        kcuda::activation_grad(op, ddy.raw<float>(), dyv.raw<float>() + 1, ddx.raw<float>(), n, mode, gpu_stream());
+        const OpArgs<float> slope{0.2f, 0};
+        kcuda::activation_grad(op, ddy.raw<float>(), dyv.raw<float>() + 1, ddx.raw<float>(), n, mode, slope,
+                               gpu_stream());
         std::vector<float> expected = start;
-        kcpu::activation_grad(op, dy.data(), y.data(), expected.data(), n, mode);
+        kcpu::activation_grad(op, dy.data(), y.data(), expected.data(), n, mode, slope);
         EMBER_REQUIRE_CLOSE(read_back<float>(ddx), expected, kArithAtol, kArithRtol);
       }
 }
@@ -265,22 +330,25 @@ TEMPLATE_TEST_CASE("cross-entropy forward and backward match the CPU twin", "", 
     const auto x = random_floats(rows * cols, rows, -6.0f, 6.0f);
     std::vector<Target> t(rows);
     for (std::size_t r = 0; r < rows; ++r) t[r] = static_cast<Target>((r * 13 + 1) % cols);
-    Tensor dx = device_copy(x, 1), dt = device_copy(t), dloss = poisoned<float>(rows), dlse = poisoned<float>(rows);
+    Tensor dx = device_copy(x, 1), dt = device_copy(t), dloss = poisoned<float>(rows);
+    Tensor dmax = poisoned<float>(rows), dsum = poisoned<float>(rows);
     DeviceErrorRecord* record = ember::cuda::device_error_record(kGpu);
-    kcuda::cross_entropy_forward(dx.raw<float>() + 1, dt.raw<Target>(), dloss.raw<float>(), dlse.raw<float>(), rows,
-                                cols, record, gpu_stream());
-    std::vector<float> loss(rows), lse(rows);
-    kcpu::cross_entropy_forward(x.data(), t.data(), loss.data(), lse.data(), rows, cols, nullptr);
+    kcuda::cross_entropy_forward(dx.raw<float>() + 1, dt.raw<Target>(), dloss.raw<float>(), dmax.raw<float>(),
+                                 dsum.raw<float>(), rows, cols, record, gpu_stream());
+    std::vector<float> loss(rows), row_max(rows), row_sum(rows);
+    kcpu::cross_entropy_forward(x.data(), t.data(), loss.data(), row_max.data(), row_sum.data(), rows, cols, nullptr);
     EMBER_REQUIRE_CLOSE(read_back<float>(dloss), loss, 1e-5, 1e-5);
-    EMBER_REQUIRE_CLOSE(read_back<float>(dlse), lse, 1e-5, 1e-5);
+    EMBER_REQUIRE_CLOSE(read_back<float>(dmax), row_max, 0.0, 0.0);
+    EMBER_REQUIRE_CLOSE(read_back<float>(dsum), row_sum, 1e-6, 1e-5);
     ember::cuda::check_device_errors(kGpu);  // nothing raised
     const std::vector<float> upstream{2.0f};
     Tensor dup = device_copy(upstream), dgrad = poisoned<float>(rows * cols);
-    kcuda::cross_entropy_backward(dx.raw<float>() + 1, dt.raw<Target>(), dlse.raw<float>(), dup.raw<float>(),
-                                 1.0f / rows, dgrad.raw<float>(), rows, cols, WriteMode::overwrite, gpu_stream());
+    kcuda::cross_entropy_backward(dx.raw<float>() + 1, dt.raw<Target>(), dmax.raw<float>(), dsum.raw<float>(),
+                                  dup.raw<float>(), 1.0f / rows, dgrad.raw<float>(), rows, cols, WriteMode::overwrite,
+                                  gpu_stream());
     std::vector<float> grad(rows * cols);
-    kcpu::cross_entropy_backward(x.data(), t.data(), lse.data(), upstream.data(), 1.0f / rows, grad.data(), rows, cols,
-                                WriteMode::overwrite);
+    kcpu::cross_entropy_backward(x.data(), t.data(), row_max.data(), row_sum.data(), upstream.data(), 1.0f / rows,
+                                 grad.data(), rows, cols, WriteMode::overwrite);
     EMBER_REQUIRE_CLOSE(read_back<float>(dgrad), grad, 1e-7, 1e-5);
   }
 }

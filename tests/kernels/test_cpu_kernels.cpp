@@ -76,14 +76,14 @@ TEST_CASE("softmax cross-entropy: hand-computed cases") {
   SECTION("all-equal logits give log(C) and a uniform softmax") {
     const std::vector<float> logits(2 * 4, 3.0f);
     const std::vector<std::int32_t> targets{0, 3};
-    std::vector<float> loss(2), lse(2), grad(8);
+    std::vector<float> loss(2), mx(2), sm(2), grad(8);
     DeviceErrorRecord err;
-    cpu::cross_entropy_forward(logits.data(), targets.data(), loss.data(), lse.data(), 2, 4, &err);
+    cpu::cross_entropy_forward(logits.data(), targets.data(), loss.data(), mx.data(), sm.data(), 2, 4, &err);
     CHECK(err.code == 0);
     CHECK(loss[0] == Approx(std::log(4.0)).epsilon(1e-6));
     CHECK(loss[1] == Approx(std::log(4.0)).epsilon(1e-6));
     const float one = 1.0f;
-    cpu::cross_entropy_backward(logits.data(), targets.data(), lse.data(), &one, 0.5f, grad.data(), 2, 4,
+    cpu::cross_entropy_backward(logits.data(), targets.data(), mx.data(), sm.data(), &one, 0.5f, grad.data(), 2, 4,
                                 WriteMode::overwrite);
     // (softmax − onehot)/B = (0.25 − [c == t])/2
     CHECK(grad[0] == Approx(-0.375f));
@@ -93,48 +93,82 @@ TEST_CASE("softmax cross-entropy: hand-computed cases") {
   SECTION("large logits stay finite") {
     const std::vector<double> logits{1e4, 0.0, -1e4};
     const std::vector<std::int64_t> targets{0};
-    std::vector<double> loss(1), lse(1), grad(3);
-    cpu::cross_entropy_forward(logits.data(), targets.data(), loss.data(), lse.data(), 1, 3, nullptr);
+    std::vector<double> loss(1), mx(1), sm(1), grad(3);
+    cpu::cross_entropy_forward(logits.data(), targets.data(), loss.data(), mx.data(), sm.data(), 1, 3, nullptr);
     CHECK(std::isfinite(loss[0]));
     CHECK(loss[0] == Approx(0.0).margin(1e-12));
     const std::vector<std::int64_t> other{1};
-    cpu::cross_entropy_forward(logits.data(), other.data(), loss.data(), lse.data(), 1, 3, nullptr);
+    cpu::cross_entropy_forward(logits.data(), other.data(), loss.data(), mx.data(), sm.data(), 1, 3, nullptr);
     CHECK(loss[0] == Approx(1e4));
     const double one = 1.0;
-    cpu::cross_entropy_backward(logits.data(), other.data(), lse.data(), &one, 1.0, grad.data(), 1, 3,
+    cpu::cross_entropy_backward(logits.data(), other.data(), mx.data(), sm.data(), &one, 1.0, grad.data(), 1, 3,
                                 WriteMode::overwrite);
     CHECK(grad[0] == Approx(1.0));
     CHECK(grad[1] == Approx(-1.0));
     CHECK(grad[2] == Approx(0.0).margin(1e-300));
     const std::vector<float> big{1e4f, 1e4f};
-    std::vector<float> l(1), s(1);
+    std::vector<float> l(1), m1(1), s1(1);
     const std::vector<std::int32_t> t{1};
-    cpu::cross_entropy_forward(big.data(), t.data(), l.data(), s.data(), 1, 2, nullptr);
+    cpu::cross_entropy_forward(big.data(), t.data(), l.data(), m1.data(), s1.data(), 1, 2, nullptr);
     CHECK(l[0] == Approx(std::log(2.0)));
   }
   SECTION("one class: zero loss and zero gradient") {
     const std::vector<float> logits{5.0f, -7.0f};
     const std::vector<std::int32_t> targets{0, 0};
-    std::vector<float> loss(2), lse(2), grad(2, 1.0f);
-    cpu::cross_entropy_forward(logits.data(), targets.data(), loss.data(), lse.data(), 2, 1, nullptr);
+    std::vector<float> loss(2), mx(2), sm(2), grad(2, 1.0f);
+    cpu::cross_entropy_forward(logits.data(), targets.data(), loss.data(), mx.data(), sm.data(), 2, 1, nullptr);
     CHECK(loss == std::vector<float>{0.0f, 0.0f});
     const float one = 1.0f;
-    cpu::cross_entropy_backward(logits.data(), targets.data(), lse.data(), &one, 0.5f, grad.data(), 2, 1,
+    cpu::cross_entropy_backward(logits.data(), targets.data(), mx.data(), sm.data(), &one, 0.5f, grad.data(), 2, 1,
                                 WriteMode::overwrite);
     CHECK(grad == std::vector<float>{0.0f, 0.0f});
   }
   SECTION("a target out of range is recorded, never read") {
     const std::vector<float> logits{1, 2, 3, 4, 5, 6};
     const std::vector<std::int64_t> targets{1, 7};
-    std::vector<float> loss(2), lse(2);
+    std::vector<float> loss(2), mx(2), sm(2);
     DeviceErrorRecord err;
-    cpu::cross_entropy_forward(logits.data(), targets.data(), loss.data(), lse.data(), 2, 3, &err);
+    cpu::cross_entropy_forward(logits.data(), targets.data(), loss.data(), mx.data(), sm.data(), 2, 3, &err);
     CHECK(err.code == static_cast<int>(DeviceErrorCode::target_out_of_range));
     CHECK(err.value == 7);
     CHECK(err.position == 1);
     CHECK(err.bound == 3);
     CHECK(loss[1] == 0.0f);
   }
+}
+
+TEST_CASE("softmax cross-entropy keeps full precision for logits around 1e4") {
+  // A float log-sum-exp near 1e4 is off by up to half an ulp of 1e4 (5e-4), and exp(x − lse)
+  // would carry that into every probability (Note [softmax from max and sum]). From the row's
+  // maximum and sum, the float results match a double reference to float precision.
+  const std::size_t rows = 16, cols = 10;
+  const auto source = random_doubles(rows * cols, 99, -8.0, 8.0);
+  std::vector<float> logits(rows * cols);
+  for (std::size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>(1e4 + source[i]);
+  std::vector<std::int32_t> targets(rows);
+  for (std::size_t r = 0; r < rows; ++r) targets[r] = static_cast<std::int32_t>(r % cols);
+  std::vector<float> loss(rows), mx(rows), sm(rows), grad(rows * cols), fused(rows * cols), row_loss(rows);
+  const float one = 1.0f, scale = 1.0f / static_cast<float>(rows);
+  cpu::cross_entropy_forward(logits.data(), targets.data(), loss.data(), mx.data(), sm.data(), rows, cols, nullptr);
+  cpu::cross_entropy_backward(logits.data(), targets.data(), mx.data(), sm.data(), &one, scale, grad.data(), rows, cols,
+                              WriteMode::overwrite);
+  cpu::cross_entropy_fused<float, std::int32_t>(logits.data(), targets.data(), fused.data(), row_loss.data(), nullptr,
+                                                nullptr, rows, cols, scale, nullptr);
+  std::vector<double> want_loss(rows), want_grad(rows * cols);
+  for (std::size_t r = 0; r < rows; ++r) {
+    double max = -INFINITY, sum = 0;
+    for (std::size_t c = 0; c < cols; ++c) max = std::max(max, static_cast<double>(logits[r * cols + c]));
+    for (std::size_t c = 0; c < cols; ++c) sum += std::exp(static_cast<double>(logits[r * cols + c]) - max);
+    want_loss[r] = max + std::log(sum) - logits[r * cols + static_cast<std::size_t>(targets[r])];
+    for (std::size_t c = 0; c < cols; ++c)
+      want_grad[r * cols + c] = (std::exp(static_cast<double>(logits[r * cols + c]) - max) / sum -
+                                 (c == static_cast<std::size_t>(targets[r]) ? 1.0 : 0.0)) / static_cast<double>(rows);
+  }
+  // float probabilities: rtol of a few float roundings (exp, a sum of 10, a division).
+  EMBER_REQUIRE_CLOSE(grad, want_grad, 1e-8, 1e-5);
+  EMBER_REQUIRE_CLOSE(fused, want_grad, 1e-8, 1e-5);
+  EMBER_REQUIRE_CLOSE(loss, want_loss, 1e-5, 1e-5);
+  EMBER_REQUIRE_CLOSE(row_loss, want_loss, 1e-5, 1e-5);
 }
 
 TEMPLATE_TEST_CASE("fused cross-entropy matches the unfused forward and backward", "", float, double) {
@@ -147,9 +181,9 @@ TEMPLATE_TEST_CASE("fused cross-entropy matches the unfused forward and backward
     std::vector<std::int64_t> targets(rows);
     for (std::size_t r = 0; r < rows; ++r) targets[r] = static_cast<std::int64_t>((r * 7 + 3) % cols);
     const T row_scale = T(1) / static_cast<T>(rows), one = 1;
-    std::vector<T> loss(rows), lse(rows), grad(rows * cols);
-    cpu::cross_entropy_forward(logits.data(), targets.data(), loss.data(), lse.data(), rows, cols, nullptr);
-    cpu::cross_entropy_backward(logits.data(), targets.data(), lse.data(), &one, row_scale, grad.data(), rows, cols,
+    std::vector<T> loss(rows), mx(rows), sm(rows), grad(rows * cols);
+    cpu::cross_entropy_forward(logits.data(), targets.data(), loss.data(), mx.data(), sm.data(), rows, cols, nullptr);
+    cpu::cross_entropy_backward(logits.data(), targets.data(), mx.data(), sm.data(), &one, row_scale, grad.data(), rows, cols,
                                 WriteMode::overwrite);
     std::vector<T> fused_grad(rows * cols, std::numeric_limits<T>::quiet_NaN()), row_loss(rows);
     T batch_loss = std::numeric_limits<T>::quiet_NaN(), loss_sum = 5;
@@ -162,8 +196,8 @@ TEMPLATE_TEST_CASE("fused cross-entropy matches the unfused forward and backward
       CHECK(row_loss[r] == Approx(loss[r]).epsilon(1e-6));
       total += static_cast<double>(loss[r]);
     }
-    // Same formula, but the fused kernel subtracts row_scale from one scaled probability where the
-    // unfused one scales (p − 1): they may differ by a rounding of row_scale.
+    // The same formulas; the unfused backward inverts the row sum as stored (rounded to T), the
+    // fused one the sum itself: they may differ by a rounding.
     for (std::size_t i = 0; i < grad.size(); ++i)
       CHECK(static_cast<double>(fused_grad[i]) == Approx(static_cast<double>(grad[i])).margin(4e-7 * row_scale));
     CHECK(static_cast<double>(batch_loss) == Approx(total / static_cast<double>(rows)).epsilon(1e-6));
@@ -306,4 +340,25 @@ TEST_CASE("layout kernels: transpose and strided block copy") {
   std::vector<float> src{1, 2, 3, 4, 5, 6}, dst(10, 0.0f);
   cpu::copy_2d(src.data(), 3, dst.data() + 1, 5, 2, 2);
   CHECK(dst == std::vector<float>{0, 1, 2, 0, 0, 0, 4, 5, 0, 0});
+}
+
+TEST_CASE("float to integer casts: truncation, NaN to 0, saturation (defined where C++ leaves it undefined)") {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> x{2.7f, -2.7f, 0.0f, -0.0f, std::nanf(""), 1e10f, -1e10f, inf, -inf, 300.0f, -5.0f, 255.5f,
+                             2147483520.0f, -2147483648.0f};
+  std::vector<std::int32_t> i32(x.size());
+  std::vector<std::int64_t> i64(x.size());
+  std::vector<std::uint8_t> u8(x.size());
+  cpu::cast<float, std::int32_t>(x.data(), i32.data(), x.size());
+  cpu::cast<float, std::int64_t>(x.data(), i64.data(), x.size());
+  cpu::cast<float, std::uint8_t>(x.data(), u8.data(), x.size());
+  const std::int32_t max32 = std::numeric_limits<std::int32_t>::max(), min32 = std::numeric_limits<std::int32_t>::min();
+  const std::int64_t max64 = std::numeric_limits<std::int64_t>::max(), min64 = std::numeric_limits<std::int64_t>::min();
+  CHECK(i32 == std::vector<std::int32_t>{2, -2, 0, 0, 0, max32, min32, max32, min32, 300, -5, 255, 2147483520, min32});
+  CHECK(i64 == std::vector<std::int64_t>{2, -2, 0, 0, 0, 10000000000LL, -10000000000LL, max64, min64, 300, -5, 255,
+                                         2147483520LL, -2147483648LL});
+  CHECK(u8 == std::vector<std::uint8_t>{2, 0, 0, 0, 0, 255, 0, 255, 0, 255, 0, 255, 255, 0});
+  // The same rule for a scalar fill (Tensor::fill_ converts with it too).
+  CHECK(cast_formula<double, std::uint8_t>(-1.0) == 0);
+  CHECK(cast_formula<double, std::int32_t>(std::nan("")) == 0);
 }

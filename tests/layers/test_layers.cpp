@@ -3,6 +3,9 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <limits>
+
+#include <cmath>
 #include <unistd.h>
 
 #include <filesystem>
@@ -200,4 +203,10 @@ TEST_CASE("LeakyReLU: values, gradcheck, accumulation") {
   sum(nn::leaky_relu(leaf, 0.05)).backward();
   sum(nn::leaky_relu(leaf, 0.05)).backward();
   CHECK(leaf.grad().to_vector<double>() == std::vector<double>{0.1, 0.1, 2, 2, 2, 0.1});
+  // As in PyTorch: −0 stays −0, NaN stays NaN, ±∞ keep their sign (one formula on both backends).
+  const float inf = std::numeric_limits<float>::infinity();
+  const auto special = nn::leaky_relu(from_vector<float>({-0.0f, std::nanf(""), inf, -inf}, {4}), 0.1).to_vector<float>();
+  CHECK((special[0] == 0.0f && std::signbit(special[0])));
+  CHECK(std::isnan(special[1]));
+  CHECK((special[2] == inf && special[3] == -inf));
 }

@@ -1,0 +1,107 @@
+// The one seam between an op and its kernels: which backend runs, on which stream, for which
+// element type. Every op in core/ (and every layer written the same way) reaches the kernels
+// through these functions; none writes its own `is_cuda()` branch or `#if`.
+//
+// Note [device dispatch]
+// dispatch(t, cpu, cuda) runs exactly one of the two lambdas:
+//   - t on the CPU: cpu(zero), where `zero` is a value of t's floating element type (float or
+//     double), so the lambda writes `using T = decltype(zero);` and calls kernels::cpu::f<T>;
+//   - t on a CUDA device: that device is made current and cuda(stream) is called with the stream
+//     ops on that device are issued on (kernels::cuda::f(..., stream) enqueues there; f32 only).
+// The CUDA lambda must be generic — `[&](auto stream)` — and that is what keeps `#if` out of the
+// ops: in a build without the CUDA backend the lambda is never instantiated, so the kernels::cuda
+// functions it names need no definition, and the branch throws instead (it cannot be reached: no
+// tensor can live on a CUDA device in such a build). dispatch_device() is the same without the
+// dtype visit (cpu() takes no argument), for ops whose CPU code handles every dtype itself;
+// dispatch_dtype() visits every dtype (f32, f64, i32, i64, u8) on both backends, calling
+// cpu(zero) or cuda(zero, stream), for ops that move data of any type.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+
+#include "core/config.h"
+#include "core/cuda.h"
+#include "core/tensor.h"
+
+namespace ember::detail {
+
+[[noreturn]] void throw_built_without_cuda();
+
+// Calls f(float{}) or f(double{}) for a floating dtype.
+template <class F>
+decltype(auto) visit_floating(DType dtype, F&& f) {
+  if (dtype == DType::f64) return f(double{});
+  return f(float{});
+}
+
+// Calls f(T{}) for any dtype's element type.
+template <class F>
+decltype(auto) visit_dtype(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::f64: return f(double{});
+    case DType::i32: return f(std::int32_t{});
+    case DType::i64: return f(std::int64_t{});
+    case DType::u8: return f(std::uint8_t{});
+    case DType::f32: break;
+  }
+  return f(float{});
+}
+
+// For CUDA code: makes the device current and gives the stream to enqueue on.
+class CudaScope {
+ public:
+  explicit CudaScope(Device device) : guard_(device), stream_(cuda::current_stream(device)) {}
+  cudaStream_t stream() const { return stream_; }
+
+ private:
+  cuda::DeviceGuard guard_;
+  cudaStream_t stream_;
+};
+
+// See Note [device dispatch]. Both lambdas return the same type (often void).
+template <class Cpu, class Cuda>
+auto dispatch(const Tensor& on, Cpu&& cpu, [[maybe_unused]] Cuda&& cuda) -> decltype(cpu(float{})) {
+  if (on.is_cuda()) {
+#if EMBER_WITH_CUDA
+    CudaScope scope(on.device());
+    return cuda(scope.stream());
+#else
+    throw_built_without_cuda();
+#endif
+  }
+  return visit_floating(on.dtype(), cpu);
+}
+
+template <class Cpu, class Cuda>
+auto dispatch_device(Device device, Cpu&& cpu, [[maybe_unused]] Cuda&& cuda) -> decltype(cpu()) {
+  if (device.is_cuda()) {
+#if EMBER_WITH_CUDA
+    CudaScope scope(device);
+    return cuda(scope.stream());
+#else
+    throw_built_without_cuda();
+#endif
+  }
+  return cpu();
+}
+
+template <class Cpu, class Cuda>
+auto dispatch_device(const Tensor& on, Cpu&& cpu, Cuda&& cuda) -> decltype(cpu()) {
+  return dispatch_device(on.device(), std::forward<Cpu>(cpu), std::forward<Cuda>(cuda));
+}
+
+template <class Cpu, class Cuda>
+auto dispatch_dtype(const Tensor& on, Cpu&& cpu, [[maybe_unused]] Cuda&& cuda) -> decltype(cpu(float{})) {
+  if (on.is_cuda()) {
+#if EMBER_WITH_CUDA
+    CudaScope scope(on.device());
+    return visit_dtype(on.dtype(), [&](auto zero) { return cuda(zero, scope.stream()); });
+#else
+    throw_built_without_cuda();
+#endif
+  }
+  return visit_dtype(on.dtype(), cpu);
+}
+
+}  // namespace ember::detail
