@@ -11,7 +11,6 @@
 #include "core/device.h"
 #include "core/ops.h"
 #include "core/tensor.h"
-#include "kernels/gemm.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"ember_info: show the device ember computes on, and check it with a round trip"};
@@ -24,7 +23,7 @@ int main(int argc, char** argv) {
   }
   try {
     std::cout << "ember " << EMBER_VERSION << " (CUDA backend: " << (ember::cuda::built_with_cuda() ? "yes" : "no")
-              << ", CPU GEMM: " << ember::kernels::cpu::blas_name() << ")\n";
+              << ", CPU GEMM: " << ember::cpu_gemm_library() << ")\n";
     std::cout << "CUDA devices: " << ember::cuda::device_count();
     if (!ember::cuda::is_available()) std::cout << " (" << ember::cuda::unavailable_reason() << ")";
     std::cout << "\n";

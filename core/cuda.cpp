@@ -9,9 +9,11 @@
 #include <mutex>
 
 #include "core/config.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "core/kernel_errors.h"
 #include "kernels/common.h"
+#include "kernels/conv.h"
 
 #if EMBER_WITH_CUDA
 #include <cublas_v2.h>
@@ -97,6 +99,16 @@ const Availability& availability() {
   return result;
 }
 
+// The environment's settings, handed to kernels/ once, before the first CUDA work (and before a
+// setter, so that the setter wins).
+void apply_environment() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    kernels::cuda::set_sync_debug(env_flag("EMBER_SYNC_DEBUG", false));
+    kernels::cuda::set_deterministic(env_flag("EMBER_DETERMINISTIC", false));
+  });
+}
+
 void check_index(Device device) {
   if (!device.is_cuda() || device.index < 0 || device.index >= device_count()) require_usable(device);
 }
@@ -113,6 +125,7 @@ std::array<PerDevice, kMaxDevices> g_devices;
 // process: destroying them at exit could run after the CUDA context is torn down.
 PerDevice& per_device(Device device) {
   check_index(device);
+  apply_environment();
   PerDevice& d = g_devices[static_cast<std::size_t>(device.index)];
   std::call_once(d.once, [&] {
     DeviceGuard guard(device);
@@ -226,7 +239,22 @@ void check_device_errors(Device device) {
   throw_kernel_error(found, device);
 }
 
-bool sync_debug() { return kernels::cuda::sync_debug(); }
+bool sync_debug() {
+  apply_environment();
+  return kernels::cuda::sync_debug();
+}
+void set_sync_debug(bool on) {
+  apply_environment();
+  kernels::cuda::set_sync_debug(on);
+}
+bool deterministic() {
+  apply_environment();
+  return kernels::cuda::deterministic();
+}
+void set_deterministic(bool on) {
+  apply_environment();
+  kernels::cuda::set_deterministic(on);
+}
 
 #else  // built without CUDA
 
@@ -261,6 +289,9 @@ void synchronize(Device) { no_cuda(); }
 kernels::DeviceErrorRecord* device_error_record(Device) { no_cuda(); }
 void check_device_errors(Device) {}
 bool sync_debug() { return false; }
+void set_sync_debug(bool) {}
+bool deterministic() { return false; }
+void set_deterministic(bool) {}
 
 #endif
 

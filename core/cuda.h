@@ -99,15 +99,21 @@ void synchronize(Device device);
 
 // Kernels that find bad input (a target out of range, a non-finite loss) cannot throw: they
 // write a record into this per-device slot, which lives in mapped pinned host memory so that
-// reading it costs no copy and capturing a kernel that writes it in a CUDA graph is legal.
+// reading it costs no copy and a kernel that writes it can be captured in a CUDA graph (Note
+// [graph-safe kernels] in core/cuda_graph.h).
 kernels::DeviceErrorRecord* device_error_record(Device device);
 // Throws the recorded error (and clears it) if one is pending. Call only after a
 // synchronization: it does not wait for in-flight kernels.
 void check_device_errors(Device device);
 
-// EMBER_SYNC_DEBUG=1 in the environment: every launch is followed by a synchronization, so a
-// failing kernel is reported at its cause.
+// Sync debug mode: every launch is followed by a synchronization, so a failing kernel is reported
+// at its cause. Deterministic mode: cuDNN restricted to deterministic algorithms, so one seed
+// gives one result on the GPU too. Both start from the environment (EMBER_SYNC_DEBUG=1,
+// EMBER_DETERMINISTIC=1; Note [environment flags] in core/env.h); the setters override it.
 bool sync_debug();
+void set_sync_debug(bool on);
+bool deterministic();
+void set_deterministic(bool on);
 
 }  // namespace ember::cuda
 

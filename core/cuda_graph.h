@@ -2,8 +2,21 @@
 // without the CUDA toolkit; in a build without CUDA every call throws DeviceError.
 //
 // Capture runs in thread-local mode, so other threads (a data loader's) may keep making CUDA
-// calls meanwhile. Nothing captured may synchronize, allocate, or copy from pageable memory; what
-// changes between replays must be read from memory the kernels point at, not passed by value.
+// calls meanwhile. What may be captured is Note [graph-safe kernels].
+//
+// Note [graph-safe kernels]
+// A step captured in a CUDA graph is replayed exactly as recorded: its kernel arguments are frozen
+// and none of the host code around the launches runs again. So every kernel and library call a
+// capturable step issues must
+//   - read whatever changes between steps (learning rate, step counts, seeds, loss sums) from
+//     device memory it points at, never take it as an argument by value;
+//   - not synchronize, allocate (buffers come from the stream-ordered pool before capture), or
+//     copy from pageable memory;
+//   - report bad input through the device-side error record (core/cuda.h), which the host reads at
+//     its next natural synchronization — never synchronize just to check;
+//   - leave any counter it uses as it found it (the last block resets it), so the next replay
+//     starts from the same state.
+// Code that relies on the rule names this note.
 #pragma once
 
 #include <cstddef>

@@ -1,10 +1,10 @@
 // Device parsing, printing, selection and the "is it usable" check.
 #include "core/device.h"
 
-#include <cstdlib>
 #include <string>
 
 #include "core/cuda.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "kernels/gemm.h"
 
@@ -42,15 +42,12 @@ void require_usable(const Device& device) {
 }
 
 namespace {
-const char* env_device() {
-  const char* value = std::getenv("EMBER_DEVICE");
-  return value && *value ? value : nullptr;
-}
+std::optional<std::string> env_device() { return env_value("EMBER_DEVICE"); }
 }  // namespace
 
 Device Device::best() {
-  if (const char* forced = env_device()) {
-    Device device = parse(forced);
+  if (const std::optional<std::string> forced = env_device()) {
+    Device device = parse(*forced);
     require_usable(device);
     return device;
   }
@@ -65,5 +62,6 @@ std::string Device::best_reason() {
 }
 
 void set_num_threads(int threads) { kernels::cpu::set_num_threads(threads); }
+const char* cpu_gemm_library() { return kernels::cpu::blas_name(); }
 
 }  // namespace ember

@@ -49,5 +49,7 @@ void require_usable(const Device& device);
 // The number of threads CPU compute uses (OpenBLAS's pool), like torch.set_num_threads; values
 // below 1 are ignored.
 void set_num_threads(int threads);
+// The library behind CPU matrix products in this build: "openblas" or "builtin".
+const char* cpu_gemm_library();
 
 }  // namespace ember

@@ -2,16 +2,13 @@
 #include "core/fusion.h"
 
 #include <atomic>
-#include <cstdlib>
-#include <string>
+
+#include "core/env.h"
 
 namespace ember {
 namespace {
 std::atomic<bool>& fusion_flag() {
-  static std::atomic<bool> flag{[] {
-    const char* env = std::getenv("EMBER_FUSION");
-    return !(env && std::string(env) == "0");
-  }()};
+  static std::atomic<bool> flag{env_flag("EMBER_FUSION", true)};
   return flag;
 }
 }  // namespace

@@ -91,6 +91,8 @@ Tensor count_equal(const Tensor& input, const Tensor& other);  // i64 scalar
 Tensor accuracy(const Tensor& logits, const Tensor& target);
 // u8 pixels → f32 (x/255 − mean)/std, on the input's device.
 Tensor normalize_u8(const Tensor& input, float mean = 0.0f, float std = 1.0f);
+// The same into `out` (f32, as many elements as `input`, on its device).
+void normalize_u8(const Tensor& input, const Tensor& out, float mean, float std);
 // The data pipeline's batch gather, on the tensors' device: x[r] = (images[index[r]]/255 − mean)/std
 // and y[r] = labels[index[r]] for each row r of `index` (i32). images u8 [N, ...] and labels i32
 // [N] as one dataset; x f32 [rows, ...] and y i32 [rows] are written.

@@ -153,14 +153,23 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target) {
 
 Tensor normalize_u8(const Tensor& input, float mean, float std) {
   detail::check_defined("normalize_u8", {"input", input});
-  detail::check_dtype("normalize_u8", {"input", input}, {DType::u8});
-  EMBER_CHECK(std > 0.0f, ValueError, "normalize_u8: std must be positive, got ", std);
   Tensor out = detail::new_empty(input, input.shape(), DType::f32);
+  normalize_u8(input, out, mean, std);
+  return out;
+}
+
+void normalize_u8(const Tensor& input, const Tensor& out, float mean, float std) {
+  detail::check_defined("normalize_u8", {"input", input});
+  detail::check_dtype("normalize_u8", {"input", input}, {DType::u8});
+  detail::check_dtype("normalize_u8", {"out", out}, {DType::f32});
+  detail::check_same_device("normalize_u8", {{"input", input}, {"out", out}});
+  EMBER_CHECK(std > 0.0f, ValueError, "normalize_u8: std must be positive, got ", std);
+  EMBER_CHECK(out.numel() == input.numel(), ShapeError, "normalize_u8: 'out' has ", out.numel(),
+              " elements but 'input' has ", input.numel());
   const std::size_t n = static_cast<std::size_t>(input.numel());
   detail::dispatch_device(
       input, [&] { kernels::cpu::normalize_u8(input.raw<std::uint8_t>(), out.raw<float>(), n, mean, std); },
       [&](auto stream) { kernels::cuda::normalize_u8(input.raw<std::uint8_t>(), out.raw<float>(), n, mean, std, stream); });
-  return out;
 }
 
 void gather_batch(const Tensor& images, const Tensor& labels, const Tensor& index, Tensor& x, Tensor& y, float mean,

@@ -10,7 +10,6 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "core/ops.h"
-#include "kernels/elementwise.h"
 
 namespace ember::data {
 namespace {
@@ -135,13 +134,13 @@ void DataLoader::fill(std::size_t slot, std::size_t batch) {
   const Ring::Slot& s = ring_->slots[slot];
   const std::size_t rows = batch_rows(batch), numel = dataset_->sample_numel();
   std::int32_t* labels = static_cast<std::int32_t*>(s.labels.raw_bytes());
-  std::vector<std::uint8_t> pixels(options_.normalize ? numel : 0);
+  Tensor pixels = options_.normalize ? empty({static_cast<std::int64_t>(numel)}, {.dtype = DType::u8}) : Tensor();
   for (std::size_t r = 0; r < rows; ++r) {
     const std::size_t index = order_[batch * options_.batch_size + r];
     if (options_.normalize) {  // gather and convert in one pass, on this worker thread
-      dataset_->copy_image(index, pixels.data());
-      kernels::cpu::normalize_u8(pixels.data(), static_cast<float*>(s.images.raw_bytes()) + r * numel, numel,
-                                 options_.normalize->mean, options_.normalize->std);
+      dataset_->copy_image(index, pixels.data<std::uint8_t>());
+      normalize_u8(pixels, s.images.narrow(0, static_cast<std::int64_t>(r), 1), options_.normalize->mean,
+                   options_.normalize->std);
     } else {
       dataset_->copy_image(index, static_cast<std::uint8_t*>(s.images.raw_bytes()) + r * numel);
     }

@@ -44,10 +44,12 @@ enum class OpTag : int { none = 0, cross_entropy = 1, loss_check = 2 };
 }  // namespace ember::kernels
 
 namespace ember::kernels::cuda {
-// Checks the launch that just happened (cudaGetLastError), naming `kernel` in the error. With
-// EMBER_SYNC_DEBUG=1 it also synchronizes `stream`, so a failure inside the kernel is reported
-// here, at its cause, rather than at some later call.
+// Checks the launch that just happened (cudaGetLastError), naming `kernel` in the error. In sync
+// debug mode it also synchronizes `stream`, so a failure inside the kernel is reported here, at
+// its cause, rather than at some later call.
 void check_launch(const char* kernel, cudaStream_t stream);
+// Sync debug mode: off until core sets it (from EMBER_SYNC_DEBUG, Note [environment flags]).
+void set_sync_debug(bool on);
 bool sync_debug();
 // Launches a kernel that does nothing: what a launch costs, for benchmarks.
 void launch_empty(cudaStream_t stream);

@@ -81,7 +81,7 @@ bool cudnn_available();  // built with cuDNN
 int cudnn_version();     // the cuDNN library's version at run time (0 without cuDNN)
 
 // Deterministic mode: one seed gives one result run after run (cuDNN restricted to deterministic
-// algorithms). Off by default; EMBER_DETERMINISTIC=1 in the environment turns it on.
+// algorithms). Off until core sets it (ember::cuda::set_deterministic, or EMBER_DETERMINISTIC=1).
 void set_deterministic(bool on);
 bool deterministic();
 

@@ -11,8 +11,8 @@
 // gemm_epilogue_supported() asks cuBLASLt's heuristic whether an fp32 algorithm exists for the
 // epilogue, the shape and the pointers' alignments on the current device (cached per shape and
 // alignment); callers fall back to plain GEMM and their own kernels when it says no. No
-// workspace is requested, so nothing is allocated per call and a call can be captured in a CUDA
-// graph.
+// workspace is requested, so nothing is allocated per call (Note [graph-safe kernels] in
+// core/cuda_graph.h).
 #pragma once
 
 #include "kernels/gemm.h"

@@ -1,6 +1,8 @@
 // The built-in layers.
 #include "layers/layers.h"
 
+#include <typeinfo>
+
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
@@ -62,19 +64,33 @@ Sequential& Sequential::append(std::shared_ptr<Module> module) {
   return *this;
 }
 
+std::size_t Sequential::fuse_linear_relu() {
+  const auto& children = named_children();
+  fused_.assign(children.size(), false);
+  std::size_t pairs = 0;
+  for (std::size_t i = 0; i + 1 < children.size(); ++i) {
+    // The exact types, not subclasses: a subclass may override forward().
+    if (typeid(*children[i].second) == typeid(Linear) && typeid(*children[i + 1].second) == typeid(ReLU)) {
+      fused_[i] = true;
+      ++pairs;
+      ++i;
+    }
+  }
+  return pairs;
+}
+
+void Sequential::unfuse() { fused_.clear(); }
+
 Tensor Sequential::forward(const Tensor& input) {
   Tensor x = input;
   const auto& children = named_children();
-  const bool fuse = fusion_enabled();
   for (std::size_t i = 0; i < children.size(); ++i) {
-    Module& child = *children[i].second;
-    auto* lin = fuse ? dynamic_cast<Linear*>(&child) : nullptr;
-    if (lin && i + 1 < children.size() && dynamic_cast<ReLU*>(children[i + 1].second.get())) {
-      x = lin->forward_relu(x);  // Linear then ReLU: one fused op
+    if (fused_at(i)) {
+      x = static_cast<Linear&>(*children[i].second).forward_relu(x);  // Linear then ReLU: one op
       ++i;
       continue;
     }
-    x = child(x);
+    x = (*children[i].second)(x);
   }
   return x;
 }

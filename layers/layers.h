@@ -72,9 +72,8 @@ class Dropout : public Module {
   std::uint64_t offset_ = 0;  // elements drawn so far
 };
 
-// Whether Sequential runs a Linear followed by a ReLU as the fused linear_relu op (on by default;
-// EMBER_FUSION=0 in the environment or set_fusion_enabled(false) forces the plain path): the
-// switch of core/fusion.h, which governs ember's other fusions too.
+// The switch of core/fusion.h (EMBER_FUSION=0 turns ember's fusions off), which the model
+// builders consult before fusing Linear→ReLU pairs (Sequential::fuse_linear_relu).
 using ember::fusion_enabled;
 using ember::set_fusion_enabled;
 
@@ -87,6 +86,20 @@ class Sequential : public Module {
   Tensor forward(const Tensor& input) override;
   std::string type_name() const override { return "Sequential"; }
   std::size_t size() const { return named_children().size(); }
+
+  // From now on, runs each Linear followed by a ReLU as the one fused op linear_relu (the bias
+  // and the ReLU in one pass after the GEMM; the same values and gradients). Only a plain
+  // nn::Linear and nn::ReLU pair is fused — a subclass's own forward always runs — and the
+  // children and their names stay as they are. Returns the number of pairs fused. nn::mlp and
+  // nn::cnn call it when fusion_enabled(); layers appended later run unfused until it is called
+  // again. unfuse() undoes it.
+  std::size_t fuse_linear_relu();
+  void unfuse();
+  // Whether child `index` is a Linear that runs fused with the ReLU after it.
+  bool fused_at(std::size_t index) const { return index < fused_.size() && fused_[index]; }
+
+ private:
+  std::vector<bool> fused_;
 };
 
 // Mean softmax cross-entropy of logits [B, C] against class indices [B] (i32 or i64).

@@ -1,7 +1,8 @@
 // Optimizers with PyTorch's semantics: parameter groups, step(), zero_grad(set_to_none),
 // state_dict()/load_state_dict() for an exact resume. Each group's update is one multi-tensor
 // kernel launch on CUDA; the learning rate and the step counts live in the parameters' memory
-// (device memory on CUDA), so a captured CUDA graph still sees a changed rate on replay.
+// (device memory on CUDA), so a captured CUDA graph still sees a changed rate on replay (Note
+// [graph-safe kernels] in core/cuda_graph.h).
 #pragma once
 
 #include <map>

@@ -9,7 +9,8 @@
 // loss and its gradient are one kernel; the update is one multi-tensor launch. Where cuBLASLt has
 // no fp32 algorithm for an epilogue, plain GEMM and ember's own fused kernels take its place, and
 // the CPU runs the same sequence with its twins. On CUDA the step is then captured in a CUDA graph
-// and replayed for every full batch; a last partial batch runs eagerly.
+// and replayed for every full batch (every call in it follows Note [graph-safe kernels] in
+// core/cuda_graph.h); a last partial batch runs eagerly.
 //
 // Loss sums and device-side errors (a target out of range, a non-finite loss) stay on the device
 // until read: on the CPU a bad batch throws at its step; on CUDA at the next synchronization.

@@ -22,20 +22,11 @@
 
 namespace ember::kernels::cuda {
 namespace {
-std::atomic<int> g_deterministic{-1};  // -1: not decided yet (read EMBER_DETERMINISTIC once)
+std::atomic<bool> g_deterministic{false};
 }  // namespace
 
-void set_deterministic(bool on) { g_deterministic = on ? 1 : 0; }
-
-bool deterministic() {
-  int v = g_deterministic.load();
-  if (v < 0) {
-    const char* env = std::getenv("EMBER_DETERMINISTIC");
-    v = env && std::strcmp(env, "0") != 0 && env[0] != '\0' ? 1 : 0;
-    g_deterministic = v;
-  }
-  return v == 1;
-}
+void set_deterministic(bool on) { g_deterministic = on; }
+bool deterministic() { return g_deterministic; }
 
 #if EMBER_WITH_CUDNN
 

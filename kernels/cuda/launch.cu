@@ -1,8 +1,7 @@
 // Launch checking shared by every CUDA launcher (Note [launching kernels] in launch.cuh).
 #include <cuda_runtime.h>
 
-#include <cstdlib>
-#include <cstring>
+#include <atomic>
 
 #include "core/error.h"
 #include "kernels/common.h"
@@ -10,13 +9,12 @@
 
 namespace ember::kernels::cuda {
 
-bool sync_debug() {
-  static const bool enabled = [] {
-    const char* value = std::getenv("EMBER_SYNC_DEBUG");
-    return value != nullptr && std::strcmp(value, "0") != 0 && value[0] != '\0';
-  }();
-  return enabled;
-}
+namespace {
+std::atomic<bool> g_sync_debug{false};
+}  // namespace
+
+void set_sync_debug(bool on) { g_sync_debug = on; }
+bool sync_debug() { return g_sync_debug; }
 
 void check_launch(const char* kernel, cudaStream_t stream) {
   cudaError_t status = cudaGetLastError();

@@ -50,7 +50,7 @@ TEST_CASE("cuDNN convolution forward and backward match the CPU") {
 }
 
 TEST_CASE("deterministic mode gives bit-identical convolution gradients run after run") {
-  kernels::cuda::set_deterministic(true);
+  ember::cuda::set_deterministic(true);
   const Tensor x = rnd({32, 16, 20, 20}, 5).to(kGpu), w = rnd({32, 16, 3, 3}, 6).to(kGpu);
   std::vector<std::vector<float>> runs;
   for (int r = 0; r < 3; ++r) {
@@ -58,7 +58,7 @@ TEST_CASE("deterministic mode gives bit-identical convolution gradients run afte
     sum(conv2d(x, wr) * 0.5).backward();
     runs.push_back(wr.grad().to_vector<float>());
   }
-  kernels::cuda::set_deterministic(false);
+  ember::cuda::set_deterministic(false);
   CHECK(std::memcmp(runs[0].data(), runs[1].data(), runs[0].size() * 4) == 0);
   CHECK(std::memcmp(runs[0].data(), runs[2].data(), runs[0].size() * 4) == 0);
 }

@@ -14,6 +14,7 @@
 #include "core/ops.h"
 #include "layers/layers.h"
 #include "layers/leaky_relu.h"
+#include "layers/models.h"
 #include "support/helpers.h"
 
 using namespace ember;
@@ -72,12 +73,16 @@ TEST_CASE("Sequential names its children 0, 1, ... and parameters with dotted na
 }
 
 TEST_CASE("Sequential's fused Linear+ReLU gives the plain path's values and gradients") {
-  auto model = mlp(16, 9);
+  Generator g(9);
+  auto model = nn::mlp(784, {16}, 10, &g);
+  CHECK(model->fused_at(0));  // nn::mlp fuses when fusion is enabled (the default)
   const Tensor x = rand({6, 784});
   const Tensor y = randint(0, 10, {6}, {.dtype = DType::i64});
   std::vector<std::vector<float>> outputs, grads;
   for (bool fused : {true, false}) {
-    nn::set_fusion_enabled(fused);
+    if (fused) CHECK(model->fuse_linear_relu() == 1);
+    else model->unfuse();
+    CHECK(model->fused_at(0) == fused);
     model->zero_grad();
     const Tensor logits = (*model)(x);
     outputs.push_back(logits.to_vector<float>());
@@ -89,9 +94,33 @@ TEST_CASE("Sequential's fused Linear+ReLU gives the plain path's values and grad
     }
     grads.push_back(all);
   }
-  nn::set_fusion_enabled(true);
   EMBER_REQUIRE_CLOSE(outputs[0], outputs[1], 1e-6, 1e-5);
   EMBER_REQUIRE_CLOSE(grads[0], grads[1], 1e-7, 1e-5);
+}
+
+namespace {
+// A Linear whose forward does something else: fusing it would silently skip that.
+class DoublingLinear : public nn::Linear {
+ public:
+  using nn::Linear::Linear;
+  Tensor forward(const Tensor& input) override { return nn::Linear::forward(input) * 2.0; }
+};
+}  // namespace
+
+TEST_CASE("fusing Linear→ReLU never bypasses a subclass's forward, and follows the switch") {
+  nn::Sequential model{std::make_shared<DoublingLinear>(3, 2), std::make_shared<nn::ReLU>(),
+                       std::make_shared<nn::Linear>(2, 2), std::make_shared<nn::ReLU>()};
+  CHECK(model.fuse_linear_relu() == 1);  // only the plain Linear at 2
+  CHECK((!model.fused_at(0) && model.fused_at(2)));
+  const Tensor x = ones({1, 3});
+  const auto& first = static_cast<const nn::Linear&>(*model.named_children()[0].second);
+  const Tensor expected = relu(linear(x, first.weight(), first.bias()) * 2.0);
+  const auto& second = static_cast<const nn::Linear&>(*model.named_children()[2].second);
+  EMBER_REQUIRE_CLOSE(model(x).to_vector<float>(),
+                      relu(linear(expected, second.weight(), second.bias())).to_vector<float>(), 1e-6, 1e-6);
+  nn::set_fusion_enabled(false);
+  CHECK_FALSE(nn::mlp(4, {4}, 2)->fused_at(0));  // the builders consult the switch
+  nn::set_fusion_enabled(true);
 }
 
 TEST_CASE("Linear uses PyTorch's default initialization from the seeded generator") {
