@@ -74,12 +74,11 @@ int run(int steps, std::int64_t batch, double budget_s, int threads, const std::
               threads);
   std::printf("GPU: %s\n", gpu ? cuda::device_description(0).c_str()
                                : ("none — only the CPU half runs (" + cuda::unavailable_reason() + ")").c_str());
-  const std::vector<Model> models{
-      {"MLP 784-32-10", false, {32}},        {"MLP 784-128-10", false, {128}},
-      {"MLP 784-512-10", false, {512}},      {"MLP 784-1024-10", false, {1024}},
-      {"MLP 784-4096-10", false, {4096}},    {"CNN 8-16-32", true, {8, 16, 32}},
-      {"CNN 16-32-64", true, {16, 32, 64}},  {"CNN 32-64-128", true, {32, 64, 128}},
-      {"CNN 64-128-256", true, {64, 128, 256}}};
+  const std::vector<Model> models{{"MLP 784-32-10", false, {32}},          {"MLP 784-128-10", false, {128}},
+                                  {"MLP 784-512-10", false, {512}},        {"MLP 784-1024-10", false, {1024}},
+                                  {"MLP 784-4096-10", false, {4096}},      {"CNN 8-16-32", true, {8, 16, 32}},
+                                  {"CNN 16-32-64", true, {16, 32, 64}},    {"CNN 32-64-128", true, {32, 64, 128}},
+                                  {"CNN 64-128-256", true, {64, 128, 256}}};
   Generator data(1);
   nlohmann::json rows = nlohmann::json::array();
   apps::XYSeries cpu_series{"CPU images/s", "#1f77b4", {}}, gpu_series{"GPU images/s", "#d62728", {}},
@@ -99,7 +98,8 @@ int run(int steps, std::int64_t batch, double budget_s, int threads, const std::
                 gpu ? std::to_string(static_cast<long long>(gpu_rate)).c_str() : "—",
                 gpu ? (std::to_string(gpu_rate / cpu).substr(0, 5) + "x").c_str() : "—");
     std::fflush(stdout);
-    nlohmann::json row = {{"model", m.name}, {"parameters", params}, {"cpu_images_per_s", cpu}, {"cpu_steps", cpu_steps}};
+    nlohmann::json row = {
+        {"model", m.name}, {"parameters", params}, {"cpu_images_per_s", cpu}, {"cpu_steps", cpu_steps}};
     if (gpu) row.update({{"gpu_images_per_s", gpu_rate}, {"gpu_steps", gpu_steps}, {"speedup", gpu_rate / cpu}});
     rows.push_back(row);
     cpu_series.points.push_back({params, cpu});
@@ -110,15 +110,16 @@ int run(int steps, std::int64_t batch, double budget_s, int threads, const std::
   }
   if (!gpu) std::printf("(no GPU columns: %s)\n", cuda::unavailable_reason().c_str());
   if (!json_path.empty()) {
-    const std::string text = nlohmann::json{{"batch", batch}, {"steps", steps}, {"threads", threads}, {"rows", rows}}
-                                 .dump(2) + "\n";
+    const std::string text =
+        nlohmann::json{{"batch", batch}, {"steps", steps}, {"threads", threads}, {"rows", rows}}.dump(2) + "\n";
     write_file_atomically(json_path, {reinterpret_cast<const std::uint8_t*>(text.data()), text.size()});
   }
   if (!plot_path.empty()) {
     std::vector<apps::XYSeries> series{cpu_series};
     if (gpu) series = {cpu_series, gpu_series, speedup_series};
-    apps::write_svg_loglog(plot_path, gpu ? "training speed and GPU/CPU speedup against model size"
-                                          : "CPU training speed against model size (no GPU here)",
+    apps::write_svg_loglog(plot_path,
+                           gpu ? "training speed and GPU/CPU speedup against model size"
+                               : "CPU training speed against model size (no GPU here)",
                            "parameters", gpu ? "images/s, and speedup" : "images/s", series);
   }
   return 0;
@@ -132,7 +133,9 @@ int main(int argc, char** argv) {
   std::int64_t batch = 128;
   double budget = 20;
   std::string json, plot;
-  app.add_option("--steps", steps, "timed training steps per model and device")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--steps", steps, "timed training steps per model and device")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--batch-size", batch, "batch size")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--cpu-budget", budget, "stop a CPU measurement after this many seconds")->capture_default_str();
   app.add_option("--threads", threads, "CPU compute threads")->capture_default_str()->check(CLI::PositiveNumber);

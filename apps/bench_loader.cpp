@@ -56,7 +56,9 @@ Row host_rate(std::shared_ptr<const data::Dataset> dataset, std::size_t batch, s
   char what[96];
   // Without a usable CUDA device "pinned" staging falls back to pageable memory; say so.
   std::snprintf(what, sizeof what, "host, %zu worker%s, %s", workers, workers == 1 ? "" : "s",
-                !pinned ? "pageable" : cuda::is_available() ? "pinned" : "pinned (pageable: no CUDA)");
+                !pinned                ? "pageable"
+                : cuda::is_available() ? "pinned"
+                                       : "pinned (pageable: no CUDA)");
   return {what, median(rates), wait_share, ""};
 }
 
@@ -105,7 +107,8 @@ Row overlap(Device device, std::size_t batch, int steps) {
   cuda::Event base(device), c0(device), c1(device), k0(device), k1(device);
   // Calibrate: how many GEMMs take about as long as one copy.
   base.record(copy_stream.handle());
-  CUDA_CHECK(cudaMemcpyAsync(dev.raw_bytes(), host.raw_bytes(), host.nbytes(), cudaMemcpyHostToDevice, copy_stream.handle()));
+  CUDA_CHECK(
+      cudaMemcpyAsync(dev.raw_bytes(), host.raw_bytes(), host.nbytes(), cudaMemcpyHostToDevice, copy_stream.handle()));
   c1.record(copy_stream.handle());
   c1.synchronize();
   const float copy_ms = cuda::Event::elapsed_ms(base, c1);
@@ -150,7 +153,8 @@ int main(int argc, char** argv) {
   app.add_option("--device", device_text, "auto, cpu, cuda or cuda:N")->capture_default_str();
   app.add_option("--batch-size", batch, "batch size")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--epochs", epochs, "epochs per configuration (the median is reported)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--json", json_path, "also write the results as JSON");
   try {
     app.parse(argc, argv);
@@ -162,15 +166,16 @@ int main(int argc, char** argv) {
     require_usable(device);
     set_num_threads(1);
     auto dataset = std::make_shared<data::MnistDataset>(data_dir, data::Split::train);
-    std::printf("bench_loader: %zu MNIST training images, batch %zu, %d epochs per row, device %s\n",
-                dataset->size(), batch, epochs, device.str().c_str());
+    std::printf("bench_loader: %zu MNIST training images, batch %zu, %d epochs per row, device %s\n", dataset->size(),
+                batch, epochs, device.str().c_str());
     std::vector<Row> rows;
     for (bool pinned : {false, true})
       for (std::size_t workers : {0, 1, 2}) rows.push_back(host_rate(dataset, batch, workers, pinned, epochs));
 #if EMBER_WITH_CUDA
     if (device.is_cuda()) {
       for (bool pinned : {false, true})
-        for (bool prefetch : {false, true}) rows.push_back(device_rate(dataset, device, batch, pinned, prefetch, epochs));
+        for (bool prefetch : {false, true})
+          rows.push_back(device_rate(dataset, device, batch, pinned, prefetch, epochs));
       rows.push_back(overlap(device, batch, 20));
     }
 #endif
@@ -178,11 +183,12 @@ int main(int argc, char** argv) {
     std::printf("%-40s %14s %12s  %s\n", "configuration", "images/s", "share", "note");
     for (const Row& r : rows) {
       std::printf("%-40s %14.0f %11.1f%%  %s\n", r.what.c_str(), r.images_per_s, 100 * r.wait_share, r.note.c_str());
-      out.push_back({{"configuration", r.what}, {"images_per_s", r.images_per_s}, {"share", r.wait_share},
-                     {"note", r.note}});
+      out.push_back(
+          {{"configuration", r.what}, {"images_per_s", r.images_per_s}, {"share", r.wait_share}, {"note", r.note}});
     }
-    std::printf("(share: the consumer's time waiting for data for host rows; the copy time hidden behind compute "
-                "for the overlap row)\n");
+    std::printf(
+        "(share: the consumer's time waiting for data for host rows; the copy time hidden behind compute "
+        "for the overlap row)\n");
     if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
     return 0;
   } catch (const ember::IoError& e) {

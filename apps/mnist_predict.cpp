@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <numeric>
 #include <nlohmann/json.hpp>
+#include <numeric>
 
 #include "apps/common/images.h"
 #include "apps/common/model_card.h"
@@ -73,8 +73,8 @@ std::vector<Input> idx_inputs(const Settings& s, const apps::ModelCard& card) {
   for (long long first : s.indices.empty() ? std::vector<long long>{0} : s.indices)
     for (long long i = first; i < first + s.count; ++i) {
       if (i < 0 || i >= images.size(0))
-        throw UsageError(detail::concat("--index ", i, ": out of range, ", s.idx_path, " has ", images.size(0),
-                                        " images"));
+        throw UsageError(
+            detail::concat("--index ", i, ": out of range, ", s.idx_path, " has ", images.size(0), " images"));
       const std::uint8_t* p = images.data<std::uint8_t>() + i * numel;
       Input in{detail::concat(s.idx_path, "[", i, "]"), std::vector<std::uint8_t>(p, p + numel), -1};
       if (labels.defined() && i < labels.size(0)) in.truth = labels.data<std::uint8_t>()[i];
@@ -116,10 +116,13 @@ int predict(const Settings& s) {
   int failures = 0;
   for (const std::string& path : s.images) {
     try {
-      inputs.push_back({path, apps::prepare_image(apps::read_gray_image(path), card.preprocess,
-                                                  static_cast<int>(card.height), static_cast<int>(card.width)), -1});
+      inputs.push_back({path,
+                        apps::prepare_image(apps::read_gray_image(path), card.preprocess, static_cast<int>(card.height),
+                                            static_cast<int>(card.width)),
+                        -1});
     } catch (const Error& e) {
-      std::fprintf(stderr, "error: %s\n", std::string(e.what()).find(path) == 0 ? e.what() : (path + ": " + e.what()).c_str());
+      std::fprintf(stderr, "error: %s\n",
+                   std::string(e.what()).find(path) == 0 ? e.what() : (path + ": " + e.what()).c_str());
       ++failures;
     }
   }
@@ -127,7 +130,10 @@ int predict(const Settings& s) {
     for (Input& in : idx_inputs(s, card)) inputs.push_back(std::move(in));
 
   const auto classes = static_cast<std::size_t>(card.classes.size());
-  auto name_of = [&](int c) { return c >= 0 && static_cast<std::size_t>(c) < classes ? card.classes[static_cast<std::size_t>(c)] : std::to_string(c); };
+  auto name_of = [&](int c) {
+    return c >= 0 && static_cast<std::size_t>(c) < classes ? card.classes[static_cast<std::size_t>(c)]
+                                                           : std::to_string(c);
+  };
   std::vector<apps::GridCell> cells;
   const std::vector<float> probs = inputs.empty() ? std::vector<float>{} : classify(*model, card, inputs, device);
   for (std::size_t i = 0; i < inputs.size(); ++i) {
@@ -167,7 +173,8 @@ int main(int argc, char** argv) {
   CLI::App app{"mnist_predict: classify pictures (digits, clothing, ...) with a model trained by mnist_train"};
   app.add_option("--model", s.model_path, "the model (safetensors, from mnist_train --save or PyTorch)")->required();
   app.add_option("--device", s.device, "auto, cpu, cuda or cuda:N")->capture_default_str();
-  app.add_flag("--json", s.json, "one JSON object per input: file, prediction (class number), class (name), top3, and label when known");
+  app.add_flag("--json", s.json,
+               "one JSON object per input: file, prediction (class number), class (name), top3, and label when known");
   app.add_option("--idx", s.idx_path, "classify samples of this IDX images file (true labels from its labels file)");
   app.add_option("--index", s.indices, "sample number in --idx (repeatable; default 0)");
   app.add_option("--count", s.count, "classify this many consecutive samples from each --index")->capture_default_str();

@@ -6,8 +6,8 @@
 // Reading order: Settings and the recipes (what a run is asked to do), validate (everything
 // checked before any file is touched), build_run (data, model, optimizer, resume), train_epoch
 // (one pass over the data), and run_training, which ties them together and reports.
-#include <CLI/CLI.hpp>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <chrono>
 #include <cmath>
@@ -111,7 +111,8 @@ Shapes validate(const Settings& s) {
     throw UsageError("--dataset " + s.dataset + ": " + e.what());
   }
   const Recipe& r = s.recipe;
-  if (r.optimizer != "sgd" && r.optimizer != "adam") throw UsageError("--optimizer " + r.optimizer + ": expected sgd or adam");
+  if (r.optimizer != "sgd" && r.optimizer != "adam")
+    throw UsageError("--optimizer " + r.optimizer + ": expected sgd or adam");
   if (!std::isfinite(r.lr) || r.lr <= 0) throw UsageError("--lr must be a positive number");
   if (!(r.lr_decay > 0 && r.lr_decay <= 1)) throw UsageError("--lr-decay must be in (0, 1]");
   if (r.batch_size == 0) throw UsageError("--batch-size must be positive");
@@ -221,8 +222,11 @@ void load_data(const Settings& s, Run& run) {
 void build_model(const Settings& s, Run& run) {
   Generator init_generator(s.seed);
   const apps::ModelCard& c = run.card;
-  run.model = s.is_cnn() ? nn::cnn(nn::CnnShape{.c1 = run.shapes.channels[0], .c2 = run.shapes.channels[1],
-                                                .hidden = run.shapes.hidden[0], .height = c.height, .width = c.width,
+  run.model = s.is_cnn() ? nn::cnn(nn::CnnShape{.c1 = run.shapes.channels[0],
+                                                .c2 = run.shapes.channels[1],
+                                                .hidden = run.shapes.hidden[0],
+                                                .height = c.height,
+                                                .width = c.width,
                                                 .classes = run.data.num_classes},
                                    &init_generator)
                          : nn::mlp(c.height * c.width, run.shapes.hidden, run.data.num_classes, &init_generator);
@@ -235,8 +239,10 @@ void build_model(const Settings& s, Run& run) {
   }
   run.model->to(run.device);
   const optim::GroupOptions options{.lr = s.recipe.lr, .momentum = s.momentum, .weight_decay = s.weight_decay};
-  if (s.recipe.optimizer == "sgd") run.optimizer = std::make_unique<optim::SGD>(run.model->parameters(), options);
-  else run.optimizer = std::make_unique<optim::Adam>(run.model->parameters(), options);
+  if (s.recipe.optimizer == "sgd")
+    run.optimizer = std::make_unique<optim::SGD>(run.model->parameters(), options);
+  else
+    run.optimizer = std::make_unique<optim::Adam>(run.model->parameters(), options);
 }
 
 void resume(const Settings& s, Run& run) {
@@ -269,14 +275,21 @@ void build_loaders(const Settings& s, Run& run) {
   const std::optional<data::Normalization> host_norm =
       run.device.is_cpu() ? std::optional<data::Normalization>(run.norm) : std::nullopt;
   const bool flat = !s.is_cnn();  // the MLP takes images as [B, H·W], the CNN as [B, 1, H, W]
-  run.train_loader = std::make_unique<data::DataLoader>(
-      run.train_set, data::LoaderOptions{.batch_size = s.recipe.batch_size, .shuffle = !s.no_shuffle, .seed = s.seed,
-                                         .num_workers = s.workers, .pin_memory = pinned, .flatten = flat,
-                                         .normalize = host_norm});
+  run.train_loader =
+      std::make_unique<data::DataLoader>(run.train_set, data::LoaderOptions{.batch_size = s.recipe.batch_size,
+                                                                            .shuffle = !s.no_shuffle,
+                                                                            .seed = s.seed,
+                                                                            .num_workers = s.workers,
+                                                                            .pin_memory = pinned,
+                                                                            .flatten = flat,
+                                                                            .normalize = host_norm});
   auto eval_loader = [&](std::shared_ptr<const data::Dataset> set) {
-    return std::make_unique<data::DataLoader>(
-        set, data::LoaderOptions{.batch_size = s.eval_batch_size, .shuffle = false, .num_workers = s.workers,
-                                 .pin_memory = pinned, .flatten = flat, .normalize = host_norm});
+    return std::make_unique<data::DataLoader>(set, data::LoaderOptions{.batch_size = s.eval_batch_size,
+                                                                       .shuffle = false,
+                                                                       .num_workers = s.workers,
+                                                                       .pin_memory = pinned,
+                                                                       .flatten = flat,
+                                                                       .normalize = host_norm});
   };
   run.val_loader = eval_loader(run.val_set);
   run.test_loader = eval_loader(run.data.test);
@@ -315,7 +328,8 @@ void print_header(const Settings& s, const Run& run) {
               run.val_size > 0 ? (std::to_string(run.val_size) + " for validation").c_str()
                                : "validation on the test set (--val-size 0)",
               run.data.test->size(), static_cast<long long>(run.data.num_classes), s.data_dir.c_str());
-  std::printf("%s\nparameters: %lld\n", run.model->repr().c_str(), static_cast<long long>(run.model->parameter_count()));
+  std::printf("%s\nparameters: %lld\n", run.model->repr().c_str(),
+              static_cast<long long>(run.model->parameter_count()));
   if (run.preloaded)
     std::printf("data: training images preloaded on %s (%.1f MB)\n", run.device.str().c_str(),
                 static_cast<double>(run.preloaded->bytes_on_device()) / 1e6);
@@ -323,12 +337,11 @@ void print_header(const Settings& s, const Run& run) {
   for (const std::string& flag : s.overridden) changed += (changed.empty() ? "" : " ") + flag;
   std::printf("recipe: %s%s\n", describe(s.recipe).c_str(),
               changed.empty() ? (" (the " + s.model + " default)").c_str() : (" (set by " + changed + ")").c_str());
-  std::printf("optimizer: %s, lr %g, momentum %g, weight decay %g; batch %zu; %s inputs; %d CPU thread%s\n",
-              run.optimizer->type_name().c_str(), s.recipe.lr, s.momentum, s.weight_decay, s.recipe.batch_size,
-              s.recipe.normalize
-                  ? detail::concat("normalized (", run.norm.mean, ", ", run.norm.std, ")").c_str()
-                  : "[0, 1]",
-              s.threads, s.threads == 1 ? "" : "s");
+  std::printf(
+      "optimizer: %s, lr %g, momentum %g, weight decay %g; batch %zu; %s inputs; %d CPU thread%s\n",
+      run.optimizer->type_name().c_str(), s.recipe.lr, s.momentum, s.weight_decay, s.recipe.batch_size,
+      s.recipe.normalize ? detail::concat("normalized (", run.norm.mean, ", ", run.norm.std, ")").c_str() : "[0, 1]",
+      s.threads, s.threads == 1 ? "" : "s");
   std::fflush(stdout);
 }
 
@@ -463,7 +476,8 @@ int run_training(const Settings& s) {
   for (int epoch = run.start_epoch; epoch < s.epochs; ++epoch) {
     const auto t0 = Clock::now();
     const auto non_finite = non_finite_at(epoch);
-    const std::string unknown_step = " (on " + run.device.str() + " the loss is checked once per epoch, so the step is not known)";
+    const std::string unknown_step =
+        " (on " + run.device.str() + " the loss is checked once per epoch, so the step is not known)";
     const Tensor loss_sum = train_epoch(run, epoch, tty, non_finite);
     double train_loss = 0;
     try {
@@ -483,12 +497,17 @@ int run_training(const Settings& s) {
     const double train_s = std::chrono::duration<double>(t_train - t0).count();
     const double epoch_s = std::chrono::duration<double>(Clock::now() - t0).count();
     const double images_per_s = static_cast<double>(run.train_set->size()) / train_s;
-    std::printf("Epoch [%d], val_loss: %.4f, val_acc: %.4f, train_loss: %.4f, epoch_s: %.2f, images/s: %.0f, "
-                "data wait: %.1f%%\n",
-                epoch, val.loss, val.accuracy, train_loss, epoch_s, images_per_s, 100 * stats.wait_s / train_s);
+    std::printf(
+        "Epoch [%d], val_loss: %.4f, val_acc: %.4f, train_loss: %.4f, epoch_s: %.2f, images/s: %.0f, "
+        "data wait: %.1f%%\n",
+        epoch, val.loss, val.accuracy, train_loss, epoch_s, images_per_s, 100 * stats.wait_s / train_s);
     std::fflush(stdout);
-    log_lines.push_back({{"epoch", epoch}, {"train_loss", train_loss}, {"val_loss", val.loss},
-                         {"val_acc", val.accuracy}, {"epoch_s", epoch_s}, {"images_per_s", images_per_s},
+    log_lines.push_back({{"epoch", epoch},
+                         {"train_loss", train_loss},
+                         {"val_loss", val.loss},
+                         {"val_acc", val.accuracy},
+                         {"epoch_s", epoch_s},
+                         {"images_per_s", images_per_s},
                          {"input_wait_s", stats.wait_s},
                          {"step", run.mlp_step ? "fused" : "autograd"},
                          {"graph_kernels", run.mlp_step ? run.mlp_step->graph_kernel_nodes() : 0}});
@@ -500,8 +519,9 @@ int run_training(const Settings& s) {
     }
     schedule.step();
     if (!s.plot.empty())
-      apps::write_svg_plot(s.plot, records,
-                           run.data.spec.title + " " + s.model + " " + join(shapes.hidden) + " (" + run.device.str() + ")");
+      apps::write_svg_plot(
+          s.plot, records,
+          run.data.spec.title + " " + s.model + " " + join(shapes.hidden) + " (" + run.device.str() + ")");
   }
 
   const EvalResult result = evaluate(*run.model, *run.test_batches, run.data.test->size());
@@ -537,53 +557,64 @@ int main(int argc, char** argv) {
   Settings s;
   Recipe given = s.recipe;
   const Recipe mlp = recipe_for("mlp"), cnn = recipe_for("cnn");
-  CLI::App app{"mnist_train: train an image classifier (the tutorials' 784-32-10 MLP by default, or the CNN of "
-               "PyTorch's MNIST example) on MNIST, Fashion-MNIST or other IDX files, on the best device"};
+  CLI::App app{
+      "mnist_train: train an image classifier (the tutorials' 784-32-10 MLP by default, or the CNN of "
+      "PyTorch's MNIST example) on MNIST, Fashion-MNIST or other IDX files, on the best device"};
   app.footer("Recipes (what each flag left out defaults to):\n  --model mlp: " + describe(mlp) +
              "\n  --model cnn: " + describe(cnn) +
              "\nData: --dataset mnist reads --data, else $MNIST_DIR, else data/mnist; fashion-mnist reads --data, "
              "else /usr/share/datasets/fashion-mnist (Debian's dataset-fashion-mnist); idx needs --data.");
-  app.add_option("--dataset", s.dataset, "mnist, fashion-mnist, or idx (any four IDX files; class names from an "
-                                         "optional classes.txt beside them)")
+  app.add_option("--dataset", s.dataset,
+                 "mnist, fashion-mnist, or idx (any four IDX files; class names from an "
+                 "optional classes.txt beside them)")
       ->capture_default_str();
   app.add_option("--data", s.data_dir, "folder with the four IDX files (default: see below)");
   app.add_option("--device", s.device, "auto (CUDA when usable, else the CPU), cpu, cuda or cuda:N")
       ->capture_default_str();
   app.add_option("--model", s.model, "mlp (the tutorials' 784-32-10) or cnn (conv 32, conv 64, pool, dense 128)")
       ->capture_default_str();
-  app.add_option("--hidden", s.hidden, "hidden layer widths: e.g. 32 or 512,256 for the MLP (default 32); the CNN's "
-                                      "dense layer (default 128)");
+  app.add_option("--hidden", s.hidden,
+                 "hidden layer widths: e.g. 32 or 512,256 for the MLP (default 32); the CNN's "
+                 "dense layer (default 128)");
   app.add_option("--channels", s.channels, "the CNN's two convolution widths")->capture_default_str();
   app.add_option("--epochs", s.epochs, "epochs to train")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--batch-size", given.batch_size, "training batch size (recipe: mlp 128, cnn 64)")
       ->check(CLI::PositiveNumber);
   app.add_option("--eval-batch-size", s.eval_batch_size, "evaluation batch size")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--lr", given.lr, "learning rate (recipe: mlp 0.5, cnn 0.002)");
   app.add_option("--optimizer", given.optimizer, "sgd or adam (recipe: mlp sgd, cnn adam)");
   app.add_option("--momentum", s.momentum, "SGD momentum")->capture_default_str();
   app.add_option("--weight-decay", s.weight_decay, "L2 weight decay")->capture_default_str();
-  app.add_option("--lr-decay", given.lr_decay, "multiply the learning rate by this after every epoch, StepLR "
-                                               "(recipe: mlp 1, cnn 0.6)");
+  app.add_option("--lr-decay", given.lr_decay,
+                 "multiply the learning rate by this after every epoch, StepLR "
+                 "(recipe: mlp 1, cnn 0.6)");
   app.add_option("--seed", s.seed, "seed of the initialization, the split and the data order")->capture_default_str();
   app.add_flag("--no-shuffle", s.no_shuffle, "keep the training data in file order");
   app.add_option("--workers", s.workers, "data loader threads (0: load on the training thread)")->capture_default_str();
-  app.add_option("--threads", s.threads, "CPU compute threads (OpenBLAS)")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--threads", s.threads, "CPU compute threads (OpenBLAS)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--val-size", s.val_size,
                  "validation images split off the training set (default: a sixth; 0: validate on the test set)")
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--normalize,!--no-normalize", given.normalize,
                "scale inputs by the dataset's mean and std (MNIST 0.1307, 0.3081) instead of pixel/255 "
                "(recipe: mlp off, cnn on)");
-  app.add_option("--step", s.step, "auto (the MLP through the fused step unless EMBER_FUSION=0), fused, or autograd "
-                                   "(op by op, as written in PyTorch)")->capture_default_str();
+  app.add_option("--step", s.step,
+                 "auto (the MLP through the fused step unless EMBER_FUSION=0), fused, or autograd "
+                 "(op by op, as written in PyTorch)")
+      ->capture_default_str();
   app.add_option("--cuda-graph", s.cuda_graph, "on CUDA, capture the fused step in a CUDA graph and replay it")
       ->capture_default_str();
-  app.add_flag("--preload", s.preload, "keep the training images on the device and gather each batch there, "
-                                       "instead of streaming batches from host memory");
+  app.add_flag("--preload", s.preload,
+               "keep the training images on the device and gather each batch there, "
+               "instead of streaming batches from host memory");
   app.add_option("--json-log", s.json_log, "write one JSON object per epoch, then the test result, to this file");
-  app.add_option("--save", s.save, "after every epoch save the model to this safetensors file (it loads in PyTorch "
-                                   "as it is) and the training state beside it (NAME.state.safetensors)");
+  app.add_option("--save", s.save,
+                 "after every epoch save the model to this safetensors file (it loads in PyTorch "
+                 "as it is) and the training state beside it (NAME.state.safetensors)");
   app.add_option("--resume", s.resume, "continue from a checkpoint written by --save (model, optimizer, epoch, order)");
   app.add_option("--init", s.init, "start from these weights (a safetensors state dict, e.g. exported from PyTorch)");
   app.add_option("--plot", s.plot, "write the loss and accuracy curves to this SVG file");
@@ -596,8 +627,10 @@ int main(int argc, char** argv) {
         spec = &data::dataset_spec(s.dataset);
       } catch (const ValueError&) {
       }  // validate() reports an unknown dataset
-      if (s.dataset == "mnist" && env && *env) s.data_dir = env;
-      else if (spec) s.data_dir = spec->default_folder;
+      if (s.dataset == "mnist" && env && *env)
+        s.data_dir = env;
+      else if (spec)
+        s.data_dir = spec->default_folder;
     }
     return run_training(s);
   });

@@ -12,8 +12,10 @@ thread_local bool t_grad_enabled = true;
 Edge edge_for(const Tensor& input) {
   Edge edge;
   if (!input.defined() || !input.requires_grad()) return edge;
-  if (input.grad_fn()) edge.node = input.grad_fn();
-  else edge.leaf = input.impl_ptr();
+  if (input.grad_fn())
+    edge.node = input.grad_fn();
+  else
+    edge.leaf = input.impl_ptr();
   return edge;
 }
 
@@ -28,8 +30,10 @@ std::shared_ptr<Node> make_node(const char* name, DerivativeRule rule, std::size
 
 void add_input(Node& node, const Tensor& input) {
   node.edges.push_back(edge_for(input));
-  if (input.defined()) node.inputs.push_back({input.shape(), input.dtype(), input.device()});
-  else node.inputs.push_back({{}, DType::f32, Device::cpu()});
+  if (input.defined())
+    node.inputs.push_back({input.shape(), input.dtype(), input.device()});
+  else
+    node.inputs.push_back({{}, DType::f32, Device::cpu()});
 }
 
 void attach(Tensor& output, std::shared_ptr<Node> node) {
@@ -42,8 +46,8 @@ void attach(Tensor& output, std::shared_ptr<Node> node) {
 // copied, so that a later in-place accumulation cannot change another tensor.
 void accumulate_into_leaf(TensorImpl& leaf, Tensor grad) {
   if (!leaf.grad) {
-    const bool sole_owner = grad.impl_ptr().use_count() == 1 && grad.storage().use_count() == 1 &&
-                            grad.impl()->grad_fn == nullptr;
+    const bool sole_owner =
+        grad.impl_ptr().use_count() == 1 && grad.storage().use_count() == 1 && grad.impl()->grad_fn == nullptr;
     leaf.grad = sole_owner ? grad.impl_ptr() : grad.clone().impl_ptr();
     leaf.grad->requires_grad = false;
     return;
@@ -54,10 +58,10 @@ void accumulate_into_leaf(TensorImpl& leaf, Tensor grad) {
 
 void check_gradient(const Node& node, std::size_t i, const Tensor& grad) {
   const InputInfo& info = node.inputs[i];
-  EMBER_CHECK(grad.shape() == info.shape && grad.dtype() == info.dtype && grad.device() == info.device,
-              AutogradError, "the derivative rule of '", node.name, "' returned a gradient of shape ",
-              shape_str(grad.shape()), ", dtype ", grad.dtype(), " on ", grad.device(), " for input ", i,
-              ", which has shape ", shape_str(info.shape), ", dtype ", info.dtype, " on ", info.device);
+  EMBER_CHECK(grad.shape() == info.shape && grad.dtype() == info.dtype && grad.device() == info.device, AutogradError,
+              "the derivative rule of '", node.name, "' returned a gradient of shape ", shape_str(grad.shape()),
+              ", dtype ", grad.dtype(), " on ", grad.device(), " for input ", i, ", which has shape ",
+              shape_str(info.shape), ", dtype ", info.dtype, " on ", info.device);
 }
 
 }  // namespace
@@ -114,15 +118,16 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
               "NoGradGuard, or from inputs without requires_grad?)");
   Tensor seed = gradient;
   if (!seed.defined()) {
-    EMBER_CHECK(root.numel() == 1, AutogradError, "backward(): a gradient can be created implicitly only for a "
-                "scalar output; this output has shape ", shape_str(root.shape()),
-                ", so pass a gradient of that shape");
+    EMBER_CHECK(root.numel() == 1, AutogradError,
+                "backward(): a gradient can be created implicitly only for a "
+                "scalar output; this output has shape ",
+                shape_str(root.shape()), ", so pass a gradient of that shape");
     seed = ones(root.shape(), {.dtype = root.dtype(), .device = root.device()});
   }
   EMBER_CHECK(seed.shape() == root.shape() && seed.dtype() == root.dtype() && seed.device() == root.device(),
-              AutogradError, "backward(): the gradient has shape ", shape_str(seed.shape()), ", dtype ",
-              seed.dtype(), " on ", seed.device(), " but the output has shape ", shape_str(root.shape()), ", dtype ",
-              root.dtype(), " on ", root.device());
+              AutogradError, "backward(): the gradient has shape ", shape_str(seed.shape()), ", dtype ", seed.dtype(),
+              " on ", seed.device(), " but the output has shape ", shape_str(root.shape()), ", dtype ", root.dtype(),
+              " on ", root.device());
 
   NoGradGuard no_grad;
   if (!root.grad_fn()) {  // backward on a leaf: its gradient is the seed itself
@@ -164,8 +169,11 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
         if (e.node && --dependencies[e.node.get()] == 0) ready.push_back(e.node);
       continue;
     }
-    EMBER_CHECK(node->rule != nullptr, AutogradError, "trying to run backward through the graph a second time "
-                "(at '", node->name, "'): its saved tensors were freed by the first backward(). Pass "
+    EMBER_CHECK(node->rule != nullptr, AutogradError,
+                "trying to run backward through the graph a second time "
+                "(at '",
+                node->name,
+                "'): its saved tensors were freed by the first backward(). Pass "
                 "retain_graph=true to the first backward() if you need to run it twice");
     Gradients grads = node->rule(grad_output, NeedsGrad(node->edges));
     EMBER_CHECK(grads.size() == node->edges.size(), AutogradError, "the derivative rule of '", node->name,

@@ -61,10 +61,10 @@ struct InputInfo {
 };
 
 struct Node {
-  const char* name = "";           // the op, for error messages
-  std::vector<Edge> edges;         // one per input
-  std::vector<InputInfo> inputs;   // to check the shapes the rule returns
-  DerivativeRule rule;             // released (null) after a backward pass without retain_graph
+  const char* name = "";          // the op, for error messages
+  std::vector<Edge> edges;        // one per input
+  std::vector<InputInfo> inputs;  // to check the shapes the rule returns
+  DerivativeRule rule;            // released (null) after a backward pass without retain_graph
 
   Node() = default;
   Node(const Node&) = delete;

@@ -26,15 +26,15 @@ namespace ember::detail {
 void throw_cuda_error(int code, const char* call, const char* file, int line) {
   const auto status = static_cast<cudaError_t>(code);
   cudaGetLastError();  // clear a non-sticky error so that later calls are not blamed for it
-  std::string message = concat("CUDA error: ", call, " failed at ", file, ":", line, ": ",
-                               cudaGetErrorName(status), " (", cudaGetErrorString(status), ")");
+  std::string message = concat("CUDA error: ", call, " failed at ", file, ":", line, ": ", cudaGetErrorName(status),
+                               " (", cudaGetErrorString(status), ")");
   if (status == cudaErrorMemoryAllocation) throw OutOfMemoryError(message);
   throw CudaError(message);
 }
 void log_cuda_error(int code, const char* call, const char* file, int line) noexcept {
   const auto status = static_cast<cudaError_t>(code);
-  std::fprintf(stderr, "ember: warning: CUDA error ignored in cleanup: %s failed at %s:%d: %s\n", call, file,
-               line, cudaGetErrorString(status));
+  std::fprintf(stderr, "ember: warning: CUDA error ignored in cleanup: %s failed at %s:%d: %s\n", call, file, line,
+               cudaGetErrorString(status));
 }
 void throw_cublas_error(int status, const char* call, const char* file, int line) {
   throw CudaError(concat("cuBLAS error: ", call, " failed at ", file, ":", line, ": ",

@@ -32,8 +32,9 @@ Graph::~Graph() {
 
 void Graph::begin_capture(cudaStream_t stream) {
   EMBER_CHECK(!impl_->capturing && !impl_->exec, ValueError, "Graph::begin_capture: this graph was already captured");
-  EMBER_CHECK(!sync_debug(), ValueError, "CUDA graphs cannot be captured with EMBER_SYNC_DEBUG=1 (it synchronizes "
-                                         "after every launch): unset it, or run without graphs");
+  EMBER_CHECK(!sync_debug(), ValueError,
+              "CUDA graphs cannot be captured with EMBER_SYNC_DEBUG=1 (it synchronizes "
+              "after every launch): unset it, or run without graphs");
   CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   impl_->capturing = stream;
 }

@@ -34,9 +34,7 @@ struct Device {
   constexpr bool is_cuda() const { return type == DeviceType::cuda; }
   std::string str() const;  // "cpu", "cuda:0"
 
-  friend constexpr bool operator==(const Device& a, const Device& b) {
-    return a.type == b.type && a.index == b.index;
-  }
+  friend constexpr bool operator==(const Device& a, const Device& b) { return a.type == b.type && a.index == b.index; }
 };
 
 std::ostream& operator<<(std::ostream& out, const Device& device);

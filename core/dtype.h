@@ -19,11 +19,26 @@ std::ostream& operator<<(std::ostream& out, DType dtype);
 // dtype_of<T> maps a C++ element type to its DType, at compile time.
 template <class T>
 struct DTypeOf;
-template <> struct DTypeOf<float> { static constexpr DType value = DType::f32; };
-template <> struct DTypeOf<double> { static constexpr DType value = DType::f64; };
-template <> struct DTypeOf<std::int32_t> { static constexpr DType value = DType::i32; };
-template <> struct DTypeOf<std::int64_t> { static constexpr DType value = DType::i64; };
-template <> struct DTypeOf<std::uint8_t> { static constexpr DType value = DType::u8; };
+template <>
+struct DTypeOf<float> {
+  static constexpr DType value = DType::f32;
+};
+template <>
+struct DTypeOf<double> {
+  static constexpr DType value = DType::f64;
+};
+template <>
+struct DTypeOf<std::int32_t> {
+  static constexpr DType value = DType::i32;
+};
+template <>
+struct DTypeOf<std::int64_t> {
+  static constexpr DType value = DType::i64;
+};
+template <>
+struct DTypeOf<std::uint8_t> {
+  static constexpr DType value = DType::u8;
+};
 template <class T>
 inline constexpr DType dtype_of = DTypeOf<T>::value;
 

@@ -75,37 +75,34 @@ void log_cuda_error(int code, const char* call, const char* file, int line) noex
 }  // namespace ember
 
 // EMBER_CHECK(cond, ErrorType, message parts...): throws ErrorType(message) when cond is false.
-#define EMBER_CHECK(cond, ErrorType, ...)                          \
-  do {                                                             \
+#define EMBER_CHECK(cond, ErrorType, ...)                               \
+  do {                                                                  \
     if (!(cond)) throw ErrorType(::ember::detail::concat(__VA_ARGS__)); \
   } while (0)
 
 // The checked calls: each captures the call's text, file:line and the library's error string.
 // Success is 0 for the CUDA runtime, cuBLAS and cuDNN alike.
-#define CUDA_CHECK(call)                                                                \
-  do {                                                                                  \
-    const int ember_cuda_code_ = static_cast<int>(call);                                \
-    if (ember_cuda_code_ != 0)                                                          \
-      ::ember::detail::throw_cuda_error(ember_cuda_code_, #call, __FILE__, __LINE__);   \
+#define CUDA_CHECK(call)                                                                                       \
+  do {                                                                                                         \
+    const int ember_cuda_code_ = static_cast<int>(call);                                                       \
+    if (ember_cuda_code_ != 0) ::ember::detail::throw_cuda_error(ember_cuda_code_, #call, __FILE__, __LINE__); \
   } while (0)
 
-#define CUDA_CHECK_NOTHROW(call)                                                        \
-  do {                                                                                  \
-    const int ember_cuda_code_ = static_cast<int>(call);                                \
-    if (ember_cuda_code_ != 0)                                                          \
-      ::ember::detail::log_cuda_error(ember_cuda_code_, #call, __FILE__, __LINE__);     \
+#define CUDA_CHECK_NOTHROW(call)                                                                             \
+  do {                                                                                                       \
+    const int ember_cuda_code_ = static_cast<int>(call);                                                     \
+    if (ember_cuda_code_ != 0) ::ember::detail::log_cuda_error(ember_cuda_code_, #call, __FILE__, __LINE__); \
   } while (0)
 
-#define CUBLAS_CHECK(call)                                                              \
-  do {                                                                                  \
-    const int ember_cublas_status_ = static_cast<int>(call);                            \
-    if (ember_cublas_status_ != 0)                                                      \
+#define CUBLAS_CHECK(call)                                                                  \
+  do {                                                                                      \
+    const int ember_cublas_status_ = static_cast<int>(call);                                \
+    if (ember_cublas_status_ != 0)                                                          \
       ::ember::detail::throw_cublas_error(ember_cublas_status_, #call, __FILE__, __LINE__); \
   } while (0)
 
-#define CUDNN_CHECK(call)                                                               \
-  do {                                                                                  \
-    const int ember_cudnn_status_ = static_cast<int>(call);                             \
-    if (ember_cudnn_status_ != 0)                                                       \
-      ::ember::detail::throw_cudnn_error(ember_cudnn_status_, #call, __FILE__, __LINE__); \
+#define CUDNN_CHECK(call)                                                                                             \
+  do {                                                                                                                \
+    const int ember_cudnn_status_ = static_cast<int>(call);                                                           \
+    if (ember_cudnn_status_ != 0) ::ember::detail::throw_cudnn_error(ember_cudnn_status_, #call, __FILE__, __LINE__); \
   } while (0)

@@ -25,7 +25,6 @@ struct GradcheckResult {
 // checked element by element: Jacobian entry (i, j) passes when
 // |analytical − numerical| ≤ atol + rtol·|numerical|. Inputs must be f64 CPU tensors.
 GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
-                          const std::vector<Tensor>& inputs, double eps = 1e-6, double atol = 1e-5,
-                          double rtol = 1e-3);
+                          const std::vector<Tensor>& inputs, double eps = 1e-6, double atol = 1e-5, double rtol = 1e-3);
 
 }  // namespace ember

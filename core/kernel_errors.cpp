@@ -8,9 +8,12 @@ namespace ember {
 namespace {
 const char* op_name(int tag) {
   switch (static_cast<kernels::OpTag>(tag)) {
-    case kernels::OpTag::cross_entropy: return "cross_entropy";
-    case kernels::OpTag::loss_check: return "loss check";
-    case kernels::OpTag::none: break;
+    case kernels::OpTag::cross_entropy:
+      return "cross_entropy";
+    case kernels::OpTag::loss_check:
+      return "loss check";
+    case kernels::OpTag::none:
+      break;
   }
   return "an op";
 }
@@ -19,7 +22,8 @@ const char* op_name(int tag) {
 void throw_kernel_error(const kernels::DeviceErrorRecord& record, Device device) {
   const std::string where =
       device.is_cuda()
-          ? detail::concat(" (raised on ", device, " and reported at the next synchronization, so the op that "
+          ? detail::concat(" (raised on ", device,
+                           " and reported at the next synchronization, so the op that "
                            "caused it has already returned; set EMBER_SYNC_DEBUG=1 to report it at its cause)")
           : std::string();
   switch (static_cast<kernels::DeviceErrorCode>(record.code)) {
@@ -30,9 +34,11 @@ void throw_kernel_error(const kernels::DeviceErrorRecord& record, Device device)
     case kernels::DeviceErrorCode::non_finite:
       if (record.op == static_cast<int>(kernels::OpTag::loss_check))
         throw NonFiniteError(detail::concat("the training loss is not finite", where,
-                                        ": the model diverged; try a smaller learning rate"));
-      throw NonFiniteError(detail::concat(op_name(record.op), ": non-finite value at position ", record.position, where));
-    case kernels::DeviceErrorCode::none: break;
+                                            ": the model diverged; try a smaller learning rate"));
+      throw NonFiniteError(
+          detail::concat(op_name(record.op), ": non-finite value at position ", record.position, where));
+    case kernels::DeviceErrorCode::none:
+      break;
   }
   throw Error(detail::concat(op_name(record.op), ": unknown device-side error code ", record.code, where));
 }

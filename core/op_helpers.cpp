@@ -26,10 +26,10 @@ void check_same_device(const std::string& op, std::initializer_list<Arg> args) {
   }
 }
 
-std::string device_mismatch_message(const std::string& op, const std::string& argument, Device expected,
-                                    Device found) {
-  return concat("Expected all tensors to be on the same device, but found ", expected, " and ", found,
-                " (argument '", argument, "' of ", op, "). Move every input to one device with .to(device): the "
+std::string device_mismatch_message(const std::string& op, const std::string& argument, Device expected, Device found) {
+  return concat("Expected all tensors to be on the same device, but found ", expected, " and ", found, " (argument '",
+                argument, "' of ", op,
+                "). Move every input to one device with .to(device): the "
                 "model with model.to(device) once, and each batch's inputs and labels at every step");
 }
 
@@ -41,10 +41,13 @@ void check_same_dtype(const std::string& op, const Arg& a, const Arg& b) {
 
 void check_floating(const std::string& op, const Arg& arg) {
   const DType d = arg.tensor.dtype();
-  EMBER_CHECK(is_floating(d), DTypeError, op, ": argument '", arg.name, "' must be a floating-point tensor (f32 or "
-              "f64), but it has dtype ", d);
-  EMBER_CHECK(!(d == DType::f64 && arg.tensor.is_cuda()), DTypeError, op, ": argument '", arg.name,
-              "' is f64 on ", arg.tensor.device(), ", but ember's CUDA kernels are f32 only; use .to(DType::f32) "
+  EMBER_CHECK(is_floating(d), DTypeError, op, ": argument '", arg.name,
+              "' must be a floating-point tensor (f32 or "
+              "f64), but it has dtype ",
+              d);
+  EMBER_CHECK(!(d == DType::f64 && arg.tensor.is_cuda()), DTypeError, op, ": argument '", arg.name, "' is f64 on ",
+              arg.tensor.device(),
+              ", but ember's CUDA kernels are f32 only; use .to(DType::f32) "
               "(f64 is for gradient checks on the CPU)");
 }
 
@@ -52,13 +55,13 @@ void check_dtype(const std::string& op, const Arg& arg, std::initializer_list<DT
   if (std::find(allowed.begin(), allowed.end(), arg.tensor.dtype()) != allowed.end()) return;
   std::string names;
   for (DType d : allowed) names += (names.empty() ? "" : " or ") + std::string(dtype_name(d));
-  throw DTypeError(concat(op, ": argument '", arg.name, "' must have dtype ", names, ", but it has dtype ",
-                          arg.tensor.dtype()));
+  throw DTypeError(
+      concat(op, ": argument '", arg.name, "' must have dtype ", names, ", but it has dtype ", arg.tensor.dtype()));
 }
 
 void check_dim(const std::string& op, const Arg& arg, int expected_dim) {
-  EMBER_CHECK(arg.tensor.dim() == expected_dim, ShapeError, op, ": argument '", arg.name, "' must be ",
-              expected_dim, "-dimensional, but it has shape ", shape_str(arg.tensor.shape()));
+  EMBER_CHECK(arg.tensor.dim() == expected_dim, ShapeError, op, ": argument '", arg.name, "' must be ", expected_dim,
+              "-dimensional, but it has shape ", shape_str(arg.tensor.shape()));
 }
 
 int normalize_dim(const std::string& op, int dim, int ndim) {

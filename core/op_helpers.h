@@ -20,8 +20,7 @@ struct Arg {
 // "Expected all tensors to be on the same device, but found cuda:0 and cpu (argument 'target'
 // of cross_entropy)". The first argument's device is the reference.
 void check_same_device(const std::string& op, std::initializer_list<Arg> args);
-std::string device_mismatch_message(const std::string& op, const std::string& argument, Device expected,
-                                    Device found);
+std::string device_mismatch_message(const std::string& op, const std::string& argument, Device expected, Device found);
 void check_defined(const std::string& op, const Arg& arg);
 // "add: expected 'other' to have dtype f32 (like 'input'), but it has f64".
 void check_same_dtype(const std::string& op, const Arg& a, const Arg& b);

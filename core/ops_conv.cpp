@@ -75,17 +75,23 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int
   detail::check_dim(op, {"input", input}, 4);
   detail::check_dim(op, {"weight", weight}, 4);
   EMBER_CHECK(stride >= 1 && padding >= 0, ValueError, op, ": stride must be positive and padding non-negative");
-  EMBER_CHECK(input.size(1) == weight.size(1), ShapeError, op, ": 'input' has ", input.size(1),
-              " channels (shape ", shape_str(input.shape()), ") but 'weight' expects ", weight.size(1), " (shape ",
+  EMBER_CHECK(input.size(1) == weight.size(1), ShapeError, op, ": 'input' has ", input.size(1), " channels (shape ",
+              shape_str(input.shape()), ") but 'weight' expects ", weight.size(1), " (shape ",
               shape_str(weight.shape()), ")");
   if (bias.defined()) {
     detail::check_same_dtype(op, {"input", input}, {"bias", bias});
     EMBER_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), ShapeError, op, ": 'bias' must have shape [",
                 weight.size(0), "], but it has shape ", shape_str(bias.shape()));
   }
-  ConvGeometry g{at(input.shape(), 0), at(input.shape(), 1), at(input.shape(), 2), at(input.shape(), 3),
-                 at(weight.shape(), 0), at(weight.shape(), 2), at(weight.shape(), 3),
-                 static_cast<std::size_t>(stride), static_cast<std::size_t>(padding)};
+  ConvGeometry g{at(input.shape(), 0),
+                 at(input.shape(), 1),
+                 at(input.shape(), 2),
+                 at(input.shape(), 3),
+                 at(weight.shape(), 0),
+                 at(weight.shape(), 2),
+                 at(weight.shape(), 3),
+                 static_cast<std::size_t>(stride),
+                 static_cast<std::size_t>(padding)};
   EMBER_CHECK(g.h + 2 * g.pad >= g.kh && g.w + 2 * g.pad >= g.kw, ShapeError, op, ": a ", g.kh, "x", g.kw,
               " kernel does not fit the ", g.h, "x", g.w, " input with padding ", g.pad);
   Tensor y = detail::new_empty(input, {static_cast<std::int64_t>(g.n), static_cast<std::int64_t>(g.k),
@@ -102,37 +108,34 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int
           kernels::cuda::channel_bias_add(y.raw<float>(), bias.raw<float>(), g.n, g.k, g.oh() * g.ow(), stream);
       });
   if (autograd::needs_recording({&input, &weight, &bias})) {
-    autograd::record(y, op, {&input, &weight, &bias},
-                     [x = input.detach(), w = weight.detach(), g](const Tensor& dy, NeedsGrad needs) {
-                       Gradients grads(3);
-                       Tensor dx = needs[0] ? detail::new_empty(x, x.shape()) : Tensor();
-                       Tensor dw = needs[1] ? detail::new_empty(w, w.shape()) : Tensor();
-                       Tensor db = needs[2] ? detail::new_empty(w, {w.size(0)}) : Tensor();
-                       detail::dispatch(
-                           x,
-                           [&](auto zero) {
-                             using T = decltype(zero);
-                             conv_backward_cpu<T>(x.raw<T>(), w.raw<T>(), dy.raw<T>(), needs[0] ? dx.raw<T>() : nullptr,
-                                                  needs[1] ? dw.raw<T>() : nullptr, g);
-                             if (needs[2])
-                               kernels::cpu::channel_bias_grad<T>(dy.raw<T>(), db.raw<T>(), g.n, g.k, g.oh() * g.ow());
-                           },
-                           [&](auto stream) {
-                             if (needs[0])
-                               kernels::cuda::conv2d_backward_data(dy.raw<float>(), w.raw<float>(), dx.raw<float>(), g,
-                                                                   stream);
-                             if (needs[1])
-                               kernels::cuda::conv2d_backward_filter(x.raw<float>(), dy.raw<float>(), dw.raw<float>(),
-                                                                     g, stream);
-                             if (needs[2])
-                               kernels::cuda::channel_bias_grad(dy.raw<float>(), db.raw<float>(), g.n, g.k,
-                                                                g.oh() * g.ow(), stream);
-                           });
-                       grads[0] = dx;
-                       grads[1] = dw;
-                       grads[2] = db;
-                       return grads;
-                     });
+    autograd::record(
+        y, op, {&input, &weight, &bias},
+        [x = input.detach(), w = weight.detach(), g](const Tensor& dy, NeedsGrad needs) {
+          Gradients grads(3);
+          Tensor dx = needs[0] ? detail::new_empty(x, x.shape()) : Tensor();
+          Tensor dw = needs[1] ? detail::new_empty(w, w.shape()) : Tensor();
+          Tensor db = needs[2] ? detail::new_empty(w, {w.size(0)}) : Tensor();
+          detail::dispatch(
+              x,
+              [&](auto zero) {
+                using T = decltype(zero);
+                conv_backward_cpu<T>(x.raw<T>(), w.raw<T>(), dy.raw<T>(), needs[0] ? dx.raw<T>() : nullptr,
+                                     needs[1] ? dw.raw<T>() : nullptr, g);
+                if (needs[2]) kernels::cpu::channel_bias_grad<T>(dy.raw<T>(), db.raw<T>(), g.n, g.k, g.oh() * g.ow());
+              },
+              [&](auto stream) {
+                if (needs[0])
+                  kernels::cuda::conv2d_backward_data(dy.raw<float>(), w.raw<float>(), dx.raw<float>(), g, stream);
+                if (needs[1])
+                  kernels::cuda::conv2d_backward_filter(x.raw<float>(), dy.raw<float>(), dw.raw<float>(), g, stream);
+                if (needs[2])
+                  kernels::cuda::channel_bias_grad(dy.raw<float>(), db.raw<float>(), g.n, g.k, g.oh() * g.ow(), stream);
+              });
+          grads[0] = dx;
+          grads[1] = dw;
+          grads[2] = db;
+          return grads;
+        });
   }
   return y;
 }
@@ -144,11 +147,16 @@ Tensor max_pool2d(const Tensor& input, int kernel, int stride) {
   detail::check_dim(op, {"input", input}, 4);
   if (stride <= 0) stride = kernel;
   EMBER_CHECK(kernel >= 1, ValueError, op, ": kernel must be positive");
-  PoolGeometry g{at(input.shape(), 0), at(input.shape(), 1), at(input.shape(), 2), at(input.shape(), 3),
-                 static_cast<std::size_t>(kernel), static_cast<std::size_t>(stride)};
+  PoolGeometry g{at(input.shape(), 0),
+                 at(input.shape(), 1),
+                 at(input.shape(), 2),
+                 at(input.shape(), 3),
+                 static_cast<std::size_t>(kernel),
+                 static_cast<std::size_t>(stride)};
   EMBER_CHECK(g.h >= g.kernel && g.w >= g.kernel, ShapeError, op, ": a ", kernel, "x", kernel,
               " window does not fit the ", g.h, "x", g.w, " input");
-  const Shape out_shape{input.size(0), input.size(1), static_cast<std::int64_t>(g.oh()), static_cast<std::int64_t>(g.ow())};
+  const Shape out_shape{input.size(0), input.size(1), static_cast<std::int64_t>(g.oh()),
+                        static_cast<std::int64_t>(g.ow())};
   Tensor y = detail::new_empty(input, out_shape);
   Tensor argmax = detail::new_empty(input, out_shape, DType::i32);
   detail::dispatch(
@@ -182,8 +190,11 @@ Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
                   Tensor& running_var, bool training, double momentum, double eps) {
   const char* op = "batch_norm";
   detail::check_defined(op, {"input", input});
-  detail::check_same_device(op, {{"input", input}, {"weight", weight}, {"bias", bias},
-                                 {"running_mean", running_mean}, {"running_var", running_var}});
+  detail::check_same_device(op, {{"input", input},
+                                 {"weight", weight},
+                                 {"bias", bias},
+                                 {"running_mean", running_mean},
+                                 {"running_var", running_var}});
   detail::check_floating(op, {"input", input});
   EMBER_CHECK(input.dim() == 4 || input.dim() == 2, ShapeError, op, ": expects [N, C, H, W] or [N, C], got ",
               shape_str(input.shape()));
@@ -205,10 +216,9 @@ Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
       [&](auto zero) {
         using T = decltype(zero);
         if (training)
-          kernels::cpu::batch_norm_forward_train<T>(input.raw<T>(), weight.raw<T>(), bias.raw<T>(), y.raw<T>(),
-                                                    mean.raw<T>(), invstd.raw<T>(), running_mean.raw<T>(),
-                                                    running_var.raw<T>(), n, c, hw, static_cast<T>(momentum),
-                                                    static_cast<T>(eps));
+          kernels::cpu::batch_norm_forward_train<T>(
+              input.raw<T>(), weight.raw<T>(), bias.raw<T>(), y.raw<T>(), mean.raw<T>(), invstd.raw<T>(),
+              running_mean.raw<T>(), running_var.raw<T>(), n, c, hw, static_cast<T>(momentum), static_cast<T>(eps));
         else
           kernels::cpu::batch_norm_forward_eval<T>(input.raw<T>(), weight.raw<T>(), bias.raw<T>(),
                                                    running_mean.raw<T>(), running_var.raw<T>(), y.raw<T>(), n, c, hw,
@@ -222,8 +232,8 @@ Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
                                                   static_cast<float>(momentum), static_cast<float>(eps), stream);
         else
           kernels::cuda::batch_norm_forward_eval(input.raw<float>(), weight.raw<float>(), bias.raw<float>(),
-                                                 running_mean.raw<float>(), running_var.raw<float>(), y.raw<float>(),
-                                                 n, c, hw, static_cast<float>(eps), stream);
+                                                 running_mean.raw<float>(), running_var.raw<float>(), y.raw<float>(), n,
+                                                 c, hw, static_cast<float>(eps), stream);
       });
   if (autograd::needs_recording({&input, &weight, &bias}) && !training) {
     // Evaluation: y = x·scale + shift per channel with constants from the running statistics,
@@ -231,42 +241,41 @@ Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
     Shape channel_shape(static_cast<std::size_t>(input.dim()), 1);
     channel_shape[1] = static_cast<std::int64_t>(c);
     const std::vector<int> other_dims = input.dim() == 4 ? std::vector<int>{0, 2, 3} : std::vector<int>{0};
-    autograd::record(y, op, {&input, &weight, &bias},
-                     [x = input.detach(), gamma = weight.detach(), rmean = running_mean.detach().clone(),
-                      rvar = running_var.detach().clone(), eps, channel_shape, other_dims](const Tensor& dy,
-                                                                                           NeedsGrad needs) {
-                       const Tensor invstd = pow(rvar + eps, -0.5).reshape(channel_shape);
-                       Gradients grads(3);
-                       if (needs[0]) grads[0] = dy * (gamma.reshape(channel_shape) * invstd);
-                       if (needs[1]) grads[1] = sum(dy * ((x - rmean.reshape(channel_shape)) * invstd), other_dims);
-                       if (needs[2]) grads[2] = sum(dy, other_dims);
-                       return grads;
-                     });
+    autograd::record(
+        y, op, {&input, &weight, &bias},
+        [x = input.detach(), gamma = weight.detach(), rmean = running_mean.detach().clone(),
+         rvar = running_var.detach().clone(), eps, channel_shape, other_dims](const Tensor& dy, NeedsGrad needs) {
+          const Tensor invstd = pow(rvar + eps, -0.5).reshape(channel_shape);
+          Gradients grads(3);
+          if (needs[0]) grads[0] = dy * (gamma.reshape(channel_shape) * invstd);
+          if (needs[1]) grads[1] = sum(dy * ((x - rmean.reshape(channel_shape)) * invstd), other_dims);
+          if (needs[2]) grads[2] = sum(dy, other_dims);
+          return grads;
+        });
     return y;
   }
   if (autograd::needs_recording({&input, &weight, &bias})) {
-    autograd::record(y, op, {&input, &weight, &bias},
-                     [x = input.detach(), gamma = weight.detach(), mean, invstd, n, c, hw](const Tensor& dy,
-                                                                                           NeedsGrad) {
-                       Tensor dx = detail::new_empty(x, x.shape());
-                       Tensor dgamma = detail::new_empty(x, {static_cast<std::int64_t>(c)});
-                       Tensor dbeta = detail::new_empty(x, {static_cast<std::int64_t>(c)});
-                       detail::dispatch(
-                           x,
-                           [&](auto zero) {
-                             using T = decltype(zero);
-                             kernels::cpu::batch_norm_backward<T>(dy.raw<T>(), x.raw<T>(), gamma.raw<T>(),
-                                                                  mean.raw<T>(), invstd.raw<T>(), dx.raw<T>(),
-                                                                  dgamma.raw<T>(), dbeta.raw<T>(), n, c, hw);
-                           },
-                           [&](auto stream) {
-                             kernels::cuda::batch_norm_backward(dy.raw<float>(), x.raw<float>(), gamma.raw<float>(),
-                                                                mean.raw<float>(), invstd.raw<float>(), dx.raw<float>(),
-                                                                dgamma.raw<float>(), dbeta.raw<float>(), n, c, hw,
-                                                                stream);
-                           });
-                       return Gradients{dx, dgamma, dbeta};
-                     });
+    autograd::record(
+        y, op, {&input, &weight, &bias},
+        [x = input.detach(), gamma = weight.detach(), mean, invstd, n, c, hw](const Tensor& dy, NeedsGrad) {
+          Tensor dx = detail::new_empty(x, x.shape());
+          Tensor dgamma = detail::new_empty(x, {static_cast<std::int64_t>(c)});
+          Tensor dbeta = detail::new_empty(x, {static_cast<std::int64_t>(c)});
+          detail::dispatch(
+              x,
+              [&](auto zero) {
+                using T = decltype(zero);
+                kernels::cpu::batch_norm_backward<T>(dy.raw<T>(), x.raw<T>(), gamma.raw<T>(), mean.raw<T>(),
+                                                     invstd.raw<T>(), dx.raw<T>(), dgamma.raw<T>(), dbeta.raw<T>(), n,
+                                                     c, hw);
+              },
+              [&](auto stream) {
+                kernels::cuda::batch_norm_backward(dy.raw<float>(), x.raw<float>(), gamma.raw<float>(),
+                                                   mean.raw<float>(), invstd.raw<float>(), dx.raw<float>(),
+                                                   dgamma.raw<float>(), dbeta.raw<float>(), n, c, hw, stream);
+              });
+          return Gradients{dx, dgamma, dbeta};
+        });
   }
   return y;
 }

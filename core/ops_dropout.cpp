@@ -23,8 +23,8 @@ Tensor dropout(const Tensor& input, double p, std::uint64_t seed, std::uint64_t 
         kernels::cpu::dropout_forward<T>(input.raw<T>(), y.raw<T>(), mask.raw<std::uint8_t>(), n, pf, seed, offset);
       },
       [&](auto stream) {
-        kernels::cuda::dropout_forward(input.raw<float>(), y.raw<float>(), mask.raw<std::uint8_t>(), n, pf, seed, offset,
-                                       stream);
+        kernels::cuda::dropout_forward(input.raw<float>(), y.raw<float>(), mask.raw<std::uint8_t>(), n, pf, seed,
+                                       offset, stream);
       });
   if (autograd::needs_recording({&input})) {
     autograd::record(y, "dropout", {&input}, [mask, pf](const Tensor& g, autograd::NeedsGrad) {

@@ -58,8 +58,10 @@ Tensor binary_kernel(BinaryOp op, const char* name, const Tensor& a, const Tenso
   Shape out_shape;
   const bool same_shape = a.shape() == b.shape();
   kernels::BroadcastLayout layout;
-  if (same_shape) out_shape = a.shape();
-  else layout = broadcast_layout(name, a.shape(), b.shape(), out_shape);
+  if (same_shape)
+    out_shape = a.shape();
+  else
+    layout = broadcast_layout(name, a.shape(), b.shape(), out_shape);
   if (out.defined()) {
     EMBER_CHECK(out.shape() == out_shape, ShapeError, name, ": the result has shape ", shape_str(out_shape),
                 " but the in-place target has shape ", shape_str(out.shape()));
@@ -71,12 +73,16 @@ Tensor binary_kernel(BinaryOp op, const char* name, const Tensor& a, const Tenso
       a,
       [&](auto zero) {
         using T = decltype(zero);
-        if (same_shape) kernels::cpu::binary<T>(op, a.raw<T>(), b.raw<T>(), out.raw<T>(), n);
-        else kernels::cpu::binary_broadcast<T>(op, a.raw<T>(), b.raw<T>(), out.raw<T>(), layout);
+        if (same_shape)
+          kernels::cpu::binary<T>(op, a.raw<T>(), b.raw<T>(), out.raw<T>(), n);
+        else
+          kernels::cpu::binary_broadcast<T>(op, a.raw<T>(), b.raw<T>(), out.raw<T>(), layout);
       },
       [&](auto stream) {
-        if (same_shape) kernels::cuda::binary(op, a.raw<float>(), b.raw<float>(), out.raw<float>(), n, stream);
-        else kernels::cuda::binary_broadcast(op, a.raw<float>(), b.raw<float>(), out.raw<float>(), layout, stream);
+        if (same_shape)
+          kernels::cuda::binary(op, a.raw<float>(), b.raw<float>(), out.raw<float>(), n, stream);
+        else
+          kernels::cuda::binary_broadcast(op, a.raw<float>(), b.raw<float>(), out.raw<float>(), layout, stream);
       });
   return out;
 }
@@ -158,11 +164,11 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel(BinaryOp::mul, "mul", a, b);
   if (autograd::needs_recording({&a, &b})) {
-    autograd::record(out, "mul", {&a, &b}, [a_saved = a.detach(), b_saved = b.detach()](const Tensor& g,
-                                                                                        NeedsGrad needs) {
-      return Gradients{needs[0] ? sum_to(mul(g, b_saved), a_saved.shape()) : Tensor(),
-                       needs[1] ? sum_to(mul(g, a_saved), b_saved.shape()) : Tensor()};
-    });
+    autograd::record(out, "mul", {&a, &b},
+                     [a_saved = a.detach(), b_saved = b.detach()](const Tensor& g, NeedsGrad needs) {
+                       return Gradients{needs[0] ? sum_to(mul(g, b_saved), a_saved.shape()) : Tensor(),
+                                        needs[1] ? sum_to(mul(g, a_saved), b_saved.shape()) : Tensor()};
+                     });
   }
   return out;
 }
@@ -171,11 +177,12 @@ Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel(BinaryOp::div, "div", a, b);
   if (autograd::needs_recording({&a, &b})) {
     // d(a/b)/da = 1/b; d(a/b)/db = −a/b² = −out/b.
-    autograd::record(out, "div", {&a, &b}, [sa = a.shape(), b_saved = b.detach(), out_saved = out.detach()](
-                                               const Tensor& g, NeedsGrad needs) {
-      return Gradients{needs[0] ? sum_to(div(g, b_saved), sa) : Tensor(),
-                       needs[1] ? sum_to(neg(div(mul(g, out_saved), b_saved)), b_saved.shape()) : Tensor()};
-    });
+    autograd::record(
+        out, "div", {&a, &b},
+        [sa = a.shape(), b_saved = b.detach(), out_saved = out.detach()](const Tensor& g, NeedsGrad needs) {
+          return Gradients{needs[0] ? sum_to(div(g, b_saved), sa) : Tensor(),
+                           needs[1] ? sum_to(neg(div(mul(g, out_saved), b_saved)), b_saved.shape()) : Tensor()};
+        });
   }
   return out;
 }
@@ -204,9 +211,7 @@ Tensor neg(const Tensor& x) {
 Tensor exp(const Tensor& x) {
   Tensor out = unary_kernel(UnaryOp::exp, "exp", x);
   if (autograd::needs_recording({&x})) {
-    autograd::record(out, "exp", {&x}, [y = out.detach()](const Tensor& g, NeedsGrad) {
-      return Gradients{mul(g, y)};
-    });
+    autograd::record(out, "exp", {&x}, [y = out.detach()](const Tensor& g, NeedsGrad) { return Gradients{mul(g, y)}; });
   }
   return out;
 }
@@ -214,9 +219,8 @@ Tensor exp(const Tensor& x) {
 Tensor log(const Tensor& x) {
   Tensor out = unary_kernel(UnaryOp::log, "log", x);
   if (autograd::needs_recording({&x})) {
-    autograd::record(out, "log", {&x}, [x_saved = x.detach()](const Tensor& g, NeedsGrad) {
-      return Gradients{div(g, x_saved)};
-    });
+    autograd::record(out, "log", {&x},
+                     [x_saved = x.detach()](const Tensor& g, NeedsGrad) { return Gradients{div(g, x_saved)}; });
   }
   return out;
 }

@@ -27,8 +27,8 @@ void gemm_into(Transpose ta, Transpose tb, const Tensor& a, const Tensor& b, Ten
       a,
       [&](auto zero) {
         using T = decltype(zero);
-        kernels::cpu::gemm<T>(ta, tb, m, n, k, T(1), a.raw<T>(), lda, b.raw<T>(), ldb, static_cast<T>(beta),
-                              c.raw<T>(), n);
+        kernels::cpu::gemm<T>(ta, tb, m, n, k, T(1), a.raw<T>(), lda, b.raw<T>(), ldb, static_cast<T>(beta), c.raw<T>(),
+                              n);
       },
       [&](auto stream) {
         kernels::cuda::gemm(ta, tb, m, n, k, 1.0f, a.raw<float>(), lda, b.raw<float>(), ldb, static_cast<float>(beta),
@@ -77,11 +77,11 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
               shape_str(b.shape()), " cannot be multiplied (", a.shape()[1], " != ", b.shape()[0], ")");
   Tensor out = gemm(Transpose::no, Transpose::no, a, b);
   if (autograd::needs_recording({&a, &b})) {
-    autograd::record(out, "matmul", {&a, &b}, [a_saved = a.detach(), b_saved = b.detach()](const Tensor& g,
-                                                                                           NeedsGrad needs) {
-      return Gradients{needs[0] ? gemm(Transpose::no, Transpose::yes, g, b_saved) : Tensor(),   // g·bᵀ
-                       needs[1] ? gemm(Transpose::yes, Transpose::no, a_saved, g) : Tensor()};  // aᵀ·g
-    });
+    autograd::record(out, "matmul", {&a, &b},
+                     [a_saved = a.detach(), b_saved = b.detach()](const Tensor& g, NeedsGrad needs) {
+                       return Gradients{needs[0] ? gemm(Transpose::no, Transpose::yes, g, b_saved) : Tensor(),  // g·bᵀ
+                                        needs[1] ? gemm(Transpose::yes, Transpose::no, a_saved, g) : Tensor()};  // aᵀ·g
+                     });
   }
   return out;
 }
@@ -127,19 +127,19 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   }
   if (input.dim() != 2) y = y.reshape(with_last(input.shape(), out_features));
   if (autograd::needs_recording({&input, &weight, &bias})) {
-    autograd::record(y, "linear", {&input, &weight, &bias},
-                     [x_saved = x2, w_saved = weight.detach(), in_shape = input.shape()](const Tensor& g,
-                                                                                         NeedsGrad needs) {
-                       const Tensor g2 = g.dim() == 2 ? g : g.reshape({x_saved.shape()[0], w_saved.shape()[0]});
-                       Gradients grads(3);
-                       if (needs[0]) {
-                         grads[0] = gemm(Transpose::no, Transpose::no, g2, w_saved);
-                         if (in_shape.size() != 2) grads[0] = grads[0].reshape(in_shape);
-                       }
-                       if (needs[1]) grads[1] = gemm(Transpose::yes, Transpose::no, g2, x_saved);  // gᵀ·x
-                       if (needs[2]) grads[2] = sum(g2, {0});
-                       return grads;
-                     });
+    autograd::record(
+        y, "linear", {&input, &weight, &bias},
+        [x_saved = x2, w_saved = weight.detach(), in_shape = input.shape()](const Tensor& g, NeedsGrad needs) {
+          const Tensor g2 = g.dim() == 2 ? g : g.reshape({x_saved.shape()[0], w_saved.shape()[0]});
+          Gradients grads(3);
+          if (needs[0]) {
+            grads[0] = gemm(Transpose::no, Transpose::no, g2, w_saved);
+            if (in_shape.size() != 2) grads[0] = grads[0].reshape(in_shape);
+          }
+          if (needs[1]) grads[1] = gemm(Transpose::yes, Transpose::no, g2, x_saved);  // gᵀ·x
+          if (needs[2]) grads[2] = sum(g2, {0});
+          return grads;
+        });
   }
   return y;
 }

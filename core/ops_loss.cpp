@@ -1,8 +1,8 @@
 // Softmax, log-softmax and the fused softmax cross-entropy; the data pipeline's pixel normalization
 // and batch gather.
 #include "core/autograd.h"
-#include "core/kernel_errors.h"
 #include "core/dispatch.h"
+#include "core/kernel_errors.h"
 #include "core/op_helpers.h"
 #include "core/ops.h"
 #include "kernels/common.h"
@@ -21,8 +21,10 @@ using kernels::WriteMode;
 // Calls f with a zero of the target's index type (i64 or i32).
 template <class F>
 void visit_target(const Tensor& target, F&& f) {
-  if (target.dtype() == DType::i64) f(std::int64_t{});
-  else f(std::int32_t{});
+  if (target.dtype() == DType::i64)
+    f(std::int64_t{});
+  else
+    f(std::int32_t{});
 }
 
 void rows_cols(const Tensor& x, std::size_t& rows, std::size_t& cols) {
@@ -120,33 +122,34 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target) {
     loss = mean(losses);
   }
   if (autograd::needs_recording({&input})) {
-    autograd::record(loss, name, {&input}, [x = input.detach(), t = target.detach(), row_max, row_sum](const Tensor& g,
-                                                                                                  NeedsGrad) {
-      Tensor dx = detail::new_empty(x, x.shape());
-      const std::size_t rows = static_cast<std::size_t>(x.shape()[0]), cols = static_cast<std::size_t>(x.shape()[1]);
-      detail::dispatch(
-          x,
-          [&](auto zero) {
-            using T = decltype(zero);
-            const T row_scale = rows ? T(1) / static_cast<T>(rows) : T(0);
-            visit_target(t, [&](auto index) {
-              using I = decltype(index);
-              kernels::cpu::cross_entropy_backward<T, I>(x.raw<T>(), t.raw<I>(), row_max.raw<T>(), row_sum.raw<T>(),
-                                                         g.raw<T>(), row_scale, dx.raw<T>(), rows, cols,
-                                                         WriteMode::overwrite);
-            });
-          },
-          [&](auto stream) {
-            const float row_scale = rows ? 1.0f / static_cast<float>(rows) : 0.0f;
-            visit_target(t, [&](auto index) {
-              using I = decltype(index);
-              kernels::cuda::cross_entropy_backward<I>(x.raw<float>(), t.raw<I>(), row_max.raw<float>(),
-                                                       row_sum.raw<float>(), g.raw<float>(), row_scale, dx.raw<float>(),
-                                                       rows, cols, WriteMode::overwrite, stream);
-            });
-          });
-      return Gradients{dx};
-    });
+    autograd::record(
+        loss, name, {&input}, [x = input.detach(), t = target.detach(), row_max, row_sum](const Tensor& g, NeedsGrad) {
+          Tensor dx = detail::new_empty(x, x.shape());
+          const std::size_t rows = static_cast<std::size_t>(x.shape()[0]),
+                            cols = static_cast<std::size_t>(x.shape()[1]);
+          detail::dispatch(
+              x,
+              [&](auto zero) {
+                using T = decltype(zero);
+                const T row_scale = rows ? T(1) / static_cast<T>(rows) : T(0);
+                visit_target(t, [&](auto index) {
+                  using I = decltype(index);
+                  kernels::cpu::cross_entropy_backward<T, I>(x.raw<T>(), t.raw<I>(), row_max.raw<T>(), row_sum.raw<T>(),
+                                                             g.raw<T>(), row_scale, dx.raw<T>(), rows, cols,
+                                                             WriteMode::overwrite);
+                });
+              },
+              [&](auto stream) {
+                const float row_scale = rows ? 1.0f / static_cast<float>(rows) : 0.0f;
+                visit_target(t, [&](auto index) {
+                  using I = decltype(index);
+                  kernels::cuda::cross_entropy_backward<I>(x.raw<float>(), t.raw<I>(), row_max.raw<float>(),
+                                                           row_sum.raw<float>(), g.raw<float>(), row_scale,
+                                                           dx.raw<float>(), rows, cols, WriteMode::overwrite, stream);
+                });
+              });
+          return Gradients{dx};
+        });
   }
   return loss;
 }
@@ -169,7 +172,9 @@ void normalize_u8(const Tensor& input, const Tensor& out, float mean, float std)
   const std::size_t n = static_cast<std::size_t>(input.numel());
   detail::dispatch_device(
       input, [&] { kernels::cpu::normalize_u8(input.raw<std::uint8_t>(), out.raw<float>(), n, mean, std); },
-      [&](auto stream) { kernels::cuda::normalize_u8(input.raw<std::uint8_t>(), out.raw<float>(), n, mean, std, stream); });
+      [&](auto stream) {
+        kernels::cuda::normalize_u8(input.raw<std::uint8_t>(), out.raw<float>(), n, mean, std, stream);
+      });
 }
 
 void gather_batch(const Tensor& images, const Tensor& labels, const Tensor& index, Tensor& x, Tensor& y, float mean,

@@ -43,8 +43,10 @@ Tensor sum_keepdim(const Tensor& x, const std::vector<bool>& mask, double scale)
   std::vector<std::pair<int, int>> runs;  // [first, last] dims of each run
   for (int d = 0; d < nd; ++d) {
     if (!mask[static_cast<std::size_t>(d)]) continue;
-    if (!runs.empty() && runs.back().second == d - 1) runs.back().second = d;
-    else runs.push_back({d, d});
+    if (!runs.empty() && runs.back().second == d - 1)
+      runs.back().second = d;
+    else
+      runs.push_back({d, d});
   }
   if (runs.empty()) return x.clone();
   for (std::size_t r = 0; r < runs.size(); ++r) {
@@ -100,8 +102,10 @@ Tensor reduce(const char* name, const Tensor& x, std::vector<int> dims, bool kee
   for (int d = 0; d < nd; ++d) {
     const std::int64_t extent = x.shape()[static_cast<std::size_t>(d)];
     if (mask[static_cast<std::size_t>(d)]) count *= extent;
-    if (!mask[static_cast<std::size_t>(d)]) out_shape.push_back(extent);
-    else if (keepdim) out_shape.push_back(1);
+    if (!mask[static_cast<std::size_t>(d)])
+      out_shape.push_back(extent);
+    else if (keepdim)
+      out_shape.push_back(1);
   }
   const double scale = mean ? 1.0 / static_cast<double>(count) : 1.0;  // mean of nothing is NaN, as in PyTorch
   Tensor out;
@@ -218,9 +222,12 @@ Tensor count_equal(const Tensor& a, const Tensor& b) {
           kernels::cuda::count_equal<X, Y>(wide.raw<X>(), narrow.raw<Y>(), count.raw<std::int64_t>(), n, stream);
         });
   };
-  if (wide.dtype() == DType::i32) run(std::int32_t{}, std::int32_t{});
-  else if (narrow.dtype() == DType::i32) run(std::int64_t{}, std::int32_t{});
-  else run(std::int64_t{}, std::int64_t{});
+  if (wide.dtype() == DType::i32)
+    run(std::int32_t{}, std::int32_t{});
+  else if (narrow.dtype() == DType::i32)
+    run(std::int64_t{}, std::int32_t{});
+  else
+    run(std::int64_t{}, std::int64_t{});
   return count;
 }
 
@@ -229,9 +236,11 @@ Tensor accuracy(const Tensor& logits, const Tensor& target) {
   detail::check_defined("accuracy", {"target", target});
   detail::check_same_device("accuracy", {{"input", logits}, {"target", target}});
   detail::check_dim("accuracy", {"input", logits}, 2);
-  EMBER_CHECK(target.dim() == 1 && target.shape()[0] == logits.shape()[0], ShapeError, "accuracy: 'target' must have "
-              "shape [", logits.shape()[0], "] to match 'input' of shape ", shape_str(logits.shape()),
-              ", but it has shape ", shape_str(target.shape()));
+  EMBER_CHECK(target.dim() == 1 && target.shape()[0] == logits.shape()[0], ShapeError,
+              "accuracy: 'target' must have "
+              "shape [",
+              logits.shape()[0], "] to match 'input' of shape ", shape_str(logits.shape()), ", but it has shape ",
+              shape_str(target.shape()));
   NoGradGuard no_grad;
   const Tensor count = count_equal(argmax(logits.detach()), target).to(DType::f32);
   const double rows = static_cast<double>(logits.shape()[0]);

@@ -30,11 +30,16 @@ constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
 
 const char* safetensors_dtype(DType d) {
   switch (d) {
-    case DType::f32: return "F32";
-    case DType::f64: return "F64";
-    case DType::i32: return "I32";
-    case DType::i64: return "I64";
-    case DType::u8: return "U8";
+    case DType::f32:
+      return "F32";
+    case DType::f64:
+      return "F64";
+    case DType::i32:
+      return "I32";
+    case DType::i64:
+      return "I64";
+    case DType::u8:
+      return "U8";
   }
   return "?";
 }
@@ -51,8 +56,8 @@ DType parse_dtype_field(const std::string& file, const std::string& tensor, cons
   if (s == "I32") return DType::i32;
   if (s == "I64") return DType::i64;
   if (s == "U8") return DType::u8;
-  static const std::set<std::string> known{"BOOL", "I8", "I16", "U16", "U32", "U64", "F16", "BF16", "F8_E4M3",
-                                           "F8_E5M2", "C64"};
+  static const std::set<std::string> known{"BOOL", "I8",   "I16",     "U16",     "U32", "U64",
+                                           "F16",  "BF16", "F8_E4M3", "F8_E5M2", "C64"};
   if (known.count(s))
     bad(file, detail::concat("tensor '", tensor, "' has dtype ", s,
                              ", which ember does not support (it reads F32, F64, I32, I64 and U8); convert it "
@@ -69,7 +74,8 @@ struct Entry {
 
 Entry parse_entry(const std::string& file, const std::string& name, const json& value, std::uint64_t data_size) {
   if (name.empty()) bad(file, "a tensor has an empty name");
-  if (!value.is_object()) bad(file, detail::concat("tensor '", name, "': expected an object with dtype, shape and data_offsets"));
+  if (!value.is_object())
+    bad(file, detail::concat("tensor '", name, "': expected an object with dtype, shape and data_offsets"));
   for (const char* key : {"dtype", "shape", "data_offsets"})
     if (!value.contains(key)) bad(file, detail::concat("tensor '", name, "' has no '", key, "'"));
   Entry e{name, parse_dtype_field(file, name, value["dtype"]), {}, 0, 0};
@@ -82,7 +88,8 @@ Entry parse_entry(const std::string& file, const std::string& name, const json& 
   std::uint64_t elems = 1;
   bool empty = false;
   for (const json& d : shape) {
-    if (!d.is_number_unsigned()) bad(file, detail::concat("tensor '", name, "': shape entries must be non-negative integers"));
+    if (!d.is_number_unsigned())
+      bad(file, detail::concat("tensor '", name, "': shape entries must be non-negative integers"));
     const std::uint64_t v = d.get<std::uint64_t>();
     if (v > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
       bad(file, detail::concat("tensor '", name, "': dimension ", v, " is too large"));
@@ -95,7 +102,8 @@ Entry parse_entry(const std::string& file, const std::string& name, const json& 
   }
   if (empty) elems = 0;
   const json& offsets = value["data_offsets"];
-  if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned())
+  if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
+      !offsets[1].is_number_unsigned())
     bad(file, detail::concat("tensor '", name, "': data_offsets must be two non-negative integers [begin, end]"));
   e.begin = offsets[0].get<std::uint64_t>();
   e.end = offsets[1].get<std::uint64_t>();
@@ -148,7 +156,8 @@ const Tensor* find_tensor(const StateDict& dict, const std::string& name) {
 
 Checkpoint parse_safetensors(std::span<const std::uint8_t> bytes, const std::string& name, Device map_location) {
   if (bytes.empty()) bad(name, "the file is empty");
-  if (bytes.size() < 8) bad(name, detail::concat("the file is truncated: ", bytes.size(), " bytes, shorter than the 8-byte header length"));
+  if (bytes.size() < 8)
+    bad(name, detail::concat("the file is truncated: ", bytes.size(), " bytes, shorter than the 8-byte header length"));
   const std::uint64_t header_len = read_u64_le(bytes.data());
   if (header_len > kMaxHeaderBytes)
     bad(name, detail::concat("the header claims ", header_len, " bytes, more than the 100 MB safetensors allows"));
@@ -166,7 +175,8 @@ Checkpoint parse_safetensors(std::span<const std::uint8_t> bytes, const std::str
     if (it.key() == "__metadata__") {
       if (!it.value().is_object()) bad(name, "__metadata__ must be an object of strings");
       for (auto m = it.value().begin(); m != it.value().end(); ++m) {
-        if (!m.value().is_string()) bad(name, detail::concat("__metadata__ value of '", m.key().substr(0, 100), "' is not a string"));
+        if (!m.value().is_string())
+          bad(name, detail::concat("__metadata__ value of '", m.key().substr(0, 100), "' is not a string"));
         checkpoint.metadata[m.key()] = m.value().get<std::string>();
       }
       continue;
@@ -185,8 +195,8 @@ Checkpoint parse_safetensors(std::span<const std::uint8_t> bytes, const std::str
       bad(name, detail::concat("tensor '", e->name, "' overlaps the data of another tensor (starts at ", e->begin,
                                ", before ", expected, ")"));
     if (e->begin > expected)
-      bad(name, detail::concat("the data section has a gap of ", e->begin - expected, " bytes before tensor '",
-                               e->name, "'"));
+      bad(name, detail::concat("the data section has a gap of ", e->begin - expected, " bytes before tensor '", e->name,
+                               "'"));
     expected = e->end;
   }
   if (expected != data_size)
@@ -204,8 +214,7 @@ Checkpoint parse_safetensors(std::span<const std::uint8_t> bytes, const std::str
 
 Checkpoint load_safetensors(const std::string& path, Device map_location) {
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec))
-    throw IoError(detail::concat(path, ": no such checkpoint file"));
+  if (!std::filesystem::exists(path, ec)) throw IoError(detail::concat(path, ": no such checkpoint file"));
   if (std::filesystem::is_directory(path, ec))
     throw IoError(detail::concat(path, ": is a folder, not a checkpoint file"));
   std::ifstream in(path, std::ios::binary);
@@ -230,7 +239,8 @@ std::vector<std::uint8_t> encode_safetensors(const StateDict& tensors,
     EMBER_CHECK(names.insert(name).second, ValueError, "safetensors: the name '", name, "' appears twice");
     const Tensor h = tensor.detach().cpu();
     const std::uint64_t n = h.nbytes();
-    header[name] = {{"dtype", safetensors_dtype(h.dtype())}, {"shape", h.shape()}, {"data_offsets", {offset, offset + n}}};
+    header[name] = {
+        {"dtype", safetensors_dtype(h.dtype())}, {"shape", h.shape()}, {"data_offsets", {offset, offset + n}}};
     offset += n;
     host.push_back(h);
   }

@@ -170,12 +170,12 @@ std::string mib(std::size_t bytes) { return detail::concat(bytes / (1024.0 * 102
   const MemoryStats s = memory_stats(device);
   std::size_t free_bytes = 0, total_bytes = 0;
   cudaMemGetInfo(&free_bytes, &total_bytes);
-  throw OutOfMemoryError(detail::concat(
-      "CUDA out of memory on ", device, ": tried to allocate ", mib(bytes), "; tensors hold ", mib(s.bytes_in_use),
-      " (peak ", mib(s.peak_bytes_in_use), "), the pool reserves ", mib(s.reserved_bytes), ", the device has ",
-      mib(free_bytes), " free of ", mib(total_bytes),
-      ". Try a smaller batch size, drop references to tensors you no longer need, or call "
-      "ember::cuda::empty_cache() to return cached blocks"));
+  throw OutOfMemoryError(
+      detail::concat("CUDA out of memory on ", device, ": tried to allocate ", mib(bytes), "; tensors hold ",
+                     mib(s.bytes_in_use), " (peak ", mib(s.peak_bytes_in_use), "), the pool reserves ",
+                     mib(s.reserved_bytes), ", the device has ", mib(free_bytes), " free of ", mib(total_bytes),
+                     ". Try a smaller batch size, drop references to tensors you no longer need, or call "
+                     "ember::cuda::empty_cache() to return cached blocks"));
 }
 #endif
 
@@ -183,9 +183,12 @@ std::string mib(std::size_t bytes) { return detail::concat(bytes / (1024.0 * 102
 
 const char* memory_kind_name(MemoryKind kind) {
   switch (kind) {
-    case MemoryKind::pageable: return "pageable";
-    case MemoryKind::pinned: return "pinned";
-    case MemoryKind::device: return "device";
+    case MemoryKind::pageable:
+      return "pageable";
+    case MemoryKind::pinned:
+      return "pinned";
+    case MemoryKind::device:
+      return "device";
   }
   return "invalid";
 }
@@ -237,14 +240,18 @@ Storage::Storage(std::size_t bytes, Device device, MemoryKind kind) : bytes_(byt
   if (kind_ == MemoryKind::pinned && !cuda::is_available()) {
     static std::once_flag warned;
     std::call_once(warned, [] {
-      std::fprintf(stderr, "ember: warning: pinned memory requested but no CUDA device is usable (%s); using pageable "
-                           "memory\n", cuda::unavailable_reason().c_str());
+      std::fprintf(stderr,
+                   "ember: warning: pinned memory requested but no CUDA device is usable (%s); using pageable "
+                   "memory\n",
+                   cuda::unavailable_reason().c_str());
     });
     kind_ = MemoryKind::pageable;
   }
   if (bytes_ == 0) return;
   switch (kind_) {
-    case MemoryKind::pageable: data_ = host_cache().take(HostCache::size_class(bytes_)); break;
+    case MemoryKind::pageable:
+      data_ = host_cache().take(HostCache::size_class(bytes_));
+      break;
     case MemoryKind::pinned:
 #if EMBER_WITH_CUDA
       CUDA_CHECK(cudaHostAlloc(&data_, bytes_, cudaHostAllocPortable));
@@ -293,7 +300,9 @@ void Storage::release() noexcept {
   }
   if (!data_) return;
   switch (kind_) {
-    case MemoryKind::pageable: host_cache().give_back(data_, HostCache::size_class(bytes_)); break;
+    case MemoryKind::pageable:
+      host_cache().give_back(data_, HostCache::size_class(bytes_));
+      break;
     case MemoryKind::pinned:
 #if EMBER_WITH_CUDA
       CUDA_CHECK_NOTHROW(cudaFreeHost(data_));
@@ -312,8 +321,14 @@ void Storage::release() noexcept {
 Storage::~Storage() { release(); }
 
 Storage::Storage(Storage&& other) noexcept
-    : data_(other.data_), bytes_(other.bytes_), borrowed_(other.borrowed_), keep_alive_(std::move(other.keep_alive_)),
-      on_release_(std::move(other.on_release_)), device_(other.device_), kind_(other.kind_), stream_(other.stream_),
+    : data_(other.data_),
+      bytes_(other.bytes_),
+      borrowed_(other.borrowed_),
+      keep_alive_(std::move(other.keep_alive_)),
+      on_release_(std::move(other.on_release_)),
+      device_(other.device_),
+      kind_(other.kind_),
+      stream_(other.stream_),
       ready_(std::move(other.ready_)) {
   other.data_ = nullptr;
   other.bytes_ = 0;

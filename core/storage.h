@@ -42,7 +42,7 @@ void reset_peak_memory_stats(Device device);
 namespace cuda {
 // Returns the pool's cached free memory to the driver (waits for the device first).
 void empty_cache(Device device);
-}
+}  // namespace cuda
 // Returns the host cache's free blocks to the system.
 void empty_host_cache();
 // False in AddressSanitizer builds, where every block goes back to the system at once so that a
@@ -93,7 +93,7 @@ class Storage {
   std::function<void()> on_release_;
   Device device_;
   MemoryKind kind_ = MemoryKind::pageable;
-  cudaStream_t stream_ = nullptr;  // device memory is freed in order on the stream it came from
+  cudaStream_t stream_ = nullptr;               // device memory is freed in order on the stream it came from
   mutable std::shared_ptr<cuda::Event> ready_;  // cleared once waited for
 };
 

@@ -43,7 +43,8 @@ std::shared_ptr<TensorImpl> make_impl(const Shape& shape, DType dtype, Device de
   auto impl = std::make_shared<TensorImpl>();
   impl->shape = shape;
   impl->dtype = dtype;
-  impl->storage = std::make_shared<Storage>(static_cast<std::size_t>(numel_of(shape)) * dtype_size(dtype), device, kind);
+  impl->storage =
+      std::make_shared<Storage>(static_cast<std::size_t>(numel_of(shape)) * dtype_size(dtype), device, kind);
   return impl;
 }
 
@@ -52,9 +53,7 @@ MemoryKind kind_for(const TensorOptions& options) {
   return options.pinned ? MemoryKind::pinned : MemoryKind::pageable;
 }
 
-char* byte_ptr(const Tensor& t) {
-  return static_cast<char*>(t.storage()->data()) + t.offset() * dtype_size(t.dtype());
-}
+char* byte_ptr(const Tensor& t) { return static_cast<char*>(t.storage()->data()) + t.offset() * dtype_size(t.dtype()); }
 
 void check_no_grad_inplace(const Tensor& t, const char* op) {
   EMBER_CHECK(!(autograd::is_grad_enabled() && t.requires_grad()), AutogradError, op,
@@ -99,8 +98,8 @@ void copy_bytes(const Tensor& dst, const Tensor& src, bool non_blocking) {
     CUDA_CHECK(cudaMemcpyAsync(byte_ptr(dst), byte_ptr(src), bytes, cudaMemcpyDeviceToDevice, scope.stream()));
     return;
   }
-  CUDA_CHECK(cudaMemcpyPeerAsync(byte_ptr(dst), dst.device().index, byte_ptr(src), src.device().index, bytes,
-                                 scope.stream()));
+  CUDA_CHECK(
+      cudaMemcpyPeerAsync(byte_ptr(dst), dst.device().index, byte_ptr(src), src.device().index, bytes, scope.stream()));
   CUDA_CHECK(cudaStreamSynchronize(scope.stream()));  // dst's stream does not know about this copy
 #else
   (void)non_blocking;
@@ -111,11 +110,16 @@ void copy_bytes(const Tensor& dst, const Tensor& src, bool non_blocking) {
 template <class To>
 To convert_scalar(const void* p, DType dtype) {
   switch (dtype) {
-    case DType::f32: return static_cast<To>(*static_cast<const float*>(p));
-    case DType::f64: return static_cast<To>(*static_cast<const double*>(p));
-    case DType::i32: return static_cast<To>(*static_cast<const std::int32_t*>(p));
-    case DType::i64: return static_cast<To>(*static_cast<const std::int64_t*>(p));
-    case DType::u8: return static_cast<To>(*static_cast<const std::uint8_t*>(p));
+    case DType::f32:
+      return static_cast<To>(*static_cast<const float*>(p));
+    case DType::f64:
+      return static_cast<To>(*static_cast<const double*>(p));
+    case DType::i32:
+      return static_cast<To>(*static_cast<const std::int32_t*>(p));
+    case DType::i64:
+      return static_cast<To>(*static_cast<const std::int64_t*>(p));
+    case DType::u8:
+      return static_cast<To>(*static_cast<const std::uint8_t*>(p));
   }
   return To{};
 }
@@ -123,7 +127,8 @@ To convert_scalar(const void* p, DType dtype) {
 }  // namespace
 
 const TensorImpl& Tensor::checked() const {
-  EMBER_CHECK(impl_ != nullptr, ValueError, "use of an undefined tensor (default-constructed, or a gradient that "
+  EMBER_CHECK(impl_ != nullptr, ValueError,
+              "use of an undefined tensor (default-constructed, or a gradient that "
               "has not been computed yet)");
   return *impl_;
 }
@@ -191,8 +196,8 @@ std::vector<T> Tensor::to_vector() const {
   return out;
 }
 
-#define EMBER_INSTANTIATE(T)                         \
-  template T Tensor::item<T>() const;                \
+#define EMBER_INSTANTIATE(T)          \
+  template T Tensor::item<T>() const; \
   template std::vector<T> Tensor::to_vector<T>() const;
 EMBER_INSTANTIATE(float)
 EMBER_INSTANTIATE(double)
@@ -250,8 +255,10 @@ Tensor Tensor::flatten(int start_dim) const {
 Tensor Tensor::narrow(int dim, std::int64_t start, std::int64_t length) const {
   EMBER_CHECK(this->dim() > 0, ShapeError, "narrow: cannot narrow a 0-dimensional tensor");
   const int d = detail::normalize_dim("narrow", dim, this->dim());
-  EMBER_CHECK(d == 0, ShapeError, "narrow: only dim 0 shares storage in ember (storage is dense row-major); use "
-              "ember::slice(t, ", dim, ", start, length) for a copy along another dim");
+  EMBER_CHECK(d == 0, ShapeError,
+              "narrow: only dim 0 shares storage in ember (storage is dense row-major); use "
+              "ember::slice(t, ",
+              dim, ", start, length) for a copy along another dim");
   const std::int64_t rows = shape()[0];
   EMBER_CHECK(start >= 0 && length >= 0 && start + length <= rows, IndexError, "narrow: rows [", start, ", ",
               start + length, ") are out of range for dim 0 of size ", rows);
@@ -277,7 +284,7 @@ Tensor Tensor::to(Device target, bool non_blocking) const {
   if (target == device()) return *this;
   require_usable(target);
   // Device → host with non_blocking lands in pinned memory, so the copy can really be async.
-  const MemoryKind kind = target.is_cuda() ? MemoryKind::device
+  const MemoryKind kind = target.is_cuda()                         ? MemoryKind::device
                           : (non_blocking && cuda::is_available()) ? MemoryKind::pinned
                                                                    : MemoryKind::pageable;
   Tensor out(make_impl(shape(), dtype(), target, kind));
@@ -300,7 +307,8 @@ Tensor Tensor::to(DType target) const {
       [&](auto from) {
         using From = decltype(from);
         storage()->wait_until_ready();
-        detail::visit_dtype(target, [&](auto to) { kernels::cpu::cast<From, decltype(to)>(raw<From>(), out.raw<decltype(to)>(), n); });
+        detail::visit_dtype(
+            target, [&](auto to) { kernels::cpu::cast<From, decltype(to)>(raw<From>(), out.raw<decltype(to)>(), n); });
       },
       [&](auto from, auto stream) {
         using From = decltype(from);
@@ -334,9 +342,7 @@ Tensor Tensor::clone() const {
   Tensor out(make_impl(shape(), dtype(), device(), is_cuda() ? MemoryKind::device : MemoryKind::pageable));
   copy_bytes(out, *this, false);
   if (autograd::needs_recording({this})) {
-    autograd::record(out, "clone", {this}, [](const Tensor& g, autograd::NeedsGrad) {
-      return autograd::Gradients{g};
-    });
+    autograd::record(out, "clone", {this}, [](const Tensor& g, autograd::NeedsGrad) { return autograd::Gradients{g}; });
   }
   return out;
 }
@@ -372,8 +378,10 @@ Tensor& Tensor::fill_(double value) {
 Tensor& Tensor::set_requires_grad(bool enabled) {
   EMBER_CHECK(is_leaf() || enabled, AutogradError,
               "set_requires_grad(false) on a non-leaf tensor: use detach() to take it out of the graph");
-  EMBER_CHECK(!enabled || is_floating(dtype()), DTypeError, "only floating-point tensors can require gradients, "
-              "this one has dtype ", dtype());
+  EMBER_CHECK(!enabled || is_floating(dtype()), DTypeError,
+              "only floating-point tensors can require gradients, "
+              "this one has dtype ",
+              dtype());
   impl_->requires_grad = enabled;
   return *this;
 }
@@ -385,8 +393,7 @@ void Tensor::set_grad(const Tensor& grad) {
   if (grad.defined())
     EMBER_CHECK(grad.shape() == shape() && grad.dtype() == dtype() && grad.device() == device(), ShapeError,
                 "set_grad: the gradient has shape ", shape_str(grad.shape()), ", dtype ", grad.dtype(), " on ",
-                grad.device(), " but the tensor has shape ", shape_str(shape()), ", dtype ", dtype(), " on ",
-                device());
+                grad.device(), " but the tensor has shape ", shape_str(shape()), ", dtype ", dtype(), " on ", device());
   impl_->grad = grad.defined() ? grad.impl_ptr() : nullptr;
 }
 
@@ -423,11 +430,21 @@ void print_values(std::ostream& out, const Tensor& t, const char* base, std::siz
     const char* p = base + static_cast<std::size_t>(i) * inner * elem;
     if (dim + 1 == shape.size()) {
       switch (t.dtype()) {
-        case DType::f32: out << *reinterpret_cast<const float*>(p); break;
-        case DType::f64: out << *reinterpret_cast<const double*>(p); break;
-        case DType::i32: out << *reinterpret_cast<const std::int32_t*>(p); break;
-        case DType::i64: out << *reinterpret_cast<const std::int64_t*>(p); break;
-        case DType::u8: out << static_cast<int>(*reinterpret_cast<const std::uint8_t*>(p)); break;
+        case DType::f32:
+          out << *reinterpret_cast<const float*>(p);
+          break;
+        case DType::f64:
+          out << *reinterpret_cast<const double*>(p);
+          break;
+        case DType::i32:
+          out << *reinterpret_cast<const std::int32_t*>(p);
+          break;
+        case DType::i64:
+          out << *reinterpret_cast<const std::int64_t*>(p);
+          break;
+        case DType::u8:
+          out << static_cast<int>(*reinterpret_cast<const std::uint8_t*>(p));
+          break;
       }
     } else {
       print_values(out, t, p, dim + 1);
@@ -554,7 +571,8 @@ Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, const Te
   EMBER_CHECK(high > low, ValueError, "randint: empty range [", low, ", ", high, ")");
   Generator& g = generator ? *generator : default_generator();
   const auto span = static_cast<std::uint64_t>(high - low);
-  return host_generated(shape, options, [&] { return static_cast<double>(low + static_cast<std::int64_t>(g.below(span))); });
+  return host_generated(shape, options,
+                        [&] { return static_cast<double>(low + static_cast<std::int64_t>(g.below(span))); });
 }
 
 }  // namespace ember

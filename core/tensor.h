@@ -70,21 +70,33 @@ class Tensor {
   // Host access. data<T>() is a host pointer: it throws DeviceError for a CUDA tensor ("call
   // .cpu() first") and DTypeError when T is not the tensor's dtype. It waits for a pending
   // non_blocking device→host copy into this tensor.
-  template <class T> T* data() { return static_cast<T*>(host_data(dtype_of<T>)); }
-  template <class T> const T* data() const { return static_cast<const T*>(host_data(dtype_of<T>)); }
+  template <class T>
+  T* data() {
+    return static_cast<T*>(host_data(dtype_of<T>));
+  }
+  template <class T>
+  const T* data() const {
+    return static_cast<const T*>(host_data(dtype_of<T>));
+  }
   // The element at a multi-index, read on the host (same rules as data<T>()).
-  template <class T> T at(std::initializer_list<std::int64_t> index) const {
+  template <class T>
+  T at(std::initializer_list<std::int64_t> index) const {
     return data<T>()[flat_index(index)];
   }
   // A pointer into the tensor's own memory space — device memory for a CUDA tensor. For kernel
   // launchers; dereference it on the host only for CPU tensors.
-  template <class T> T* raw() const { return static_cast<T*>(raw_data(dtype_of<T>)); }
+  template <class T>
+  T* raw() const {
+    return static_cast<T*>(raw_data(dtype_of<T>));
+  }
   void* raw_bytes() const;
 
   // item() and to_vector() copy from the device when needed (and synchronize), as PyTorch's
   // item() and tolist() do, and convert the values to T.
-  template <class T> T item() const;
-  template <class T> std::vector<T> to_vector() const;
+  template <class T>
+  T item() const;
+  template <class T>
+  std::vector<T> to_vector() const;
 
   // Views (share storage) and copies.
   Tensor reshape(Shape shape) const;  // one dim may be -1

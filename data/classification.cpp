@@ -28,9 +28,10 @@ std::vector<DatasetSpec> make_specs() {
                       .normalization = {0.2860f, 0.3530f},
                       .preprocess = "article",
                       .default_folder = "/usr/share/datasets/fashion-mnist",
-                      .how_to_get = "Install Debian's package dataset-fashion-mnist (scripts/train_mnist.sh --dataset "
-                                    "fashion-mnist does it), or point --data at a folder with the four Fashion-MNIST "
-                                    "files"};
+                      .how_to_get =
+                          "Install Debian's package dataset-fashion-mnist (scripts/train_mnist.sh --dataset "
+                          "fashion-mnist does it), or point --data at a folder with the four Fashion-MNIST "
+                          "files"};
   DatasetSpec idx{.name = "idx",
                   .title = "IDX images",
                   .class_names = {},
@@ -38,8 +39,9 @@ std::vector<DatasetSpec> make_specs() {
                   .normalization = {},
                   .preprocess = "plain",
                   .default_folder = "",
-                  .how_to_get = "Give --data a folder with train-images-idx3-ubyte, train-labels-idx1-ubyte, "
-                                "t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte (optionally .gz)"};
+                  .how_to_get =
+                      "Give --data a folder with train-images-idx3-ubyte, train-labels-idx1-ubyte, "
+                      "t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte (optionally .gz)"};
   return {mnist, fashion, idx};
 }
 
@@ -114,9 +116,9 @@ ClassificationData load_classification(const std::string& folder, const DatasetS
   data.num_classes = train.max_label() + 1;
   const std::uint8_t* labels = test.labels().data<std::uint8_t>();
   for (std::int64_t i = 0; i < test.labels().numel(); ++i)
-    EMBER_CHECK(labels[i] < data.num_classes, FormatError, test.labels_path(), ": label ", int(labels[i]),
-                " at index ", i, " is not a class of the training set (its labels in ", train.labels_path(),
-                " go from 0 to ", data.num_classes - 1, ")");
+    EMBER_CHECK(labels[i] < data.num_classes, FormatError, test.labels_path(), ": label ", int(labels[i]), " at index ",
+                i, " is not a class of the training set (its labels in ", train.labels_path(), " go from 0 to ",
+                data.num_classes - 1, ")");
 
   const std::string class_file = (std::filesystem::path(folder) / "classes.txt").string();
   std::error_code ec;

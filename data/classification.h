@@ -23,9 +23,9 @@ struct DatasetSpec {
   std::vector<std::string> class_names;  // empty: named by number (or by classes.txt)
   bool has_normalization = false;        // the published mean and std; else measured on the data
   Normalization normalization;
-  std::string preprocess;                // digit, article or plain
-  std::string default_folder;            // empty: --data is required
-  std::string how_to_get;                // appended to a missing-file error
+  std::string preprocess;      // digit, article or plain
+  std::string default_folder;  // empty: --data is required
+  std::string how_to_get;      // appended to a missing-file error
 };
 
 // The spec of a known dataset; a ValueError listing the known names otherwise.

@@ -23,8 +23,8 @@ std::string find_file(const std::string& folder, const std::string& stem, const 
   }
   std::error_code ec;
   const std::string where = fs::is_directory(folder, ec) ? "in " + folder : folder + " does not exist";
-  throw IoError(detail::concat("dataset file not found: looked for ", stem, " and ", stem, ".gz ", where, ". ",
-                               how_to_get));
+  throw IoError(
+      detail::concat("dataset file not found: looked for ", stem, " and ", stem, ".gz ", where, ". ", how_to_get));
 }
 
 }  // namespace
@@ -37,8 +37,10 @@ IdxDataset::IdxDataset(const std::string& folder, Split split, const std::string
   labels_path_ = find_file(folder, prefix + "-labels-idx1-ubyte", how_to_get);
   images_ = read_idx(images_path_);
   labels_ = read_idx(labels_path_);
-  EMBER_CHECK(images_.dim() == 3, FormatError, images_path_, ": expected 3 dimensions (images, rows, columns), the "
-              "header has ", images_.dim());
+  EMBER_CHECK(images_.dim() == 3, FormatError, images_path_,
+              ": expected 3 dimensions (images, rows, columns), the "
+              "header has ",
+              images_.dim());
   EMBER_CHECK(labels_.dim() == 1, FormatError, labels_path_, ": expected 1 dimension (labels), the header has ",
               labels_.dim());
   EMBER_CHECK(images_.size(0) == labels_.size(0), FormatError, "image/label count mismatch: ", images_path_, " has ",
@@ -64,8 +66,8 @@ TensorDataset::TensorDataset(Tensor images, Tensor labels)
   EMBER_CHECK(images_.dtype() == DType::u8 && images_.dim() >= 1, DTypeError,
               "TensorDataset: images must be a u8 tensor [N, ...], got ", images_.dtype(), " of shape ",
               shape_str(images_.shape()));
-  EMBER_CHECK(labels_.dim() == 1 && labels_.size(0) == images_.size(0), ShapeError, "TensorDataset: ",
-              images_.size(0), " images but labels of shape ", shape_str(labels_.shape()));
+  EMBER_CHECK(labels_.dim() == 1 && labels_.size(0) == images_.size(0), ShapeError, "TensorDataset: ", images_.size(0),
+              " images but labels of shape ", shape_str(labels_.shape()));
 }
 
 Shape TensorDataset::sample_shape() const { return Shape(images_.shape().begin() + 1, images_.shape().end()); }
@@ -81,8 +83,8 @@ Subset::Subset(std::shared_ptr<const Dataset> base, std::vector<std::size_t> ind
     : base_(std::move(base)), indices_(std::move(indices)) {
   EMBER_CHECK(base_ != nullptr, ValueError, "Subset: the base dataset is null");
   for (std::size_t i : indices_)
-    EMBER_CHECK(i < base_->size(), IndexError, "Subset: index ", i, " is out of range for a dataset of ",
-                base_->size(), " samples");
+    EMBER_CHECK(i < base_->size(), IndexError, "Subset: index ", i, " is out of range for a dataset of ", base_->size(),
+                " samples");
 }
 
 void Subset::copy_image(std::size_t index, std::uint8_t* dst) const { base_->copy_image(indices_[index], dst); }
@@ -105,8 +107,9 @@ std::vector<std::shared_ptr<Subset>> random_split(std::shared_ptr<const Dataset>
   std::vector<std::shared_ptr<Subset>> parts;
   std::size_t at = 0;
   for (std::size_t n : sizes) {
-    parts.push_back(std::make_shared<Subset>(dataset, std::vector<std::size_t>(order.begin() + static_cast<std::ptrdiff_t>(at),
-                                                                               order.begin() + static_cast<std::ptrdiff_t>(at + n))));
+    parts.push_back(std::make_shared<Subset>(
+        dataset, std::vector<std::size_t>(order.begin() + static_cast<std::ptrdiff_t>(at),
+                                          order.begin() + static_cast<std::ptrdiff_t>(at + n))));
     at += n;
   }
   return parts;

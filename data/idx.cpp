@@ -148,12 +148,18 @@ class Stream {
 
 const char* type_name(std::uint8_t code) {
   switch (code) {
-    case 0x08: return "unsigned byte";
-    case 0x09: return "signed byte";
-    case 0x0B: return "short";
-    case 0x0C: return "int";
-    case 0x0D: return "float";
-    case 0x0E: return "double";
+    case 0x08:
+      return "unsigned byte";
+    case 0x09:
+      return "signed byte";
+    case 0x0B:
+      return "short";
+    case 0x0C:
+      return "int";
+    case 0x0D:
+      return "float";
+    case 0x0E:
+      return "double";
   }
   return nullptr;
 }
@@ -209,7 +215,9 @@ Tensor read_stream(Source& source, const std::string& name) {
                              capacity, " bytes the file holds"));
   }
   if (!stream.gzip() && payload != capacity) {
-    if (payload > capacity) bad(name, detail::concat("truncated payload: the header declares ", payload, " bytes, the file holds ", capacity));
+    if (payload > capacity)
+      bad(name,
+          detail::concat("truncated payload: the header declares ", payload, " bytes, the file holds ", capacity));
     bad(name, detail::concat(capacity - payload, " trailing bytes after the ", payload, "-byte payload"));
   }
   Tensor out = empty(shape, {.dtype = DType::u8});
@@ -257,8 +265,8 @@ void write_idx(const std::string& path, const Tensor& tensor, bool gzip) {
   std::memcpy(raw.data() + header, host.data<std::uint8_t>(), host.nbytes());
   if (!gzip) return write_file_atomically(path, raw);
   z_stream z{};
-  EMBER_CHECK(deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) == Z_OK,
-              Error, "write_idx: zlib initialization failed");
+  EMBER_CHECK(deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) == Z_OK, Error,
+              "write_idx: zlib initialization failed");
   std::vector<std::uint8_t> packed(deflateBound(&z, raw.size()) + 32);
   z.next_in = raw.data();
   z.avail_in = static_cast<uInt>(raw.size());

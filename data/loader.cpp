@@ -81,7 +81,8 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, LoaderOptions opt
   const auto numel = static_cast<std::int64_t>(dataset_->sample_numel());
   ring_->slots.resize(slot_count);
   for (Ring::Slot& s : ring_->slots) {
-    s.images = empty({rows, numel}, {.dtype = options_.normalize ? DType::f32 : DType::u8, .pinned = options_.pin_memory});
+    s.images =
+        empty({rows, numel}, {.dtype = options_.normalize ? DType::f32 : DType::u8, .pinned = options_.pin_memory});
     s.labels = empty({rows}, {.dtype = DType::i32, .pinned = options_.pin_memory});
   }
   for (std::size_t i = 0; i < options_.num_workers; ++i) workers_.emplace_back([this] { worker_loop(); });
@@ -186,9 +187,11 @@ std::optional<BatchLease> DataLoader::next() {
     return r.slots.size();
   };
   auto all_on_loan = [&] {
-    return std::all_of(r.slots.begin(), r.slots.end(), [](const Ring::Slot& s) { return s.state == Ring::State::on_loan; });
+    return std::all_of(r.slots.begin(), r.slots.end(),
+                       [](const Ring::Slot& s) { return s.state == Ring::State::on_loan; });
   };
-  const std::string stuck = detail::concat("DataLoader: all ", r.slots.size(), " staging buffers hold batches still "
+  const std::string stuck = detail::concat("DataLoader: all ", r.slots.size(),
+                                           " staging buffers hold batches still "
                                            "in use; let go of old batches (or clone() what you keep) before asking "
                                            "for more");
   std::size_t slot = r.slots.size();
@@ -215,8 +218,8 @@ std::optional<BatchLease> DataLoader::next() {
   // The batch's tensors are views of the slot through borrowed storages; the slot is free again
   // when both are gone.
   auto view = [&](const Tensor& buffer) {
-    return Storage::borrow(buffer.raw_bytes(), buffer.nbytes(), Device::cpu(), buffer.storage()->kind(), buffer.storage(),
-                           [ring = ring_, slot] { Ring::view_released(ring, slot); });
+    return Storage::borrow(buffer.raw_bytes(), buffer.nbytes(), Device::cpu(), buffer.storage()->kind(),
+                           buffer.storage(), [ring = ring_, slot] { Ring::view_released(ring, slot); });
   };
   const auto rows = static_cast<std::int64_t>(batch_rows(batch));
   const std::int64_t numel = s.images.size(1);
@@ -341,8 +344,8 @@ std::optional<DeviceBatch> DeviceLoader::next() {
     prefetch();  // the next batch's copy overlaps this batch's compute
     InFlight& f = *ring_[current];
     f.copied->wait(cuda::current_stream(device_));  // compute reads the batch only after its copy
-    f.copied->synchronize();                         // usually long done: the copy was issued a step ago
-    f.lease.reset();                                 // the staging buffer may be refilled now
+    f.copied->synchronize();                        // usually long done: the copy was issued a step ago
+    f.lease.reset();                                // the staging buffer may be refilled now
     batch.x = f.images.dtype() == DType::f32 ? f.images : normalize_u8(f.images, norm_.mean, norm_.std);
     batch.y = f.labels;
     f.images = f.labels = Tensor();

@@ -45,8 +45,8 @@ class DataLoader;
 // (no copy), and the slot returns to the ring when the last tensor viewing it is gone — after the
 // lease and anything else that holds the batch (an autograd graph that saved it, say) let go.
 struct BatchLease {
-  Tensor images;  // u8, or f32 with LoaderOptions::normalize; [B, H·W] or [B, 1, H, W]
-  Tensor labels;  // i32, [B]
+  Tensor images;          // u8, or f32 with LoaderOptions::normalize; [B, H·W] or [B, 1, H, W]
+  Tensor labels;          // i32, [B]
   std::size_t index = 0;  // the batch's number within its epoch
   void release() { images = labels = Tensor(); }
 };

@@ -42,7 +42,8 @@ std::optional<DeviceBatch> PreloadedLoader::next() {
   const std::size_t rows = std::min(batch_, end_ - cursor_);
   Shape shape{static_cast<std::int64_t>(rows)};
   shape.insert(shape.end(), batch_shape_tail_.begin(), batch_shape_tail_.end());
-  DeviceBatch batch{empty(shape, {.device = device_}), empty({static_cast<std::int64_t>(rows)}, {.dtype = DType::i32, .device = device_})};
+  DeviceBatch batch{empty(shape, {.device = device_}),
+                    empty({static_cast<std::int64_t>(rows)}, {.dtype = DType::i32, .device = device_})};
   gather_batch(images_, labels_, index_.narrow(0, static_cast<std::int64_t>(cursor_), static_cast<std::int64_t>(rows)),
                batch.x, batch.y, norm_.mean, norm_.std);
   cursor_ += rows;

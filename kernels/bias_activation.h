@@ -9,9 +9,11 @@
 
 namespace ember::kernels::cpu {
 // y ← max(0, y + bias), in place.
-template <class T> void bias_relu_forward(T* y, const T* bias, std::size_t rows, std::size_t cols);
+template <class T>
+void bias_relu_forward(T* y, const T* bias, std::size_t rows, std::size_t cols);
 // y ← y + bias, in place (a last Linear layer, which has no ReLU).
-template <class T> void bias_forward(T* y, const T* bias, std::size_t rows, std::size_t cols);
+template <class T>
+void bias_forward(T* y, const T* bias, std::size_t rows, std::size_t cols);
 // dx = dy·[y > 0] (overwritten; dx may be dy) and dbias = Σ_rows dx (overwritten).
 template <class T>
 void bias_relu_backward(const T* dy, const T* y, T* dx, T* dbias, std::size_t rows, std::size_t cols);

@@ -33,9 +33,11 @@ struct PoolGeometry {
 namespace ember::kernels::cpu {
 
 // One image [C, H, W] → columns [C·KH·KW, OH·OW] (zeros where the window hangs over the padding).
-template <class T> void im2col(const T* image, T* columns, const ConvGeometry& g);
+template <class T>
+void im2col(const T* image, T* columns, const ConvGeometry& g);
 // The adjoint: adds columns back into an image [C, H, W] (which the caller zeroes first).
-template <class T> void col2im(const T* columns, T* image, const ConvGeometry& g);
+template <class T>
+void col2im(const T* columns, T* image, const ConvGeometry& g);
 
 // y[n, c, oh, ow] = max over the window; argmax gets the flat index (within the image plane) of
 // the winning element, first one on ties, for the backward pass.
@@ -46,8 +48,10 @@ template <class T>
 void max_pool2d_backward(const T* dy, const std::int32_t* argmax, T* dx, const PoolGeometry& g);
 
 // y[n, c, :, :] += bias[c] (in place) and dbias[c] = Σ_{n,h,w} dy[n, c, h, w].
-template <class T> void channel_bias_add(T* y, const T* bias, std::size_t n, std::size_t c, std::size_t hw);
-template <class T> void channel_bias_grad(const T* dy, T* dbias, std::size_t n, std::size_t c, std::size_t hw);
+template <class T>
+void channel_bias_add(T* y, const T* bias, std::size_t n, std::size_t c, std::size_t hw);
+template <class T>
+void channel_bias_grad(const T* dy, T* dbias, std::size_t n, std::size_t c, std::size_t hw);
 
 // Batch normalization over (N, H, W) per channel. Training: mean and biased variance of the
 // batch normalize x; save_mean/save_invstd keep them for backward; the running statistics move
@@ -55,8 +59,8 @@ template <class T> void channel_bias_grad(const T* dy, T* dbias, std::size_t n, 
 // running statistics normalize x. y = (x − mean)·invstd·gamma + beta.
 template <class T>
 void batch_norm_forward_train(const T* x, const T* gamma, const T* beta, T* y, T* save_mean, T* save_invstd,
-                              T* running_mean, T* running_var, std::size_t n, std::size_t c, std::size_t hw,
-                              T momentum, T eps);
+                              T* running_mean, T* running_var, std::size_t n, std::size_t c, std::size_t hw, T momentum,
+                              T eps);
 template <class T>
 void batch_norm_forward_eval(const T* x, const T* gamma, const T* beta, const T* running_mean, const T* running_var,
                              T* y, std::size_t n, std::size_t c, std::size_t hw, T eps);
@@ -89,13 +93,14 @@ void max_pool2d_forward(const float* x, float* y, std::int32_t* argmax, const Po
 void max_pool2d_backward(const float* dy, const std::int32_t* argmax, float* dx, const PoolGeometry& g,
                          cudaStream_t stream);
 void channel_bias_add(float* y, const float* bias, std::size_t n, std::size_t c, std::size_t hw, cudaStream_t stream);
-void channel_bias_grad(const float* dy, float* dbias, std::size_t n, std::size_t c, std::size_t hw, cudaStream_t stream);
+void channel_bias_grad(const float* dy, float* dbias, std::size_t n, std::size_t c, std::size_t hw,
+                       cudaStream_t stream);
 void batch_norm_forward_train(const float* x, const float* gamma, const float* beta, float* y, float* save_mean,
-                              float* save_invstd, float* running_mean, float* running_var, std::size_t n,
-                              std::size_t c, std::size_t hw, float momentum, float eps, cudaStream_t stream);
+                              float* save_invstd, float* running_mean, float* running_var, std::size_t n, std::size_t c,
+                              std::size_t hw, float momentum, float eps, cudaStream_t stream);
 void batch_norm_forward_eval(const float* x, const float* gamma, const float* beta, const float* running_mean,
-                             const float* running_var, float* y, std::size_t n, std::size_t c, std::size_t hw, float eps,
-                             cudaStream_t stream);
+                             const float* running_var, float* y, std::size_t n, std::size_t c, std::size_t hw,
+                             float eps, cudaStream_t stream);
 void batch_norm_backward(const float* dy, const float* x, const float* gamma, const float* save_mean,
                          const float* save_invstd, float* dx, float* dgamma, float* dbeta, std::size_t n, std::size_t c,
                          std::size_t hw, cudaStream_t stream);

@@ -40,11 +40,13 @@ namespace ember::kernels::cpu {
 template <class T>
 void dropout_forward(const T* x, T* y, std::uint8_t* mask, std::size_t n, float p, std::uint64_t seed,
                      std::uint64_t offset);
-template <class T> void dropout_backward(const T* dy, const std::uint8_t* mask, T* dx, std::size_t n, float p);
+template <class T>
+void dropout_backward(const T* dy, const std::uint8_t* mask, T* dx, std::size_t n, float p);
 }  // namespace ember::kernels::cpu
 
 namespace ember::kernels::cuda {
 void dropout_forward(const float* x, float* y, std::uint8_t* mask, std::size_t n, float p, std::uint64_t seed,
                      std::uint64_t offset, cudaStream_t stream);
-void dropout_backward(const float* dy, const std::uint8_t* mask, float* dx, std::size_t n, float p, cudaStream_t stream);
+void dropout_backward(const float* dy, const std::uint8_t* mask, float* dx, std::size_t n, float p,
+                      cudaStream_t stream);
 }  // namespace ember::kernels::cuda

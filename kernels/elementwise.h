@@ -34,9 +34,11 @@ struct BroadcastLayout {
 namespace ember::kernels::cpu {
 
 // y[i] = op(x[i]), with the op's parameters in `args` (see OpArgs).
-template <class T> void unary(UnaryOp op, const T* x, T* y, std::size_t n, OpArgs<T> args = {});
+template <class T>
+void unary(UnaryOp op, const T* x, T* y, std::size_t n, OpArgs<T> args = {});
 // Same-shape fast path of binary_broadcast(): out[i] = a[i] ∘ b[i].
-template <class T> void binary(BinaryOp op, const T* a, const T* b, T* out, std::size_t n);
+template <class T>
+void binary(BinaryOp op, const T* a, const T* b, T* out, std::size_t n);
 template <class T>
 void binary_broadcast(BinaryOp op, const T* a, const T* b, T* out, const BroadcastLayout& layout);
 // dx = the activation's derivative applied to dy, from `saved` (the output y, or the input x for
@@ -44,13 +46,16 @@ void binary_broadcast(BinaryOp op, const T* a, const T* b, T* out, const Broadca
 template <class T>
 void activation_grad(ActivationGrad op, const T* dy, const T* saved, T* dx, std::size_t n, WriteMode mode,
                      OpArgs<T> args = {});
-template <class T> void fill(T* y, T value, std::size_t n);
+template <class T>
+void fill(T* y, T value, std::size_t n);
 // out[i] = x[broadcast source of i]·scale, using layout.a_stride (b_stride is ignored):
 // broadcasting a tensor to a larger shape, e.g. the backward of sum and mean.
-template <class T> void expand(const T* x, T* out, const BroadcastLayout& layout, T scale);
+template <class T>
+void expand(const T* x, T* out, const BroadcastLayout& layout, T scale);
 // Any of f32, f64, i32, i64, u8 to any other, with cast_formula's rules (floats to integers
 // truncate, NaN gives 0, out-of-range values saturate).
-template <class From, class To> void cast(const From* x, To* y, std::size_t n);
+template <class From, class To>
+void cast(const From* x, To* y, std::size_t n);
 // y = (x/255 − mean)/std, the data pipeline's pixel normalization.
 void normalize_u8(const std::uint8_t* x, float* y, std::size_t n, float mean, float std);
 
@@ -60,14 +65,15 @@ namespace ember::kernels::cuda {
 
 void unary(UnaryOp op, const float* x, float* y, std::size_t n, OpArgs<float> args, cudaStream_t stream);
 void binary(BinaryOp op, const float* a, const float* b, float* out, std::size_t n, cudaStream_t stream);
-void binary_broadcast(BinaryOp op, const float* a, const float* b, float* out,
-                      const BroadcastLayout& layout, cudaStream_t stream);
-void activation_grad(ActivationGrad op, const float* dy, const float* saved, float* dx, std::size_t n,
-                     WriteMode mode, OpArgs<float> args, cudaStream_t stream);
-template <class T> void fill(T* y, T value, std::size_t n, cudaStream_t stream);
+void binary_broadcast(BinaryOp op, const float* a, const float* b, float* out, const BroadcastLayout& layout,
+                      cudaStream_t stream);
+void activation_grad(ActivationGrad op, const float* dy, const float* saved, float* dx, std::size_t n, WriteMode mode,
+                     OpArgs<float> args, cudaStream_t stream);
+template <class T>
+void fill(T* y, T value, std::size_t n, cudaStream_t stream);
 void expand(const float* x, float* out, const BroadcastLayout& layout, float scale, cudaStream_t stream);
-template <class From, class To> void cast(const From* x, To* y, std::size_t n, cudaStream_t stream);
-void normalize_u8(const std::uint8_t* x, float* y, std::size_t n, float mean, float std,
-                  cudaStream_t stream);
+template <class From, class To>
+void cast(const From* x, To* y, std::size_t n, cudaStream_t stream);
+void normalize_u8(const std::uint8_t* x, float* y, std::size_t n, float mean, float std, cudaStream_t stream);
 
 }  // namespace ember::kernels::cuda

@@ -57,34 +57,52 @@ EMBER_HOST_DEVICE double pow(double x, double y) { return ::pow(x, y); }
 
 template <UnaryOp Op, class T>
 EMBER_HOST_DEVICE T unary_formula(T x, OpArgs<T> args) {
-  if constexpr (Op == UnaryOp::neg) return -x;
-  else if constexpr (Op == UnaryOp::exp) return math::exp(x);
-  else if constexpr (Op == UnaryOp::log) return math::log(x);
-  else if constexpr (Op == UnaryOp::sqrt) return math::sqrt(x);
-  else if constexpr (Op == UnaryOp::sigmoid) return T(1) / (T(1) + math::exp(-x));
-  else if constexpr (Op == UnaryOp::tanh) return math::tanh(x);
-  else if constexpr (Op == UnaryOp::relu) return x > T(0) ? x : T(0);
+  if constexpr (Op == UnaryOp::neg)
+    return -x;
+  else if constexpr (Op == UnaryOp::exp)
+    return math::exp(x);
+  else if constexpr (Op == UnaryOp::log)
+    return math::log(x);
+  else if constexpr (Op == UnaryOp::sqrt)
+    return math::sqrt(x);
+  else if constexpr (Op == UnaryOp::sigmoid)
+    return T(1) / (T(1) + math::exp(-x));
+  else if constexpr (Op == UnaryOp::tanh)
+    return math::tanh(x);
+  else if constexpr (Op == UnaryOp::relu)
+    return x > T(0) ? x : T(0);
   // A product with a selected factor rather than a select of two products: −0 stays −0 (as in
   // PyTorch) and the CPU loop vectorizes (GCC keeps a multiply inside a select arm scalar).
-  else if constexpr (Op == UnaryOp::leaky_relu) return x * (x > T(0) ? T(1) : args.a);
-  else if constexpr (Op == UnaryOp::pow) return args.a == T(2) ? x * x : math::pow(x, args.a);
-  else return x * args.a + args.b;  // affine
+  else if constexpr (Op == UnaryOp::leaky_relu)
+    return x * (x > T(0) ? T(1) : args.a);
+  else if constexpr (Op == UnaryOp::pow)
+    return args.a == T(2) ? x * x : math::pow(x, args.a);
+  else
+    return x * args.a + args.b;  // affine
 }
 
 template <BinaryOp Op, class T>
 EMBER_HOST_DEVICE T binary_formula(T a, T b) {
-  if constexpr (Op == BinaryOp::add) return a + b;
-  else if constexpr (Op == BinaryOp::sub) return a - b;
-  else if constexpr (Op == BinaryOp::mul) return a * b;
-  else return a / b;
+  if constexpr (Op == BinaryOp::add)
+    return a + b;
+  else if constexpr (Op == BinaryOp::sub)
+    return a - b;
+  else if constexpr (Op == BinaryOp::mul)
+    return a * b;
+  else
+    return a / b;
 }
 
 template <ActivationGrad Op, class T>
 EMBER_HOST_DEVICE T activation_grad_formula(T dy, T saved, OpArgs<T> args) {
-  if constexpr (Op == ActivationGrad::relu) return saved > T(0) ? dy : T(0);
-  else if constexpr (Op == ActivationGrad::sigmoid) return dy * saved * (T(1) - saved);
-  else if constexpr (Op == ActivationGrad::tanh) return dy * (T(1) - saved * saved);
-  else return dy * (saved > T(0) ? T(1) : args.a);  // leaky_relu, from x
+  if constexpr (Op == ActivationGrad::relu)
+    return saved > T(0) ? dy : T(0);
+  else if constexpr (Op == ActivationGrad::sigmoid)
+    return dy * saved * (T(1) - saved);
+  else if constexpr (Op == ActivationGrad::tanh)
+    return dy * (T(1) - saved * saved);
+  else
+    return dy * (saved > T(0) ? T(1) : args.a);  // leaky_relu, from x
 }
 
 // A conversion between element types. Floating point to an integer type truncates toward zero
@@ -110,7 +128,9 @@ struct PixelScaling {
   float scale, shift;
 };
 EMBER_HOST_DEVICE PixelScaling pixel_scaling(float mean, float std) { return {1.0f / (255.0f * std), -mean / std}; }
-EMBER_HOST_DEVICE float scale_pixel(std::uint8_t x, PixelScaling s) { return static_cast<float>(x) * s.scale + s.shift; }
+EMBER_HOST_DEVICE float scale_pixel(std::uint8_t x, PixelScaling s) {
+  return static_cast<float>(x) * s.scale + s.shift;
+}
 
 // Run-time op → compile-time op: f(std::integral_constant<Op, op>{}), so that each backend
 // compiles one loop (or kernel) per formula. Host code only.
@@ -118,16 +138,26 @@ template <class F>
 void with_unary_op(UnaryOp op, F&& f) {
   using U = UnaryOp;
   switch (op) {
-    case U::neg: return f(std::integral_constant<U, U::neg>{});
-    case U::exp: return f(std::integral_constant<U, U::exp>{});
-    case U::log: return f(std::integral_constant<U, U::log>{});
-    case U::sqrt: return f(std::integral_constant<U, U::sqrt>{});
-    case U::sigmoid: return f(std::integral_constant<U, U::sigmoid>{});
-    case U::tanh: return f(std::integral_constant<U, U::tanh>{});
-    case U::relu: return f(std::integral_constant<U, U::relu>{});
-    case U::leaky_relu: return f(std::integral_constant<U, U::leaky_relu>{});
-    case U::pow: return f(std::integral_constant<U, U::pow>{});
-    case U::affine: return f(std::integral_constant<U, U::affine>{});
+    case U::neg:
+      return f(std::integral_constant<U, U::neg>{});
+    case U::exp:
+      return f(std::integral_constant<U, U::exp>{});
+    case U::log:
+      return f(std::integral_constant<U, U::log>{});
+    case U::sqrt:
+      return f(std::integral_constant<U, U::sqrt>{});
+    case U::sigmoid:
+      return f(std::integral_constant<U, U::sigmoid>{});
+    case U::tanh:
+      return f(std::integral_constant<U, U::tanh>{});
+    case U::relu:
+      return f(std::integral_constant<U, U::relu>{});
+    case U::leaky_relu:
+      return f(std::integral_constant<U, U::leaky_relu>{});
+    case U::pow:
+      return f(std::integral_constant<U, U::pow>{});
+    case U::affine:
+      return f(std::integral_constant<U, U::affine>{});
   }
 }
 
@@ -135,10 +165,14 @@ template <class F>
 void with_binary_op(BinaryOp op, F&& f) {
   using B = BinaryOp;
   switch (op) {
-    case B::add: return f(std::integral_constant<B, B::add>{});
-    case B::sub: return f(std::integral_constant<B, B::sub>{});
-    case B::mul: return f(std::integral_constant<B, B::mul>{});
-    case B::div: return f(std::integral_constant<B, B::div>{});
+    case B::add:
+      return f(std::integral_constant<B, B::add>{});
+    case B::sub:
+      return f(std::integral_constant<B, B::sub>{});
+    case B::mul:
+      return f(std::integral_constant<B, B::mul>{});
+    case B::div:
+      return f(std::integral_constant<B, B::div>{});
   }
 }
 
@@ -146,10 +180,14 @@ template <class F>
 void with_activation_grad(ActivationGrad op, F&& f) {
   using A = ActivationGrad;
   switch (op) {
-    case A::relu: return f(std::integral_constant<A, A::relu>{});
-    case A::sigmoid: return f(std::integral_constant<A, A::sigmoid>{});
-    case A::tanh: return f(std::integral_constant<A, A::tanh>{});
-    case A::leaky_relu: return f(std::integral_constant<A, A::leaky_relu>{});
+    case A::relu:
+      return f(std::integral_constant<A, A::relu>{});
+    case A::sigmoid:
+      return f(std::integral_constant<A, A::sigmoid>{});
+    case A::tanh:
+      return f(std::integral_constant<A, A::tanh>{});
+    case A::leaky_relu:
+      return f(std::integral_constant<A, A::leaky_relu>{});
   }
 }
 

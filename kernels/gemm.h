@@ -15,13 +15,12 @@ enum class Transpose : std::uint8_t { no, yes };
 namespace ember::kernels::cpu {
 
 template <class T>
-void gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, T alpha,
-          const T* a, std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc);
+void gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda,
+          const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc);
 // The builtin GEMM, always compiled, so that tests can compare it with OpenBLAS.
 template <class T>
-void gemm_builtin(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, T alpha,
-                  const T* a, std::size_t lda, const T* b, std::size_t ldb, T beta, T* c,
-                  std::size_t ldc);
+void gemm_builtin(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
+                  std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc);
 // Threads for CPU compute (OpenBLAS); 0 leaves the library's default.
 void set_num_threads(int threads);
 int num_threads();
@@ -31,9 +30,8 @@ const char* blas_name();  // "openblas" or "builtin"
 
 namespace ember::kernels::cuda {
 
-void gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, float alpha,
-          const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta, float* c,
-          std::size_t ldc, cudaStream_t stream);
+void gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
+          std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc, cudaStream_t stream);
 // TF32 tensor-core math for SGEMM (about 10 mantissa bits): off by default.
 void set_allow_tf32(bool allow);
 bool allow_tf32();

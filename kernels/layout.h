@@ -17,18 +17,16 @@ void transpose_last2(const T* x, T* y, std::size_t batch, std::size_t rows, std:
 // Concatenation along dim d of a row-major tensor is one such copy per input, with rows = the
 // product of the dims before d and cols = size(d)·(product of the dims after d).
 template <class T>
-void copy_2d(const T* src, std::size_t src_ld, T* dst, std::size_t dst_ld, std::size_t rows,
-             std::size_t cols);
+void copy_2d(const T* src, std::size_t src_ld, T* dst, std::size_t dst_ld, std::size_t rows, std::size_t cols);
 
 }  // namespace ember::kernels::cpu
 
 namespace ember::kernels::cuda {
 
 template <class T>
-void transpose_last2(const T* x, T* y, std::size_t batch, std::size_t rows, std::size_t cols,
-                     cudaStream_t stream);
+void transpose_last2(const T* x, T* y, std::size_t batch, std::size_t rows, std::size_t cols, cudaStream_t stream);
 template <class T>
-void copy_2d(const T* src, std::size_t src_ld, T* dst, std::size_t dst_ld, std::size_t rows,
-             std::size_t cols, cudaStream_t stream);
+void copy_2d(const T* src, std::size_t src_ld, T* dst, std::size_t dst_ld, std::size_t rows, std::size_t cols,
+             cudaStream_t stream);
 
 }  // namespace ember::kernels::cuda

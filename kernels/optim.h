@@ -48,8 +48,8 @@ namespace ember::kernels::cuda {
 // finish stores that), so a whole optimizer step is one launch; with null, call advance_steps
 // first.
 void advance_steps(const ParamSlot* slots, std::size_t count, cudaStream_t stream);
-void sgd_step(const ParamSlot* slots, std::size_t count, std::size_t max_n, const SgdConfig& config,
-              const float* lr, unsigned* advance, cudaStream_t stream);
-void adam_step(const ParamSlot* slots, std::size_t count, std::size_t max_n, const AdamConfig& config,
-               const float* lr, unsigned* advance, cudaStream_t stream);
+void sgd_step(const ParamSlot* slots, std::size_t count, std::size_t max_n, const SgdConfig& config, const float* lr,
+              unsigned* advance, cudaStream_t stream);
+void adam_step(const ParamSlot* slots, std::size_t count, std::size_t max_n, const AdamConfig& config, const float* lr,
+               unsigned* advance, cudaStream_t stream);
 }  // namespace ember::kernels::cuda

@@ -38,8 +38,10 @@ EMBER_HOST_DEVICE AdamCorrections adam_corrections(const AdamConfig& c, float lr
 EMBER_HOST_DEVICE void adam_update(float& p, float g, float& m, float& v, const AdamConfig& c, float lr,
                                    AdamCorrections k) {
   if (c.weight_decay != 0.0f) {
-    if (c.decoupled_weight_decay) p = p * (1.0f - lr * c.weight_decay);
-    else g = g + c.weight_decay * p;
+    if (c.decoupled_weight_decay)
+      p = p * (1.0f - lr * c.weight_decay);
+    else
+      g = g + c.weight_decay * p;
   }
   m = m + (1.0f - c.beta1) * (g - m);
   v = c.beta2 * v + (1.0f - c.beta2) * g * g;

@@ -32,10 +32,10 @@ void count_equal(const A* a, const B* b, std::int64_t* count, std::size_t n);
 
 namespace ember::kernels::cuda {
 
-void sum(const float* x, float* out, std::size_t outer, std::size_t reduce, std::size_t inner,
-         float scale, float* workspace, cudaStream_t stream);
-void max_last_dim(const float* x, float* values, std::int64_t* indices, std::size_t rows,
-                  std::size_t cols, cudaStream_t stream);
+void sum(const float* x, float* out, std::size_t outer, std::size_t reduce, std::size_t inner, float scale,
+         float* workspace, cudaStream_t stream);
+void max_last_dim(const float* x, float* values, std::int64_t* indices, std::size_t rows, std::size_t cols,
+                  cudaStream_t stream);
 // `count` is a device pointer; it is overwritten (integer atomics inside are exact).
 template <class A, class B>
 void count_equal(const A* a, const B* b, std::int64_t* count, std::size_t n, cudaStream_t stream);

@@ -16,7 +16,8 @@ Conv2d::Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t
               "Conv2d: channels, kernel size and stride must be positive and padding non-negative");
   Generator& g = generator ? *generator : default_generator();
   const double bound = 1.0 / std::sqrt(static_cast<double>(in_channels * kernel_size * kernel_size));
-  weight_ = register_parameter("weight", uniform({out_channels, in_channels, kernel_size, kernel_size}, -bound, bound, {}, &g));
+  weight_ = register_parameter("weight",
+                               uniform({out_channels, in_channels, kernel_size, kernel_size}, -bound, bound, {}, &g));
   if (bias) bias_ = register_parameter("bias", uniform({out_channels}, -bound, bound, {}, &g));
 }
 

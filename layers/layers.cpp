@@ -15,8 +15,10 @@ namespace ember::nn {
 
 Linear::Linear(std::int64_t in_features, std::int64_t out_features, bool bias, Generator* generator)
     : in_(in_features), out_(out_features) {
-  EMBER_CHECK(in_features > 0 && out_features > 0, ValueError, "Linear: in_features and out_features must be "
-              "positive, got ", in_features, " and ", out_features);
+  EMBER_CHECK(in_features > 0 && out_features > 0, ValueError,
+              "Linear: in_features and out_features must be "
+              "positive, got ",
+              in_features, " and ", out_features);
   Generator& g = generator ? *generator : default_generator();
   const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
   weight_ = register_parameter("weight", uniform({out_features, in_features}, -bound, bound, {}, &g));

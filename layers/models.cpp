@@ -76,13 +76,15 @@ MlpShape mlp_shape_of(const StateDict& state, const std::string& name) {
     if (key.rfind("optimizer.", 0) == 0) continue;
     const std::size_t dot = key.find('.');
     const std::string index = key.substr(0, dot), field = dot == std::string::npos ? "" : key.substr(dot + 1);
-    const bool numeric = !index.empty() && index.size() < 6 && index.find_first_not_of("0123456789") == std::string::npos;
+    const bool numeric =
+        !index.empty() && index.size() < 6 && index.find_first_not_of("0123456789") == std::string::npos;
     if (!numeric || (field != "weight" && field != "bias"))
       throw FormatError(detail::concat(name, ": not an MLP checkpoint: unexpected tensor '", key,
                                        "' (expected 0.weight, 0.bias, 2.weight, ...)"));
     if (field == "weight") {
       if (tensor.dim() != 2)
-        throw FormatError(detail::concat(name, ": '", key, "' should be a matrix, it has shape ", shape_str(tensor.shape())));
+        throw FormatError(
+            detail::concat(name, ": '", key, "' should be a matrix, it has shape ", shape_str(tensor.shape())));
       weights[std::stoi(index)] = tensor.shape();
     }
   }
@@ -94,9 +96,11 @@ MlpShape mlp_shape_of(const StateDict& state, const std::string& name) {
     if (index != expected_index)
       throw FormatError(detail::concat(name, ": not an MLP checkpoint: layer ", index, " where ", expected_index,
                                        " was expected (Linear layers at 0, 2, 4, ... with ReLU between)"));
-    if (width < 0) shape.in_features = w[1];
+    if (width < 0)
+      shape.in_features = w[1];
     else if (w[1] != width)
-      throw FormatError(detail::concat(name, ": layer ", index, " takes ", w[1], " inputs but the previous one gives ", width));
+      throw FormatError(
+          detail::concat(name, ": layer ", index, " takes ", w[1], " inputs but the previous one gives ", width));
     if (index > 0) shape.hidden.push_back(width);
     width = w[0];
     expected_index += 2;

@@ -33,8 +33,8 @@ Tensor Module::register_parameter(const std::string& name, Tensor tensor) {
 }
 
 Tensor Module::register_buffer(const std::string& name, Tensor tensor) {
-  EMBER_CHECK(!name.empty() && name.find('.') == std::string::npos, ValueError, type_name(),
-              ": invalid buffer name '", name, "' (non-empty, without dots)");
+  EMBER_CHECK(!name.empty() && name.find('.') == std::string::npos, ValueError, type_name(), ": invalid buffer name '",
+              name, "' (non-empty, without dots)");
   buffers_.emplace_back(name, tensor);
   return tensor;
 }
@@ -109,8 +109,10 @@ Module& Module::train(bool on) {
 void Module::zero_grad(bool set_to_none) {
   NoGradGuard no_grad;
   for (Tensor& p : parameters()) {
-    if (set_to_none) p.set_grad(Tensor());
-    else if (p.grad().defined()) p.grad().zero_();
+    if (set_to_none)
+      p.set_grad(Tensor());
+    else if (p.grad().defined())
+      p.grad().zero_();
   }
 }
 

@@ -9,8 +9,8 @@
 #include "core/autograd.h"
 #include "core/config.h"
 #include "core/cuda.h"
-#include "core/fusion.h"
 #include "core/dispatch.h"
+#include "core/fusion.h"
 #include "core/op_helpers.h"
 #include "kernels/optim.h"
 
@@ -56,9 +56,9 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups) : groups_(std::move(groups)
     EMBER_CHECK(group.options.weight_decay >= 0, ValueError, "invalid weight_decay ", group.options.weight_decay);
     EMBER_CHECK(!group.options.nesterov || (group.options.momentum > 0 && group.options.dampening == 0), ValueError,
                 "Nesterov momentum requires a momentum and zero dampening");
-    EMBER_CHECK(group.options.beta1 >= 0 && group.options.beta1 < 1 && group.options.beta2 >= 0 &&
-                    group.options.beta2 < 1, ValueError, "invalid betas (", group.options.beta1, ", ",
-                group.options.beta2, "): each must be in [0, 1)");
+    EMBER_CHECK(
+        group.options.beta1 >= 0 && group.options.beta1 < 1 && group.options.beta2 >= 0 && group.options.beta2 < 1,
+        ValueError, "invalid betas (", group.options.beta1, ", ", group.options.beta2, "): each must be in [0, 1)");
     EMBER_CHECK(group.options.eps >= 0, ValueError, "invalid eps ", group.options.eps);
     for (const Tensor& p : group.params) {
       EMBER_CHECK(p.defined() && p.requires_grad() && p.is_leaf(), ValueError,
@@ -106,8 +106,8 @@ void Optimizer::step() {
       if (!grad.defined()) continue;
       EMBER_CHECK(grad.device() == p.device() && grad.shape() == p.shape() && grad.dtype() == p.dtype(), ValueError,
                   type_name(), ": the gradient of parameter ", i, " (shape ", shape_str(grad.shape()), ", ",
-                  grad.dtype(), ", on ", grad.device(), ") does not match the parameter (shape ",
-                  shape_str(p.shape()), ", ", p.dtype(), ", on ", p.device(), ")");
+                  grad.dtype(), ", on ", grad.device(), ") does not match the parameter (shape ", shape_str(p.shape()),
+                  ", ", p.dtype(), ", on ", p.device(), ")");
       if (slots.empty()) device = p.device();
       if (p.device() != device)
         throw DeviceError(detail::device_mismatch_message(type_name() + ".step", "params[" + std::to_string(i) + "]",
@@ -181,8 +181,10 @@ void Optimizer::zero_grad(bool set_to_none) {
   NoGradGuard no_grad;
   for (ParamGroup& group : groups_)
     for (Tensor& p : group.params) {
-      if (set_to_none) p.set_grad(Tensor());
-      else if (p.grad().defined()) p.grad().zero_();
+      if (set_to_none)
+        p.set_grad(Tensor());
+      else if (p.grad().defined())
+        p.grad().zero_();
     }
 }
 
@@ -194,9 +196,15 @@ Checkpoint Optimizer::state_dict() const {
     json indices = json::array();
     for (std::size_t k = 0; k < group.params.size(); ++k) indices.push_back(index++);
     const GroupOptions& o = group.options;
-    groups.push_back({{"lr", o.lr}, {"momentum", o.momentum}, {"dampening", o.dampening},
-                      {"weight_decay", o.weight_decay}, {"nesterov", o.nesterov}, {"betas", {o.beta1, o.beta2}},
-                      {"eps", o.eps}, {"initial_lr", group.initial_lr}, {"params", indices}});
+    groups.push_back({{"lr", o.lr},
+                      {"momentum", o.momentum},
+                      {"dampening", o.dampening},
+                      {"weight_decay", o.weight_decay},
+                      {"nesterov", o.nesterov},
+                      {"betas", {o.beta1, o.beta2}},
+                      {"eps", o.eps},
+                      {"initial_lr", group.initial_lr},
+                      {"params", indices}});
     const std::vector<std::string> names = buffer_names(o);
     for (std::size_t k = 0; k < group.params.size(); ++k) {
       const std::size_t i = index - group.params.size() + k;
@@ -213,9 +221,7 @@ Checkpoint Optimizer::state_dict() const {
 }
 
 void Optimizer::load_state_dict(const Checkpoint& state) {
-  auto fail = [&](const std::string& why) {
-    throw ValueError(detail::concat(type_name(), ".load_state_dict: ", why));
-  };
+  auto fail = [&](const std::string& why) { throw ValueError(detail::concat(type_name(), ".load_state_dict: ", why)); };
   const auto kind = state.metadata.find("optimizer");
   if (kind == state.metadata.end()) fail("the state has no 'optimizer' entry (not an optimizer state?)");
   if (kind->second != type_name()) fail("the state is of a " + kind->second + " optimizer");
@@ -298,7 +304,8 @@ void Optimizer::load_state_dict(const Checkpoint& state) {
 
 // ---- SGD ---------------------------------------------------------------------------------------
 
-SGD::SGD(std::vector<Tensor> params, GroupOptions options) : SGD(std::vector<ParamGroup>{{std::move(params), options}}) {}
+SGD::SGD(std::vector<Tensor> params, GroupOptions options)
+    : SGD(std::vector<ParamGroup>{{std::move(params), options}}) {}
 SGD::SGD(std::vector<ParamGroup> groups) : Optimizer(std::move(groups)) {}
 
 std::vector<std::string> SGD::buffer_names(const GroupOptions& options) const {

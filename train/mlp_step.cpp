@@ -133,9 +133,19 @@ struct MlpStep::Impl {
     float* h = l.h.raw<float>();
     float* bias = l.bias.raw<float>();
     const kernels::EpilogueGemm fused{.epilogue = l.relu ? GemmEpilogue::relu_aux_bias : GemmEpilogue::bias,
-                                      .ta = Transpose::no, .tb = Transpose::yes, .m = rows, .n = l.out, .k = l.in,
-                                      .a = a, .lda = l.in, .b = l.weight.raw<float>(), .ldb = l.in, .c = h,
-                                      .ldc = l.out, .vec = bias, .aux = l.mask.defined() ? l.mask.raw_bytes() : nullptr};
+                                      .ta = Transpose::no,
+                                      .tb = Transpose::yes,
+                                      .m = rows,
+                                      .n = l.out,
+                                      .k = l.in,
+                                      .a = a,
+                                      .lda = l.in,
+                                      .b = l.weight.raw<float>(),
+                                      .ldb = l.in,
+                                      .c = h,
+                                      .ldc = l.out,
+                                      .vec = bias,
+                                      .aux = l.mask.defined() ? l.mask.raw_bytes() : nullptr};
     if (lt(fused)) {
       gemm_epilogue(fused);
       return l.relu;
@@ -143,12 +153,16 @@ struct MlpStep::Impl {
     gemm(Transpose::no, Transpose::yes, rows, l.out, l.in, a, l.in, l.weight.raw<float>(), l.in, h, l.out);
     on_device(
         [&] {
-          if (l.relu) kernels::cpu::bias_relu_forward(h, bias, rows, l.out);
-          else kernels::cpu::bias_forward(h, bias, rows, l.out);
+          if (l.relu)
+            kernels::cpu::bias_relu_forward(h, bias, rows, l.out);
+          else
+            kernels::cpu::bias_forward(h, bias, rows, l.out);
         },
         [&](auto stream) {
-          if (l.relu) kernels::cuda::bias_relu_forward(h, bias, rows, l.out, stream);
-          else kernels::cuda::bias_forward(h, bias, rows, l.out, stream);
+          if (l.relu)
+            kernels::cuda::bias_relu_forward(h, bias, rows, l.out, stream);
+          else
+            kernels::cuda::bias_forward(h, bias, rows, l.out, stream);
         });
     return false;
   }
@@ -166,9 +180,9 @@ struct MlpStep::Impl {
                                               &cpu_error);
           },
           [&](auto stream) {
-            kernels::cuda::cross_entropy_fused(last.h.raw<float>(), targets, last.g.raw<float>(),
-                                               row_loss.raw<float>(), batch_loss.raw<float>(), loss_sum.raw<float>(),
-                                               rows, classes, scale, cuda::device_error_record(device),
+            kernels::cuda::cross_entropy_fused(last.h.raw<float>(), targets, last.g.raw<float>(), row_loss.raw<float>(),
+                                               batch_loss.raw<float>(), loss_sum.raw<float>(), rows, classes, scale,
+                                               cuda::device_error_record(device),
                                                reinterpret_cast<unsigned*>(blocks_done.raw<std::int32_t>()), stream);
           });
       if (cpu_error.code != 0) {  // the CPU's record, at once; CUDA's is read at the epoch's end
@@ -177,8 +191,10 @@ struct MlpStep::Impl {
         throw_kernel_error(found, device);
       }
     };
-    if (y.dtype() == DType::i64) run(std::int64_t{});
-    else run(std::int32_t{});
+    if (y.dtype() == DType::i64)
+      run(std::int64_t{});
+    else
+      run(std::int32_t{});
   }
 
   void bias_grad_sum(Layer& l, std::size_t rows) {
@@ -208,30 +224,51 @@ struct MlpStep::Impl {
       Layer& l = layers[i];
       const float* below = i == 0 ? input : layers[i - 1].h.raw<float>();
       float* dz = l.g.raw<float>();
-      const kernels::EpilogueGemm weight_and_bias{
-          .epilogue = GemmEpilogue::bgrad_a, .ta = Transpose::yes, .tb = Transpose::no, .m = l.out, .n = l.in,
-          .k = rows, .a = dz, .lda = l.out, .b = below, .ldb = l.in, .c = l.weight_grad.raw<float>(), .ldc = l.in,
-          .vec = l.bias_grad.raw<float>()};
+      const kernels::EpilogueGemm weight_and_bias{.epilogue = GemmEpilogue::bgrad_a,
+                                                  .ta = Transpose::yes,
+                                                  .tb = Transpose::no,
+                                                  .m = l.out,
+                                                  .n = l.in,
+                                                  .k = rows,
+                                                  .a = dz,
+                                                  .lda = l.out,
+                                                  .b = below,
+                                                  .ldb = l.in,
+                                                  .c = l.weight_grad.raw<float>(),
+                                                  .ldc = l.in,
+                                                  .vec = l.bias_grad.raw<float>()};
       if (!bias_grad_done && lt(weight_and_bias)) {
         gemm_epilogue(weight_and_bias);
       } else {
-        gemm(Transpose::yes, Transpose::no, l.out, l.in, rows, dz, l.out, below, l.in, l.weight_grad.raw<float>(), l.in);
+        gemm(Transpose::yes, Transpose::no, l.out, l.in, rows, dz, l.out, below, l.in, l.weight_grad.raw<float>(),
+             l.in);
         if (!bias_grad_done) bias_grad_sum(l, rows);
       }
       bias_grad_done = false;
       if (i == 0) break;
       Layer& prev = layers[i - 1];
       float* dprev = prev.g.raw<float>();
-      const kernels::EpilogueGemm masked_input_grad{
-          .epilogue = GemmEpilogue::drelu_bgrad, .ta = Transpose::no, .tb = Transpose::no, .m = rows, .n = prev.out,
-          .k = l.out, .a = dz, .lda = l.out, .b = l.weight.raw<float>(), .ldb = l.in, .c = dprev, .ldc = prev.out,
-          .vec = prev.bias_grad.raw<float>(), .aux = prev.mask.defined() ? prev.mask.raw_bytes() : nullptr};
+      const kernels::EpilogueGemm masked_input_grad{.epilogue = GemmEpilogue::drelu_bgrad,
+                                                    .ta = Transpose::no,
+                                                    .tb = Transpose::no,
+                                                    .m = rows,
+                                                    .n = prev.out,
+                                                    .k = l.out,
+                                                    .a = dz,
+                                                    .lda = l.out,
+                                                    .b = l.weight.raw<float>(),
+                                                    .ldb = l.in,
+                                                    .c = dprev,
+                                                    .ldc = prev.out,
+                                                    .vec = prev.bias_grad.raw<float>(),
+                                                    .aux = prev.mask.defined() ? prev.mask.raw_bytes() : nullptr};
       if (masked[i - 1] && lt(masked_input_grad)) {
         gemm_epilogue(masked_input_grad);
         bias_grad_done = true;
         continue;
       }
-      gemm(Transpose::no, Transpose::no, rows, prev.out, l.out, dz, l.out, l.weight.raw<float>(), l.in, dprev, prev.out);
+      gemm(Transpose::no, Transpose::no, rows, prev.out, l.out, dz, l.out, l.weight.raw<float>(), l.in, dprev,
+           prev.out);
       on_device(
           [&] {
             kernels::cpu::bias_relu_backward(dprev, prev.h.raw<float>(), dprev, prev.bias_grad.raw<float>(), rows,
@@ -262,10 +299,13 @@ struct MlpStep::Impl {
 MlpStep::MlpStep(nn::Sequential& model, optim::Optimizer& optimizer, std::size_t batch_size, MlpStepOptions options)
     : impl_(std::make_unique<Impl>()) {
   const std::string why = mlp_step_unsupported(model);
-  EMBER_CHECK(why.empty(), ValueError, "MlpStep: ", why, " (it trains Sequentials of Linear and ReLU, as nn::mlp makes)");
+  EMBER_CHECK(why.empty(), ValueError, "MlpStep: ", why,
+              " (it trains Sequentials of Linear and ReLU, as nn::mlp makes)");
   EMBER_CHECK(batch_size > 0, ValueError, "MlpStep: batch_size must be positive");
-  EMBER_CHECK(options.eager_steps >= 1, ValueError, "MlpStep: eager_steps must be at least 1 (the buffers a captured "
-              "step uses must exist before capture), got ", options.eager_steps);
+  EMBER_CHECK(options.eager_steps >= 1, ValueError,
+              "MlpStep: eager_steps must be at least 1 (the buffers a captured "
+              "step uses must exist before capture), got ",
+              options.eager_steps);
   Impl& s = *impl_;
   s.optimizer = &optimizer;
   s.options = options;
@@ -303,8 +343,10 @@ MlpStep::MlpStep(nn::Sequential& model, optim::Optimizer& optimizer, std::size_t
   s.loss_sum = zeros({}, on_device);
   s.blocks_done = zeros({1}, {.dtype = DType::i32, .device = s.device});
   s.x_static = zeros({B, static_cast<std::int64_t>(s.layers.front().in)}, on_device);
-  if (!s.device.is_cuda() || !options.cuda_graph) s.graph_note = "eager";
-  else if (cuda::sync_debug()) s.graph_note = "eager (EMBER_SYNC_DEBUG=1 forbids graph capture)";
+  if (!s.device.is_cuda() || !options.cuda_graph)
+    s.graph_note = "eager";
+  else if (cuda::sync_debug())
+    s.graph_note = "eager (EMBER_SYNC_DEBUG=1 forbids graph capture)";
 }
 
 MlpStep::~MlpStep() = default;
@@ -324,7 +366,8 @@ void MlpStep::step(const Tensor& x, const Tensor& y) {
               " rows; this step was built for 1 to ", s.batch);
   EMBER_CHECK((y.dtype() == DType::i32 || y.dtype() == DType::i64) && y.dim() == 1 &&
                   y.size(0) == static_cast<std::int64_t>(rows),
-              ShapeError, "MlpStep::step: expected y i32 or i64 [", rows, "], got ", y.dtype(), " ", shape_str(y.shape()));
+              ShapeError, "MlpStep::step: expected y i32 or i64 [", rows, "], got ", y.dtype(), " ",
+              shape_str(y.shape()));
   for (const Layer& l : s.layers)
     EMBER_CHECK(l.weight.device() == s.device, DeviceError, "MlpStep::step: the model moved to ", l.weight.device(),
                 " after this step was built for ", s.device, "; build a new MlpStep after model.to()");
@@ -392,10 +435,19 @@ std::string MlpStep::describe() const {
   if (!s.options.gemm_epilogues) return text + "; plain GEMMs and ember's bias/ReLU kernels (epilogues off)";
   const Layer& first = s.layers.front();
   const bool fwd = s.lt({.epilogue = first.relu ? GemmEpilogue::relu_aux_bias : GemmEpilogue::bias,
-                         .ta = Transpose::no, .tb = Transpose::yes, .m = s.batch, .n = first.out, .k = first.in,
-                         .a = s.x_static.raw<float>(), .lda = first.in, .b = first.weight.raw<float>(),
-                         .ldb = first.in, .c = first.h.raw<float>(), .ldc = first.out,
-                         .vec = first.bias.raw<float>(), .aux = first.mask.defined() ? first.mask.raw_bytes() : nullptr});
+                         .ta = Transpose::no,
+                         .tb = Transpose::yes,
+                         .m = s.batch,
+                         .n = first.out,
+                         .k = first.in,
+                         .a = s.x_static.raw<float>(),
+                         .lda = first.in,
+                         .b = first.weight.raw<float>(),
+                         .ldb = first.in,
+                         .c = first.h.raw<float>(),
+                         .ldc = first.out,
+                         .vec = first.bias.raw<float>(),
+                         .aux = first.mask.defined() ? first.mask.raw_bytes() : nullptr});
   return text + (fwd ? "; cuBLASLt epilogues" : "; cuBLASLt epilogues unsupported here, plain GEMMs and own kernels");
 }
 

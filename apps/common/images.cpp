@@ -79,9 +79,11 @@ std::vector<std::uint8_t> border_of(const GrayImage& image) {
   const int w = image.width, h = image.height;
   std::vector<std::uint8_t> edge;
   for (int x = 0; x < w; ++x)
-    edge.insert(edge.end(), {image.pixels[static_cast<std::size_t>(x)], image.pixels[static_cast<std::size_t>((h - 1) * w + x)]});
+    edge.insert(edge.end(),
+                {image.pixels[static_cast<std::size_t>(x)], image.pixels[static_cast<std::size_t>((h - 1) * w + x)]});
   for (int y = 0; y < h; ++y)
-    edge.insert(edge.end(), {image.pixels[static_cast<std::size_t>(y * w)], image.pixels[static_cast<std::size_t>(y * w + w - 1)]});
+    edge.insert(edge.end(),
+                {image.pixels[static_cast<std::size_t>(y * w)], image.pixels[static_cast<std::size_t>(y * w + w - 1)]});
   return edge;
 }
 
@@ -139,7 +141,8 @@ std::pair<int, int> fit(int w, int h, double limit_w, double limit_h) {
 }
 
 // Pastes `src` (sw×sh) into a zero field of width×height with its top-left corner at (left, top).
-std::vector<std::uint8_t> paste(const std::vector<float>& src, int sw, int sh, int width, int height, int left, int top) {
+std::vector<std::uint8_t> paste(const std::vector<float>& src, int sw, int sh, int width, int height, int left,
+                                int top) {
   std::vector<std::uint8_t> out(static_cast<std::size_t>(width * height), 0);
   for (int y = 0; y < sh; ++y)
     for (int x = 0; x < sw; ++x)
@@ -223,8 +226,8 @@ void write_grid_png(const std::string& path, const std::vector<GridCell>& cells,
     const int quads = stb_easy_font_print(static_cast<float>(x), static_cast<float>(y), copy.data(), nullptr,
                                           vertices.data(), static_cast<int>(vertices.size()));
     for (int q = 0; q < quads; ++q) {
-      const float* v0 = reinterpret_cast<const float*>(vertices.data() + q * 64);        // top-left
-      const float* v2 = reinterpret_cast<const float*>(vertices.data() + q * 64 + 32);   // bottom-right
+      const float* v0 = reinterpret_cast<const float*>(vertices.data() + q * 64);       // top-left
+      const float* v2 = reinterpret_cast<const float*>(vertices.data() + q * 64 + 32);  // bottom-right
       for (int py = static_cast<int>(v0[1]); py < static_cast<int>(v2[1]); ++py)
         for (int px = static_cast<int>(v0[0]); px < static_cast<int>(v2[0]); ++px) put(px, py, color);
     }

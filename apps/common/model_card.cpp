@@ -76,15 +76,16 @@ ModelCard read_model_card(const Checkpoint& file, const std::string& path) {
     long long h = 0, w = 0;
     char tail = 0;
     if (std::sscanf(shape->c_str(), "%lld,%lld%c", &h, &w, &tail) != 2 || h <= 0 || w <= 0 || h > 65536 || w > 65536)
-      throw FormatError(detail::concat(path, ": metadata input_shape '", shape->substr(0, 40),
-                                       "' is not HEIGHT,WIDTH"));
+      throw FormatError(
+          detail::concat(path, ": metadata input_shape '", shape->substr(0, 40), "' is not HEIGHT,WIDTH"));
     card.height = h;
     card.width = w;
   } else if (card.kind == "mlp" && first && first->dim() == 2 && first->size(1) != 784) {
     // No size recorded: a square image of the model's input count, if there is one.
     const auto side = static_cast<std::int64_t>(std::llround(std::sqrt(static_cast<double>(first->size(1)))));
     if (side * side != first->size(1))
-      throw FormatError(detail::concat(path, ": the model takes ", first->size(1), " inputs, which is no square image, "
+      throw FormatError(detail::concat(path, ": the model takes ", first->size(1),
+                                       " inputs, which is no square image, "
                                        "and its file does not say the image size (metadata input_shape)"));
     card.height = card.width = side;
   }
@@ -104,13 +105,14 @@ ModelCard read_model_card(const Checkpoint& file, const std::string& path) {
                                      outputs, " outputs"));
 
   if (const std::string* d = get("dataset")) card.dataset = *d;
-  if (const std::string* p = get("preprocess")) card.preprocess = *p;
-  else if (card.height != 28 || card.width != 28) card.preprocess = "plain";
+  if (const std::string* p = get("preprocess"))
+    card.preprocess = *p;
+  else if (card.height != 28 || card.width != 28)
+    card.preprocess = "plain";
   if (get("input_mean") && get("input_std")) {
     card.normalization = {parse_float(path, "input_mean", *get("input_mean")),
                           parse_float(path, "input_std", *get("input_std"))};
-    if (!(card.normalization.std > 0))
-      throw FormatError(detail::concat(path, ": metadata input_std must be positive"));
+    if (!(card.normalization.std > 0)) throw FormatError(detail::concat(path, ": metadata input_std must be positive"));
   } else if (get("normalize") && *get("normalize") == "1") {
     card.normalization = {0.1307f, 0.3081f};  // ember 0.1's --normalize: MNIST's figures
   }

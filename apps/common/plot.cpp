@@ -73,7 +73,8 @@ void write_svg_plot(const std::string& path, const std::vector<EpochRecord>& epo
   std::ostringstream svg;
   svg << "<svg xmlns='http://www.w3.org/2000/svg' width='900' height='380' font-family='sans-serif'>\n"
       << "<rect width='100%' height='100%' fill='white'/>\n<text x='450' y='20' text-anchor='middle' "
-         "font-size='15'>" << title << "</text>\n";
+         "font-size='15'>"
+      << title << "</text>\n";
   panel(svg, 0, 20, 450, 360, "loss", epochs,
         {{"train", "#d62728", [](const EpochRecord& e) { return e.train_loss; }},
          {"validation", "#1f77b4", [](const EpochRecord& e) { return e.val_loss; }}});

@@ -73,8 +73,8 @@ void restore(const std::string& files, nn::Module& model, const StateDict& weigh
 }  // namespace
 
 std::string state_path_for(const std::string& model_path) {
-  const bool has_suffix =
-      model_path.size() > kSuffix.size() && model_path.compare(model_path.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0;
+  const bool has_suffix = model_path.size() > kSuffix.size() &&
+                          model_path.compare(model_path.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0;
   return (has_suffix ? model_path.substr(0, model_path.size() - kSuffix.size()) : model_path) + ".state" + kSuffix;
 }
 
@@ -140,7 +140,8 @@ LoadedCheckpoint load_checkpoint(const std::string& path, nn::Module& model, opt
         loaded.model_path, " and ", loaded.state_path, " do not belong together: the training state was saved with a ",
         "model file of SHA-256 ", recorded.substr(0, 16), "…, but ", loaded.model_path, " has ", actual.substr(0, 16),
         "… (a state from another run, or a save interrupted between the two files). Resume from a matching pair, or "
-        "start from the weights alone with --init ", loaded.model_path));
+        "start from the weights alone with --init ",
+        loaded.model_path));
   restore(loaded.model_path + " and " + loaded.state_path, model, model_part(model_file), optimizer,
           optimizer_part(state_file));
   loaded.metadata = model_file.metadata;

@@ -25,8 +25,8 @@ void bias_forward(T* __restrict y, const T* __restrict bias, std::size_t rows, s
 }
 
 template <class T>
-void bias_relu_backward(const T* dy, const T* __restrict y, T* dx, T* __restrict dbias,
-                        std::size_t rows, std::size_t cols) {
+void bias_relu_backward(const T* dy, const T* __restrict y, T* dx, T* __restrict dbias, std::size_t rows,
+                        std::size_t cols) {
   std::fill(dbias, dbias + cols, T(0));
   // dx may be dy (the gradient masked in place), so those two are not __restrict.
   // Row by row, so both passes stream through memory; each column still adds its rows in order.

@@ -127,8 +127,8 @@ void channel_moments(const T* x, std::size_t n, std::size_t c, std::size_t hw, s
 
 template <class T>
 void batch_norm_forward_train(const T* x, const T* gamma, const T* beta, T* y, T* save_mean, T* save_invstd,
-                              T* running_mean, T* running_var, std::size_t n, std::size_t c, std::size_t hw,
-                              T momentum, T eps) {
+                              T* running_mean, T* running_var, std::size_t n, std::size_t c, std::size_t hw, T momentum,
+                              T eps) {
   const double m = static_cast<double>(n * hw);
   for (std::size_t ch = 0; ch < c; ++ch) {
     double mean = 0, var = 0;
@@ -193,19 +193,19 @@ void batch_norm_backward(const T* dy, const T* x, const T* gamma, const T* save_
   }
 }
 
-#define EMBER_INSTANTIATE(T)                                                                                   \
-  template void im2col<T>(const T*, T*, const ConvGeometry&);                                                  \
-  template void col2im<T>(const T*, T*, const ConvGeometry&);                                                  \
-  template void max_pool2d_forward<T>(const T*, T*, std::int32_t*, const PoolGeometry&);                      \
-  template void max_pool2d_backward<T>(const T*, const std::int32_t*, T*, const PoolGeometry&);               \
-  template void channel_bias_add<T>(T*, const T*, std::size_t, std::size_t, std::size_t);                      \
-  template void channel_bias_grad<T>(const T*, T*, std::size_t, std::size_t, std::size_t);                     \
-  template void batch_norm_forward_train<T>(const T*, const T*, const T*, T*, T*, T*, T*, T*, std::size_t,     \
-                                            std::size_t, std::size_t, T, T);                                   \
-  template void batch_norm_forward_eval<T>(const T*, const T*, const T*, const T*, const T*, T*, std::size_t,  \
-                                           std::size_t, std::size_t, T);                                       \
-  template void batch_norm_backward<T>(const T*, const T*, const T*, const T*, const T*, T*, T*, T*,           \
-                                       std::size_t, std::size_t, std::size_t);
+#define EMBER_INSTANTIATE(T)                                                                                      \
+  template void im2col<T>(const T*, T*, const ConvGeometry&);                                                     \
+  template void col2im<T>(const T*, T*, const ConvGeometry&);                                                     \
+  template void max_pool2d_forward<T>(const T*, T*, std::int32_t*, const PoolGeometry&);                          \
+  template void max_pool2d_backward<T>(const T*, const std::int32_t*, T*, const PoolGeometry&);                   \
+  template void channel_bias_add<T>(T*, const T*, std::size_t, std::size_t, std::size_t);                         \
+  template void channel_bias_grad<T>(const T*, T*, std::size_t, std::size_t, std::size_t);                        \
+  template void batch_norm_forward_train<T>(const T*, const T*, const T*, T*, T*, T*, T*, T*, std::size_t,        \
+                                            std::size_t, std::size_t, T, T);                                      \
+  template void batch_norm_forward_eval<T>(const T*, const T*, const T*, const T*, const T*, T*, std::size_t,     \
+                                           std::size_t, std::size_t, T);                                          \
+  template void batch_norm_backward<T>(const T*, const T*, const T*, const T*, const T*, T*, T*, T*, std::size_t, \
+                                       std::size_t, std::size_t);
 EMBER_INSTANTIATE(float)
 EMBER_INSTANTIATE(double)
 #undef EMBER_INSTANTIATE

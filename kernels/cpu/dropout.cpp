@@ -20,7 +20,8 @@ void dropout_backward(const T* dy, const std::uint8_t* mask, T* dx, std::size_t 
   for (std::size_t i = 0; i < n; ++i) dx[i] = dropout_apply(mask[i] != 0, dy[i], scale);
 }
 
-template void dropout_forward<float>(const float*, float*, std::uint8_t*, std::size_t, float, std::uint64_t, std::uint64_t);
+template void dropout_forward<float>(const float*, float*, std::uint8_t*, std::size_t, float, std::uint64_t,
+                                     std::uint64_t);
 template void dropout_forward<double>(const double*, double*, std::uint8_t*, std::size_t, float, std::uint64_t,
                                       std::uint64_t);
 template void dropout_backward<float>(const float*, const std::uint8_t*, float*, std::size_t, float);

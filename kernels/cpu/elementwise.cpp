@@ -30,8 +30,7 @@ void binary_broadcast_loop(const T* a, const T* b, T* out, const BroadcastLayout
   long long index[kMaxDims] = {};
   long long off_a = 0, off_b = 0;
   for (long long base = 0; base < total; base += inner) {
-    for (long long i = 0; i < inner; ++i)
-      out[base + i] = binary_formula<Op>(a[off_a + i * sa], b[off_b + i * sb]);
+    for (long long i = 0; i < inner; ++i) out[base + i] = binary_formula<Op>(a[off_a + i * sa], b[off_b + i * sb]);
     for (int d = nd - 2; d >= 0; --d) {
       off_a += layout.a_stride[d];
       off_b += layout.b_stride[d];
@@ -98,7 +97,8 @@ void activation_grad(ActivationGrad op, const T* dy, const T* saved, T* dx, std:
     if (mode == WriteMode::overwrite) {
       for (std::size_t i = 0; i < n; ++i) dx[i] = activation_grad_formula<decltype(op_c)::value>(dy[i], saved[i], args);
     } else {
-      for (std::size_t i = 0; i < n; ++i) dx[i] += activation_grad_formula<decltype(op_c)::value>(dy[i], saved[i], args);
+      for (std::size_t i = 0; i < n; ++i)
+        dx[i] += activation_grad_formula<decltype(op_c)::value>(dy[i], saved[i], args);
     }
   });
 }
@@ -118,11 +118,11 @@ void normalize_u8(const std::uint8_t* __restrict x, float* __restrict y, std::si
   for (std::size_t i = 0; i < n; ++i) y[i] = scale_pixel(x[i], s);
 }
 
-#define EMBER_INSTANTIATE_FLOAT(T)                                                              \
-  template void unary<T>(UnaryOp, const T*, T*, std::size_t, OpArgs<T>);                        \
-  template void binary<T>(BinaryOp, const T*, const T*, T*, std::size_t);                       \
-  template void binary_broadcast<T>(BinaryOp, const T*, const T*, T*, const BroadcastLayout&);  \
-  template void expand<T>(const T*, T*, const BroadcastLayout&, T);                             \
+#define EMBER_INSTANTIATE_FLOAT(T)                                                             \
+  template void unary<T>(UnaryOp, const T*, T*, std::size_t, OpArgs<T>);                       \
+  template void binary<T>(BinaryOp, const T*, const T*, T*, std::size_t);                      \
+  template void binary_broadcast<T>(BinaryOp, const T*, const T*, T*, const BroadcastLayout&); \
+  template void expand<T>(const T*, T*, const BroadcastLayout&, T);                            \
   template void activation_grad<T>(ActivationGrad, const T*, const T*, T*, std::size_t, WriteMode, OpArgs<T>);
 EMBER_INSTANTIATE_FLOAT(float)
 EMBER_INSTANTIATE_FLOAT(double)
@@ -136,9 +136,9 @@ EMBER_INSTANTIATE_FILL(std::int64_t)
 EMBER_INSTANTIATE_FILL(std::uint8_t)
 #undef EMBER_INSTANTIATE_FILL
 
-#define EMBER_INSTANTIATE_CAST_FROM(From)                                      \
-  template void cast<From, float>(const From*, float*, std::size_t);           \
-  template void cast<From, double>(const From*, double*, std::size_t);         \
+#define EMBER_INSTANTIATE_CAST_FROM(From)                                          \
+  template void cast<From, float>(const From*, float*, std::size_t);               \
+  template void cast<From, double>(const From*, double*, std::size_t);             \
   template void cast<From, std::int32_t>(const From*, std::int32_t*, std::size_t); \
   template void cast<From, std::int64_t>(const From*, std::int64_t*, std::size_t); \
   template void cast<From, std::uint8_t>(const From*, std::uint8_t*, std::size_t);

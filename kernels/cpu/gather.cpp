@@ -1,6 +1,6 @@
 // CPU twin of the batch gather.
-#include "kernels/elementwise_math.h"
 #include "kernels/gather.h"
+#include "kernels/elementwise_math.h"
 
 namespace ember::kernels::cpu {
 

@@ -13,9 +13,8 @@
 namespace ember::kernels::cpu {
 
 template <class T>
-void gemm_builtin(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, T alpha,
-                  const T* a, std::size_t lda, const T* b, std::size_t ldb, T beta, T* c,
-                  std::size_t ldc) {
+void gemm_builtin(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
+                  std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
   for (std::size_t i = 0; i < m; ++i)
     for (std::size_t j = 0; j < n; ++j) c[i * ldc + j] = beta == T(0) ? T(0) : c[i * ldc + j] * beta;
   if (k == 0 || alpha == T(0)) return;
@@ -48,30 +47,29 @@ namespace {
 CBLAS_TRANSPOSE to_cblas(Transpose t) { return t == Transpose::no ? CblasNoTrans : CblasTrans; }
 int to_int(std::size_t v) { return static_cast<int>(v); }
 
-void library_gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, float alpha,
-                  const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta, float* c,
-                  std::size_t ldc) {
-  cblas_sgemm(CblasRowMajor, to_cblas(ta), to_cblas(tb), to_int(m), to_int(n), to_int(k), alpha, a,
-              to_int(lda), b, to_int(ldb), beta, c, to_int(ldc));
+void library_gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
+                  std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc) {
+  cblas_sgemm(CblasRowMajor, to_cblas(ta), to_cblas(tb), to_int(m), to_int(n), to_int(k), alpha, a, to_int(lda), b,
+              to_int(ldb), beta, c, to_int(ldc));
 }
 void library_gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, double alpha,
-                  const double* a, std::size_t lda, const double* b, std::size_t ldb, double beta,
-                  double* c, std::size_t ldc) {
-  cblas_dgemm(CblasRowMajor, to_cblas(ta), to_cblas(tb), to_int(m), to_int(n), to_int(k), alpha, a,
-              to_int(lda), b, to_int(ldb), beta, c, to_int(ldc));
+                  const double* a, std::size_t lda, const double* b, std::size_t ldb, double beta, double* c,
+                  std::size_t ldc) {
+  cblas_dgemm(CblasRowMajor, to_cblas(ta), to_cblas(tb), to_int(m), to_int(n), to_int(k), alpha, a, to_int(lda), b,
+              to_int(ldb), beta, c, to_int(ldc));
 }
 #else
 template <class T>
-void library_gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, T alpha,
-                  const T* a, std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
+void library_gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
+                  std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
   gemm_builtin(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 #endif
 }  // namespace
 
 template <class T>
-void gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
-          std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
+void gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda,
+          const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
   if (m == 0 || n == 0) return;
   // BLAS rejects k = 0 with lda = 0 in some builds; the builtin path just scales C by beta.
   if (k == 0) return gemm_builtin(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
@@ -90,16 +88,13 @@ int num_threads() { return 1; }
 const char* blas_name() { return "builtin"; }
 #endif
 
-template void gemm<float>(Transpose, Transpose, std::size_t, std::size_t, std::size_t, float, const float*,
-                          std::size_t, const float*, std::size_t, float, float*, std::size_t);
-template void gemm<double>(Transpose, Transpose, std::size_t, std::size_t, std::size_t, double,
-                           const double*, std::size_t, const double*, std::size_t, double, double*,
-                           std::size_t);
-template void gemm_builtin<float>(Transpose, Transpose, std::size_t, std::size_t, std::size_t, float,
-                                  const float*, std::size_t, const float*, std::size_t, float, float*,
-                                  std::size_t);
-template void gemm_builtin<double>(Transpose, Transpose, std::size_t, std::size_t, std::size_t, double,
-                                   const double*, std::size_t, const double*, std::size_t, double,
-                                   double*, std::size_t);
+template void gemm<float>(Transpose, Transpose, std::size_t, std::size_t, std::size_t, float, const float*, std::size_t,
+                          const float*, std::size_t, float, float*, std::size_t);
+template void gemm<double>(Transpose, Transpose, std::size_t, std::size_t, std::size_t, double, const double*,
+                           std::size_t, const double*, std::size_t, double, double*, std::size_t);
+template void gemm_builtin<float>(Transpose, Transpose, std::size_t, std::size_t, std::size_t, float, const float*,
+                                  std::size_t, const float*, std::size_t, float, float*, std::size_t);
+template void gemm_builtin<double>(Transpose, Transpose, std::size_t, std::size_t, std::size_t, double, const double*,
+                                   std::size_t, const double*, std::size_t, double, double*, std::size_t);
 
 }  // namespace ember::kernels::cpu

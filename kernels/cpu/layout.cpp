@@ -21,14 +21,13 @@ void transpose_last2(const T* x, T* y, std::size_t batch, std::size_t rows, std:
 }
 
 template <class T>
-void copy_2d(const T* src, std::size_t src_ld, T* dst, std::size_t dst_ld, std::size_t rows,
-             std::size_t cols) {
+void copy_2d(const T* src, std::size_t src_ld, T* dst, std::size_t dst_ld, std::size_t rows, std::size_t cols) {
   if (cols == 0) return;
   for (std::size_t r = 0; r < rows; ++r) std::memcpy(dst + r * dst_ld, src + r * src_ld, cols * sizeof(T));
 }
 
-#define EMBER_INSTANTIATE(T)                                                                  \
-  template void transpose_last2<T>(const T*, T*, std::size_t, std::size_t, std::size_t);      \
+#define EMBER_INSTANTIATE(T)                                                             \
+  template void transpose_last2<T>(const T*, T*, std::size_t, std::size_t, std::size_t); \
   template void copy_2d<T>(const T*, std::size_t, T*, std::size_t, std::size_t, std::size_t);
 EMBER_INSTANTIATE(float)
 EMBER_INSTANTIATE(double)

@@ -23,7 +23,10 @@ std::size_t sum_workspace_size(std::size_t outer, std::size_t reduce, std::size_
 
 namespace ember::kernels::cpu {
 namespace {
-template <class T> struct Accumulator { using type = double; };
+template <class T>
+struct Accumulator {
+  using type = double;
+};
 }  // namespace
 
 template <class T>
@@ -84,8 +87,11 @@ template void sum<float>(const float*, float*, std::size_t, std::size_t, std::si
 template void sum<double>(const double*, double*, std::size_t, std::size_t, std::size_t, double);
 template void max_last_dim<float>(const float*, float*, std::int64_t*, std::size_t, std::size_t);
 template void max_last_dim<double>(const double*, double*, std::int64_t*, std::size_t, std::size_t);
-template void count_equal<std::int64_t, std::int32_t>(const std::int64_t*, const std::int32_t*, std::int64_t*, std::size_t);
-template void count_equal<std::int64_t, std::int64_t>(const std::int64_t*, const std::int64_t*, std::int64_t*, std::size_t);
-template void count_equal<std::int32_t, std::int32_t>(const std::int32_t*, const std::int32_t*, std::int64_t*, std::size_t);
+template void count_equal<std::int64_t, std::int32_t>(const std::int64_t*, const std::int32_t*, std::int64_t*,
+                                                      std::size_t);
+template void count_equal<std::int64_t, std::int64_t>(const std::int64_t*, const std::int64_t*, std::int64_t*,
+                                                      std::size_t);
+template void count_equal<std::int32_t, std::int32_t>(const std::int32_t*, const std::int32_t*, std::int64_t*,
+                                                      std::size_t);
 
 }  // namespace ember::kernels::cpu

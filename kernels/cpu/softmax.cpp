@@ -31,8 +31,10 @@ RowStats<T> row_stats(const T* row, std::size_t cols) {
 
 template <class T>
 void write(T* dst, T value, WriteMode mode) {
-  if (mode == WriteMode::overwrite) *dst = value;
-  else *dst += value;
+  if (mode == WriteMode::overwrite)
+    *dst = value;
+  else
+    *dst += value;
 }
 
 template <class Target>
@@ -72,8 +74,8 @@ void softmax_forward(SoftmaxKind kind, const T* x, T* y, std::size_t rows, std::
 }
 
 template <class T>
-void softmax_backward(SoftmaxKind kind, const T* dy, const T* y, T* dx, std::size_t rows,
-                      std::size_t cols, WriteMode mode) {
+void softmax_backward(SoftmaxKind kind, const T* dy, const T* y, T* dx, std::size_t rows, std::size_t cols,
+                      WriteMode mode) {
   for (std::size_t r = 0; r < rows; ++r) {
     const T* dyr = dy + r * cols;
     const T* yr = y + r * cols;
@@ -81,7 +83,8 @@ void softmax_backward(SoftmaxKind kind, const T* dy, const T* y, T* dx, std::siz
     double dot = 0;
     if (kind == SoftmaxKind::softmax) {
       for (std::size_t c = 0; c < cols; ++c) dot += static_cast<double>(dyr[c]) * yr[c];
-      for (std::size_t c = 0; c < cols; ++c) write(dxr + c, softmax_backward_formula(dyr[c], yr[c], static_cast<T>(dot)), mode);
+      for (std::size_t c = 0; c < cols; ++c)
+        write(dxr + c, softmax_backward_formula(dyr[c], yr[c], static_cast<T>(dot)), mode);
     } else {
       for (std::size_t c = 0; c < cols; ++c) dot += dyr[c];
       for (std::size_t c = 0; c < cols; ++c)
@@ -91,8 +94,8 @@ void softmax_backward(SoftmaxKind kind, const T* dy, const T* y, T* dx, std::siz
 }
 
 template <class T, class Target>
-void cross_entropy_forward(const T* logits, const Target* targets, T* loss, T* row_max, T* row_sum,
-                           std::size_t rows, std::size_t cols, DeviceErrorRecord* error) {
+void cross_entropy_forward(const T* logits, const Target* targets, T* loss, T* row_max, T* row_sum, std::size_t rows,
+                           std::size_t cols, DeviceErrorRecord* error) {
   for (std::size_t r = 0; r < rows; ++r) {
     const T* row = logits + r * cols;
     const RowStats<T> s = row_stats(row, cols);
@@ -109,8 +112,8 @@ void cross_entropy_forward(const T* logits, const Target* targets, T* loss, T* r
 
 template <class T, class Target>
 void cross_entropy_backward(const T* logits, const Target* targets, const T* row_max, const T* row_sum,
-                            const T* grad_scale, T row_scale, T* dlogits, std::size_t rows,
-                            std::size_t cols, WriteMode mode) {
+                            const T* grad_scale, T row_scale, T* dlogits, std::size_t rows, std::size_t cols,
+                            WriteMode mode) {
   const T scale = *grad_scale * row_scale;
   for (std::size_t r = 0; r < rows; ++r) {
     const T* row = logits + r * cols;
@@ -126,9 +129,8 @@ void cross_entropy_backward(const T* logits, const Target* targets, const T* row
 }
 
 template <class T, class Target>
-void cross_entropy_fused(const T* logits, const Target* targets, T* dlogits, T* row_loss, T* batch_loss,
-                         T* loss_sum, std::size_t rows, std::size_t cols, T row_scale,
-                         DeviceErrorRecord* error) {
+void cross_entropy_fused(const T* logits, const Target* targets, T* dlogits, T* row_loss, T* batch_loss, T* loss_sum,
+                         std::size_t rows, std::size_t cols, T row_scale, DeviceErrorRecord* error) {
   double total = 0;
   for (std::size_t r = 0; r < rows; ++r) {
     const T* row = logits + r * cols;
@@ -160,22 +162,21 @@ void cross_entropy_fused(const T* logits, const Target* targets, T* dlogits, T* 
     *error = {static_cast<int>(DeviceErrorCode::non_finite), static_cast<int>(OpTag::loss_check), 0, 0, 0};
 }
 
-#define EMBER_INSTANTIATE(T)                                                                  \
-  template void softmax_forward<T>(SoftmaxKind, const T*, T*, std::size_t, std::size_t);      \
-  template void softmax_backward<T>(SoftmaxKind, const T*, const T*, T*, std::size_t,         \
-                                    std::size_t, WriteMode);                                  \
-  template void cross_entropy_forward<T, std::int32_t>(const T*, const std::int32_t*, T*, T*, T*, \
-                                                       std::size_t, std::size_t, DeviceErrorRecord*); \
-  template void cross_entropy_forward<T, std::int64_t>(const T*, const std::int64_t*, T*, T*, T*, \
-                                                       std::size_t, std::size_t, DeviceErrorRecord*); \
-  template void cross_entropy_backward<T, std::int32_t>(const T*, const std::int32_t*, const T*, const T*, \
-                                                        const T*, T, T*, std::size_t, std::size_t, WriteMode); \
-  template void cross_entropy_backward<T, std::int64_t>(const T*, const std::int64_t*, const T*, const T*, \
-                                                        const T*, T, T*, std::size_t, std::size_t, WriteMode); \
-  template void cross_entropy_fused<T, std::int32_t>(const T*, const std::int32_t*, T*, T*, T*, T*, \
-                                                     std::size_t, std::size_t, T, DeviceErrorRecord*); \
-  template void cross_entropy_fused<T, std::int64_t>(const T*, const std::int64_t*, T*, T*, T*, T*, \
-                                                     std::size_t, std::size_t, T, DeviceErrorRecord*);
+#define EMBER_INSTANTIATE(T)                                                                                         \
+  template void softmax_forward<T>(SoftmaxKind, const T*, T*, std::size_t, std::size_t);                             \
+  template void softmax_backward<T>(SoftmaxKind, const T*, const T*, T*, std::size_t, std::size_t, WriteMode);       \
+  template void cross_entropy_forward<T, std::int32_t>(const T*, const std::int32_t*, T*, T*, T*, std::size_t,       \
+                                                       std::size_t, DeviceErrorRecord*);                             \
+  template void cross_entropy_forward<T, std::int64_t>(const T*, const std::int64_t*, T*, T*, T*, std::size_t,       \
+                                                       std::size_t, DeviceErrorRecord*);                             \
+  template void cross_entropy_backward<T, std::int32_t>(const T*, const std::int32_t*, const T*, const T*, const T*, \
+                                                        T, T*, std::size_t, std::size_t, WriteMode);                 \
+  template void cross_entropy_backward<T, std::int64_t>(const T*, const std::int64_t*, const T*, const T*, const T*, \
+                                                        T, T*, std::size_t, std::size_t, WriteMode);                 \
+  template void cross_entropy_fused<T, std::int32_t>(const T*, const std::int32_t*, T*, T*, T*, T*, std::size_t,     \
+                                                     std::size_t, T, DeviceErrorRecord*);                            \
+  template void cross_entropy_fused<T, std::int64_t>(const T*, const std::int64_t*, T*, T*, T*, T*, std::size_t,     \
+                                                     std::size_t, T, DeviceErrorRecord*);
 EMBER_INSTANTIATE(float)
 EMBER_INSTANTIATE(double)
 #undef EMBER_INSTANTIATE

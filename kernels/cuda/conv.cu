@@ -81,8 +81,8 @@ __global__ void channel_bias_grad_kernel(const float* dy, float* dbias, std::siz
 }
 
 __global__ void batch_norm_stats_kernel(const float* x, float* save_mean, float* save_invstd, float* running_mean,
-                                        float* running_var, std::size_t n, std::size_t c, std::size_t hw, float momentum,
-                                        float eps) {
+                                        float* running_var, std::size_t n, std::size_t c, std::size_t hw,
+                                        float momentum, float eps) {
   const std::size_t ch = blockIdx.x, m = n * hw;
   float acc = 0.0f;
   for (std::size_t j = threadIdx.x; j < m; j += blockDim.x) acc += x[((j / hw) * c + ch) * hw + j % hw];
@@ -103,7 +103,8 @@ __global__ void batch_norm_stats_kernel(const float* x, float* save_mean, float*
 }
 
 __global__ void batch_norm_apply_kernel(const float* x, const float* gamma, const float* beta, const float* mean,
-                                        const float* invstd, float* y, std::size_t c, std::size_t hw, std::size_t total) {
+                                        const float* invstd, float* y, std::size_t c, std::size_t hw,
+                                        std::size_t total) {
   for (std::size_t i = global_thread(); i < total; i += grid_stride()) {
     const std::size_t ch = (i / hw) % c;
     y[i] = (x[i] - mean[ch]) * invstd[ch] * gamma[ch] + beta[ch];
@@ -137,10 +138,10 @@ __global__ void batch_norm_backward_sums_kernel(const float* dy, const float* x,
   }
 }
 
-__global__ void batch_norm_backward_dx_kernel(const float* dy, const float* x, const float* gamma, const float* save_mean,
-                                              const float* save_invstd, const float* dgamma, const float* dbeta,
-                                              float* dx, std::size_t c, std::size_t hw, std::size_t m,
-                                              std::size_t total) {
+__global__ void batch_norm_backward_dx_kernel(const float* dy, const float* x, const float* gamma,
+                                              const float* save_mean, const float* save_invstd, const float* dgamma,
+                                              const float* dbeta, float* dx, std::size_t c, std::size_t hw,
+                                              std::size_t m, std::size_t total) {
   for (std::size_t i = global_thread(); i < total; i += grid_stride()) {
     const std::size_t ch = (i / hw) % c;
     const float xhat = (x[i] - save_mean[ch]) * save_invstd[ch];
@@ -170,7 +171,8 @@ namespace {
 LaunchShape per_channel(std::size_t c) { return {dim3(static_cast<unsigned>(c))}; }
 }  // namespace
 
-void channel_bias_grad(const float* dy, float* dbias, std::size_t n, std::size_t c, std::size_t hw, cudaStream_t stream) {
+void channel_bias_grad(const float* dy, float* dbias, std::size_t n, std::size_t c, std::size_t hw,
+                       cudaStream_t stream) {
   if (c == 0) return;
   launch<channel_bias_grad_kernel>(per_channel(c), stream, dy, dbias, n, c, hw);
 }
@@ -186,8 +188,8 @@ void batch_norm_forward_train(const float* x, const float* gamma, const float* b
 }
 
 void batch_norm_forward_eval(const float* x, const float* gamma, const float* beta, const float* running_mean,
-                             const float* running_var, float* y, std::size_t n, std::size_t c, std::size_t hw, float eps,
-                             cudaStream_t stream) {
+                             const float* running_var, float* y, std::size_t n, std::size_t c, std::size_t hw,
+                             float eps, cudaStream_t stream) {
   const std::size_t total = n * c * hw;
   launch_n<batch_norm_eval_kernel>(total, stream, x, gamma, beta, running_mean, running_var, y, c, hw, total, eps);
 }
@@ -199,8 +201,8 @@ void batch_norm_backward(const float* dy, const float* x, const float* gamma, co
   launch<batch_norm_backward_sums_kernel>(per_channel(c), stream, dy, x, save_mean, save_invstd, dgamma, dbeta, n, c,
                                           hw);
   const std::size_t total = n * c * hw;
-  launch_n<batch_norm_backward_dx_kernel>(total, stream, dy, x, gamma, save_mean, save_invstd, dgamma, dbeta, dx, c,
-                                          hw, n * hw, total);
+  launch_n<batch_norm_backward_dx_kernel>(total, stream, dy, x, gamma, save_mean, save_invstd, dgamma, dbeta, dx, c, hw,
+                                          n * hw, total);
 }
 
 }  // namespace ember::kernels::cuda

@@ -82,7 +82,8 @@ const Plan& plan_for(cudnnHandle_t h, const ConvGeometry& g) {
   CUDNN_CHECK(cudnnCreateFilterDescriptor(&p.w));
   CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&p.conv));
   CUDNN_CHECK(cudnnSetTensor4dDescriptor(p.x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i(g.n), i(g.c), i(g.h), i(g.w)));
-  CUDNN_CHECK(cudnnSetTensor4dDescriptor(p.y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i(g.n), i(g.k), i(g.oh()), i(g.ow())));
+  CUDNN_CHECK(
+      cudnnSetTensor4dDescriptor(p.y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i(g.n), i(g.k), i(g.oh()), i(g.ow())));
   CUDNN_CHECK(cudnnSetFilter4dDescriptor(p.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, i(g.k), i(g.c), i(g.kh), i(g.kw)));
   CUDNN_CHECK(cudnnSetConvolution2dDescriptor(p.conv, i(g.pad), i(g.pad), i(g.stride), i(g.stride), 1, 1,
                                               CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
@@ -123,8 +124,8 @@ const Plan& plan_for(cudnnHandle_t h, const ConvGeometry& g) {
     }
   EMBER_CHECK(chosen, CudaError, "cuDNN offers no usable backward-filter algorithm for this convolution",
               deterministic() ? " in deterministic mode (EMBER_DETERMINISTIC=1)" : "");
-  CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p.x, p.y, p.conv, p.w, p.bwd_filter,
-                                                             &p.bwd_filter_bytes));
+  CUDNN_CHECK(
+      cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p.x, p.y, p.conv, p.w, p.bwd_filter, &p.bwd_filter_bytes));
   return cache.emplace(key, p).first->second;
 }
 
@@ -185,8 +186,9 @@ int cudnn_version() { return 0; }
 
 namespace {
 [[noreturn]] void no_cudnn() {
-  throw NotImplementedError("convolutions on CUDA need cuDNN, and this build of ember has none (install cuDNN 9 or "
-                            "point -DEMBER_CUDNN_ROOT at it and rebuild), or run the model on the CPU");
+  throw NotImplementedError(
+      "convolutions on CUDA need cuDNN, and this build of ember has none (install cuDNN 9 or "
+      "point -DEMBER_CUDNN_ROOT at it and rebuild), or run the model on the CPU");
 }
 }  // namespace
 

@@ -16,7 +16,8 @@ __global__ void dropout_forward_kernel(const float* x, float* y, std::uint8_t* m
   }
 }
 
-__global__ void dropout_backward_kernel(const float* dy, const std::uint8_t* mask, float* dx, std::size_t n, float scale) {
+__global__ void dropout_backward_kernel(const float* dy, const std::uint8_t* mask, float* dx, std::size_t n,
+                                        float scale) {
   for (std::size_t i = global_thread(); i < n; i += grid_stride()) dx[i] = dropout_apply(mask[i] != 0, dy[i], scale);
 }
 
@@ -27,7 +28,8 @@ void dropout_forward(const float* x, float* y, std::uint8_t* mask, std::size_t n
   launch_n<dropout_forward_kernel>(n, stream, x, y, mask, n, p, dropout_scale<float>(p), seed, offset);
 }
 
-void dropout_backward(const float* dy, const std::uint8_t* mask, float* dx, std::size_t n, float p, cudaStream_t stream) {
+void dropout_backward(const float* dy, const std::uint8_t* mask, float* dx, std::size_t n, float p,
+                      cudaStream_t stream) {
   launch_n<dropout_backward_kernel>(n, stream, dy, mask, dx, n, dropout_scale<float>(p));
 }
 

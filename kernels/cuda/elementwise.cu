@@ -81,11 +81,12 @@ void binary(BinaryOp op, const float* a, const float* b, float* out, std::size_t
 void binary_broadcast(BinaryOp op, const float* a, const float* b, float* out, const BroadcastLayout& layout,
                       cudaStream_t stream) {
   const auto n = static_cast<std::size_t>(layout.numel());
-  with_binary_op(op, [&](auto op_c) { launch_n<broadcast_kernel<decltype(op_c)::value>>(n, stream, a, b, out, layout, n); });
+  with_binary_op(
+      op, [&](auto op_c) { launch_n<broadcast_kernel<decltype(op_c)::value>>(n, stream, a, b, out, layout, n); });
 }
 
-void activation_grad(ActivationGrad op, const float* dy, const float* saved, float* dx, std::size_t n,
-                     WriteMode mode, OpArgs<float> args, cudaStream_t stream) {
+void activation_grad(ActivationGrad op, const float* dy, const float* saved, float* dx, std::size_t n, WriteMode mode,
+                     OpArgs<float> args, cudaStream_t stream) {
   with_activation_grad(op, [&](auto op_c) {
     launch_n<activation_grad_kernel<decltype(op_c)::value>>(n, stream, dy, saved, dx, n, mode, args);
   });

@@ -47,8 +47,8 @@ void gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t 
   auto i = [](std::size_t v) { return static_cast<int>(v); };
   // cuBLAS requires leading dimensions ≥ 1 even for k = 0.
   auto ld = [](std::size_t v) { return static_cast<int>(v > 0 ? v : 1); };
-  CUBLAS_CHECK(cublasSgemm(handle, to_cublas(tb), to_cublas(ta), i(n), i(m), i(k), &alpha, b, ld(ldb), a,
-                           ld(lda), &beta, c, ld(ldc)));
+  CUBLAS_CHECK(cublasSgemm(handle, to_cublas(tb), to_cublas(ta), i(n), i(m), i(k), &alpha, b, ld(ldb), a, ld(lda),
+                           &beta, c, ld(ldc)));
 }
 
 }  // namespace ember::kernels::cuda

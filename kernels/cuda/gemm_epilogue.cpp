@@ -5,9 +5,9 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <map>
 #include <memory>
-#include <cstdint>
 #include <tuple>
 #include <utility>
 
@@ -19,18 +19,22 @@ namespace {
 
 cublasLtEpilogue_t to_lt(GemmEpilogue e) {
   switch (e) {
-    case GemmEpilogue::bias: return CUBLASLT_EPILOGUE_BIAS;
-    case GemmEpilogue::relu_aux_bias: return CUBLASLT_EPILOGUE_RELU_AUX_BIAS;
-    case GemmEpilogue::drelu_bgrad: return CUBLASLT_EPILOGUE_DRELU_BGRAD;
-    case GemmEpilogue::bgrad_a: return CUBLASLT_EPILOGUE_BGRADB;
+    case GemmEpilogue::bias:
+      return CUBLASLT_EPILOGUE_BIAS;
+    case GemmEpilogue::relu_aux_bias:
+      return CUBLASLT_EPILOGUE_RELU_AUX_BIAS;
+    case GemmEpilogue::drelu_bgrad:
+      return CUBLASLT_EPILOGUE_DRELU_BGRAD;
+    case GemmEpilogue::bgrad_a:
+      return CUBLASLT_EPILOGUE_BGRADB;
   }
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
 bool uses_aux(GemmEpilogue e) { return e == GemmEpilogue::relu_aux_bias || e == GemmEpilogue::drelu_bgrad; }
 cublasOperation_t to_op(Transpose t) { return t == Transpose::no ? CUBLAS_OP_N : CUBLAS_OP_T; }
 
-using Key = std::tuple<int, int, int, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t,
-                       unsigned>;
+using Key =
+    std::tuple<int, int, int, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, unsigned>;
 
 // The largest power of two, up to 256, that divides the address: cuBLASLt's heuristic picks
 // algorithms for the alignments it is told (256 bytes unless told otherwise), and a tensor
@@ -106,8 +110,7 @@ Plan& plan_for(const EpilogueGemm& g) {
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
   if (uses_aux(e)) {
     const std::int64_t aux_ld = static_cast<std::int64_t>(relu_mask_ld(n));
-    CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
   }
   // Stored shapes, column-major: our row-major [r, c] with row stride ld is column-major [c, r].
   const auto u = [](std::size_t v) { return static_cast<std::uint64_t>(v); };
@@ -121,12 +124,14 @@ Plan& plan_for(const EpilogueGemm& g) {
   cublasLtMatmulPreference_t preference = nullptr;
   CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
   const std::size_t no_workspace = 0;
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                    &no_workspace, sizeof(no_workspace)));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &no_workspace,
+                                                    sizeof(no_workspace)));
   // The operands' real alignments (cuBLASLt's A is our B, its B our A, C and D are our C).
   const std::pair<cublasLtMatmulPreferenceAttributes_t, const void*> alignments[] = {
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, g.b}, {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, g.a},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, g.c}, {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, g.c}};
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, g.b},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, g.a},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, g.c},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, g.c}};
   for (const auto& [attribute, pointer] : alignments) {
     const std::uint32_t align = alignment_of(pointer);
     CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, attribute, &align, sizeof(align)));

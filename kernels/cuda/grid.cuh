@@ -23,9 +23,7 @@ inline unsigned grid_for(std::size_t n, unsigned block = kBlock) {
 __device__ inline std::size_t global_thread() {
   return static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
 }
-__device__ inline std::size_t grid_stride() {
-  return static_cast<std::size_t>(gridDim.x) * blockDim.x;
-}
+__device__ inline std::size_t grid_stride() { return static_cast<std::size_t>(gridDim.x) * blockDim.x; }
 
 __device__ inline float warp_sum(float v) {
   for (int offset = kWarp / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);

@@ -19,13 +19,13 @@ bool sync_debug() { return g_sync_debug; }
 void check_launch(const char* kernel, cudaStream_t stream) {
   cudaError_t status = cudaGetLastError();
   if (status != cudaSuccess)
-    throw CudaError(detail::concat("CUDA error: launch of kernel '", kernel, "' failed: ",
-                                   cudaGetErrorName(status), " (", cudaGetErrorString(status), ")"));
+    throw CudaError(detail::concat("CUDA error: launch of kernel '", kernel, "' failed: ", cudaGetErrorName(status),
+                                   " (", cudaGetErrorString(status), ")"));
   if (!sync_debug()) return;
   status = cudaStreamSynchronize(stream);
   if (status != cudaSuccess)
-    throw CudaError(detail::concat("CUDA error: kernel '", kernel, "' failed while running: ",
-                                   cudaGetErrorName(status), " (", cudaGetErrorString(status),
+    throw CudaError(detail::concat("CUDA error: kernel '", kernel, "' failed while running: ", cudaGetErrorName(status),
+                                   " (", cudaGetErrorString(status),
                                    ") [reported at its launch because EMBER_SYNC_DEBUG=1]"));
 }
 

@@ -66,8 +66,8 @@ void copy_2d(const T* src, std::size_t src_ld, T* dst, std::size_t dst_ld, std::
   launch_n<copy_2d_kernel<T>>(rows * cols, stream, src, src_ld, dst, dst_ld, rows, cols);
 }
 
-#define EMBER_INSTANTIATE(T)                                                                             \
-  template void transpose_last2<T>(const T*, T*, std::size_t, std::size_t, std::size_t, cudaStream_t);  \
+#define EMBER_INSTANTIATE(T)                                                                           \
+  template void transpose_last2<T>(const T*, T*, std::size_t, std::size_t, std::size_t, cudaStream_t); \
   template void copy_2d<T>(const T*, std::size_t, T*, std::size_t, std::size_t, std::size_t, cudaStream_t);
 EMBER_INSTANTIATE(float)
 EMBER_INSTANTIATE(double)

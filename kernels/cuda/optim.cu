@@ -47,8 +47,8 @@ __global__ void adam_kernel(const ParamSlot* slots, AdamConfig config, const flo
 
 // Launches `Kernel` once per batch of at most kMaxSlotsPerLaunch slots.
 template <auto Kernel, class Config>
-void for_each_batch(const ParamSlot* slots, std::size_t count, std::size_t max_n, const Config& config,
-                    const float* lr, unsigned* advance, cudaStream_t stream) {
+void for_each_batch(const ParamSlot* slots, std::size_t count, std::size_t max_n, const Config& config, const float* lr,
+                    unsigned* advance, cudaStream_t stream) {
   const unsigned blocks = grid_for(max_n);
   for (std::size_t first = 0; first < count; first += kMaxSlotsPerLaunch) {
     const std::size_t batch = count - first < kMaxSlotsPerLaunch ? count - first : kMaxSlotsPerLaunch;
@@ -63,14 +63,14 @@ void advance_steps(const ParamSlot* slots, std::size_t count, cudaStream_t strea
   launch<advance_steps_kernel>({dim3(static_cast<unsigned>(ceil_div(count, kBlock)))}, stream, slots, count);
 }
 
-void sgd_step(const ParamSlot* slots, std::size_t count, std::size_t max_n, const SgdConfig& config,
-              const float* lr, unsigned* advance, cudaStream_t stream) {
+void sgd_step(const ParamSlot* slots, std::size_t count, std::size_t max_n, const SgdConfig& config, const float* lr,
+              unsigned* advance, cudaStream_t stream) {
   if (count == 0 || max_n == 0) return;
   for_each_batch<sgd_kernel>(slots, count, max_n, config, lr, advance, stream);
 }
 
-void adam_step(const ParamSlot* slots, std::size_t count, std::size_t max_n, const AdamConfig& config,
-               const float* lr, unsigned* advance, cudaStream_t stream) {
+void adam_step(const ParamSlot* slots, std::size_t count, std::size_t max_n, const AdamConfig& config, const float* lr,
+               unsigned* advance, cudaStream_t stream) {
   if (count == 0 || max_n == 0) return;
   for_each_batch<adam_kernel>(slots, count, max_n, config, lr, advance, stream);
 }

@@ -63,8 +63,8 @@ __global__ void sum_partials_kernel(const float* partials, float* out, std::size
 }
 
 // inner > 1: one thread per output column; neighbouring threads read neighbouring addresses.
-__global__ void sum_columns_kernel(const float* x, float* out, std::size_t outer, std::size_t reduce,
-                                   std::size_t inner, float scale) {
+__global__ void sum_columns_kernel(const float* x, float* out, std::size_t outer, std::size_t reduce, std::size_t inner,
+                                   float scale) {
   const std::size_t n = outer * inner;
   for (std::size_t idx = global_thread(); idx < n; idx += grid_stride()) {
     const std::size_t o = idx / inner, i = idx % inner;
@@ -122,8 +122,7 @@ __global__ void count_equal_kernel(const A* a, const B* b, std::int64_t* count, 
   // Integer atomics are exact and order-independent, so the count is deterministic.
   if (mine) atomicAdd(&block_count, mine);
   __syncthreads();
-  if (threadIdx.x == 0 && block_count)
-    atomicAdd(reinterpret_cast<unsigned long long*>(count), block_count);
+  if (threadIdx.x == 0 && block_count) atomicAdd(reinterpret_cast<unsigned long long*>(count), block_count);
 }
 
 // One warp per row.
@@ -146,8 +145,8 @@ void sum(const float* x, float* out, std::size_t outer, std::size_t reduce, std:
   const std::size_t partials = sum_workspace_size(outer, reduce, inner);
   if (partials > 0) {
     const std::size_t chunks = partials / outer;
-    launch<sum_chunks_kernel>({dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(outer))}, stream, x,
-                              workspace, reduce, chunks);
+    launch<sum_chunks_kernel>({dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(outer))}, stream, x, workspace,
+                              reduce, chunks);
     launch<sum_partials_kernel>({dim3(static_cast<unsigned>(outer))}, stream, workspace, out, chunks, scale);
     return;
   }

@@ -26,8 +26,7 @@ __device__ RowStats warp_row_stats(const float* row, std::size_t cols, unsigned 
   return {max, warp_sum(sum)};
 }
 
-__global__ void softmax_forward_kernel(SoftmaxKind kind, const float* x, float* y, std::size_t rows,
-                                       std::size_t cols) {
+__global__ void softmax_forward_kernel(SoftmaxKind kind, const float* x, float* y, std::size_t rows, std::size_t cols) {
   const std::size_t row = global_thread() / kWarp;
   const unsigned lane = threadIdx.x % kWarp;
   if (row >= rows) return;  // the whole warp: all its lanes share the row
@@ -40,8 +39,8 @@ __global__ void softmax_forward_kernel(SoftmaxKind kind, const float* x, float* 
                                          : log_softmax_formula(xr[c], s.max, log_sum);
 }
 
-__global__ void softmax_backward_kernel(SoftmaxKind kind, const float* dy, const float* y, float* dx,
-                                        std::size_t rows, std::size_t cols, WriteMode mode) {
+__global__ void softmax_backward_kernel(SoftmaxKind kind, const float* dy, const float* y, float* dx, std::size_t rows,
+                                        std::size_t cols, WriteMode mode) {
   const std::size_t row = global_thread() / kWarp;
   const unsigned lane = threadIdx.x % kWarp;
   if (row >= rows) return;
@@ -108,10 +107,9 @@ __global__ void cross_entropy_backward_kernel(const float* logits, const Target*
 // One warp per row writes the row's gradient and loss; the last block to arrive sums the losses.
 // No thread returns early: every thread of every block must reach the __syncthreads below.
 template <class Target>
-__global__ void cross_entropy_fused_kernel(const float* logits, const Target* targets, float* dlogits,
-                                           float* row_loss, float* batch_loss, float* loss_sum, std::size_t rows,
-                                           std::size_t cols, float row_scale, DeviceErrorRecord* error,
-                                           unsigned* blocks_done) {
+__global__ void cross_entropy_fused_kernel(const float* logits, const Target* targets, float* dlogits, float* row_loss,
+                                           float* batch_loss, float* loss_sum, std::size_t rows, std::size_t cols,
+                                           float row_scale, DeviceErrorRecord* error, unsigned* blocks_done) {
   const std::size_t row = global_thread() / kWarp;
   const unsigned lane = threadIdx.x % kWarp;
   if (row < rows) {
@@ -146,8 +144,7 @@ __global__ void cross_entropy_fused_kernel(const float* logits, const Target* ta
     const float total = partial[0];
     if (batch_loss) *batch_loss = total * row_scale;
     if (loss_sum) *loss_sum += total;
-    if (!isfinite(total) && error &&
-        atomicCAS(&error->code, 0, static_cast<int>(DeviceErrorCode::non_finite)) == 0) {
+    if (!isfinite(total) && error && atomicCAS(&error->code, 0, static_cast<int>(DeviceErrorCode::non_finite)) == 0) {
       error->op = static_cast<int>(OpTag::loss_check);
       __threadfence_system();
     }
@@ -166,8 +163,8 @@ void softmax_forward(SoftmaxKind kind, const float* x, float* y, std::size_t row
   launch<softmax_forward_kernel>(warp_per_row(rows), stream, kind, x, y, rows, cols);
 }
 
-void softmax_backward(SoftmaxKind kind, const float* dy, const float* y, float* dx, std::size_t rows,
-                      std::size_t cols, WriteMode mode, cudaStream_t stream) {
+void softmax_backward(SoftmaxKind kind, const float* dy, const float* y, float* dx, std::size_t rows, std::size_t cols,
+                      WriteMode mode, cudaStream_t stream) {
   if (rows == 0 || cols == 0) return;
   launch<softmax_backward_kernel>(warp_per_row(rows), stream, kind, dy, y, dx, rows, cols, mode);
 }
@@ -189,23 +186,21 @@ void cross_entropy_backward(const float* logits, const Target* targets, const fl
 }
 
 template <class Target>
-void cross_entropy_fused(const float* logits, const Target* targets, float* dlogits, float* row_loss,
-                         float* batch_loss, float* loss_sum, std::size_t rows, std::size_t cols, float row_scale,
-                         DeviceErrorRecord* error, unsigned* blocks_done, cudaStream_t stream) {
+void cross_entropy_fused(const float* logits, const Target* targets, float* dlogits, float* row_loss, float* batch_loss,
+                         float* loss_sum, std::size_t rows, std::size_t cols, float row_scale, DeviceErrorRecord* error,
+                         unsigned* blocks_done, cudaStream_t stream) {
   if (rows == 0) return;
-  launch<cross_entropy_fused_kernel<Target>>(warp_per_row(rows), stream, logits, targets, dlogits, row_loss,
-                                             batch_loss, loss_sum, rows, cols, row_scale, error, blocks_done);
+  launch<cross_entropy_fused_kernel<Target>>(warp_per_row(rows), stream, logits, targets, dlogits, row_loss, batch_loss,
+                                             loss_sum, rows, cols, row_scale, error, blocks_done);
 }
 
-#define EMBER_INSTANTIATE(Target)                                                                          \
-  template void cross_entropy_forward<Target>(const float*, const Target*, float*, float*, float*,          \
-                                              std::size_t, std::size_t, DeviceErrorRecord*, cudaStream_t); \
-  template void cross_entropy_backward<Target>(const float*, const Target*, const float*, const float*,    \
-                                               const float*, float, float*, std::size_t, std::size_t,      \
-                                               WriteMode, cudaStream_t);                                   \
-  template void cross_entropy_fused<Target>(const float*, const Target*, float*, float*, float*, float*,  \
-                                            std::size_t, std::size_t, float, DeviceErrorRecord*,         \
-                                            unsigned*, cudaStream_t);
+#define EMBER_INSTANTIATE(Target)                                                                                     \
+  template void cross_entropy_forward<Target>(const float*, const Target*, float*, float*, float*, std::size_t,       \
+                                              std::size_t, DeviceErrorRecord*, cudaStream_t);                         \
+  template void cross_entropy_backward<Target>(const float*, const Target*, const float*, const float*, const float*, \
+                                               float, float*, std::size_t, std::size_t, WriteMode, cudaStream_t);     \
+  template void cross_entropy_fused<Target>(const float*, const Target*, float*, float*, float*, float*, std::size_t, \
+                                            std::size_t, float, DeviceErrorRecord*, unsigned*, cudaStream_t);
 EMBER_INSTANTIATE(std::int32_t)
 EMBER_INSTANTIATE(std::int64_t)
 #undef EMBER_INSTANTIATE

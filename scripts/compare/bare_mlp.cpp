@@ -70,7 +70,8 @@ int main(int argc, char** argv) {
     for (int start = 0; start < n; start += batch) {
       const int m = std::min(batch, n - start);
       for (int r = 0; r < m; ++r)
-        std::copy_n(&images[static_cast<std::size_t>(order[static_cast<std::size_t>(start + r)]) * 784], 784, &xb[static_cast<std::size_t>(r) * 784]);
+        std::copy_n(&images[static_cast<std::size_t>(order[static_cast<std::size_t>(start + r)]) * 784], 784,
+                    &xb[static_cast<std::size_t>(r) * 784]);
       // forward
       const float* in = xb.data();
       for (std::size_t l = 0; l < layers.size(); ++l) {
@@ -79,7 +80,8 @@ int main(int argc, char** argv) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, L.out, L.in, 1.0f, in, L.in, L.w.data(), L.in, 1.0f,
                     L.y.data(), L.out);
         if (l + 1 < layers.size())
-          for (int i = 0; i < m * L.out; ++i) L.y[static_cast<std::size_t>(i)] = std::max(L.y[static_cast<std::size_t>(i)], 0.0f);
+          for (int i = 0; i < m * L.out; ++i)
+            L.y[static_cast<std::size_t>(i)] = std::max(L.y[static_cast<std::size_t>(i)], 0.0f);
         in = L.y.data();
       }
       // softmax cross-entropy and its gradient
@@ -102,7 +104,8 @@ int main(int argc, char** argv) {
                     L.dw.data(), L.in);
         std::fill(L.db.begin(), L.db.end(), 0.0f);
         for (int r = 0; r < m; ++r)
-          for (int c = 0; c < L.out; ++c) L.db[static_cast<std::size_t>(c)] += L.dy[static_cast<std::size_t>(r) * L.out + c];
+          for (int c = 0; c < L.out; ++c)
+            L.db[static_cast<std::size_t>(c)] += L.dy[static_cast<std::size_t>(r) * L.out + c];
         if (l > 0) {
           Layer& P = layers[l - 1];
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, L.in, L.out, 1.0f, L.dy.data(), L.out, L.w.data(),

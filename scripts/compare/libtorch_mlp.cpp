@@ -50,8 +50,8 @@ int main(int argc, char** argv) {
     double total = 0;
     for (long start = 0; start < n; start += batch) {
       const torch::Tensor idx = order.slice(0, start, std::min(start + batch, n));
-      const torch::Tensor loss = torch::nn::functional::cross_entropy(model->forward(x.index_select(0, idx)),
-                                                                      y.index_select(0, idx));
+      const torch::Tensor loss =
+          torch::nn::functional::cross_entropy(model->forward(x.index_select(0, idx)), y.index_select(0, idx));
       sgd.zero_grad();
       loss.backward();
       sgd.step();

@@ -65,8 +65,8 @@ int main(int argc, char** argv) {
   fs::remove_all(work);
   fs::create_directories(work);
   const std::string model = (work / "model.safetensors").string();
-  if (run(train + " --dataset " + dataset + " --data " + mnist + " --epochs 3 --lr 0.1 --val-size 0 --workers 0 --save " + model + " > " +
-          (work / "train.log").string()) != 0)
+  if (run(train + " --dataset " + dataset + " --data " + mnist +
+          " --epochs 3 --lr 0.1 --val-size 0 --workers 0 --save " + model + " > " + (work / "train.log").string()) != 0)
     return 1;
   const std::string idx = mnist + "/t10k-images-idx3-ubyte.gz";
   if (run(predict + " --model " + model + " --idx " + idx + " --index 0 --count 100 --json > " +

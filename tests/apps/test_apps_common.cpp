@@ -119,8 +119,13 @@ TEST_CASE("checkpoint pairs: the model file alone, the state beside it, tied by 
 TEST_CASE("model cards travel with the model and rebuild it") {
   Generator g(3);
   auto model = nn::cnn(nn::CnnShape{.c1 = 2, .c2 = 3, .hidden = 4, .height = 10, .width = 12, .classes = 3}, &g);
-  apps::ModelCard card{.kind = "cnn", .height = 10, .width = 12, .classes = {"a", "b", "c"}, .dataset = "idx",
-                       .preprocess = "plain", .normalization = {0.25f, 0.5f}};
+  apps::ModelCard card{.kind = "cnn",
+                       .height = 10,
+                       .width = 12,
+                       .classes = {"a", "b", "c"},
+                       .dataset = "idx",
+                       .preprocess = "plain",
+                       .normalization = {0.25f, 0.5f}};
   const Checkpoint file{model->state_dict(), card.to_metadata()};
   const apps::ModelCard back = apps::read_model_card(file, "f");
   CHECK((back.kind == "cnn" && back.height == 10 && back.width == 12 && back.classes == card.classes));
@@ -167,9 +172,9 @@ TEST_CASE("photos are prepared the way each dataset was made") {
       if (article[static_cast<std::size_t>(y * 28 + x)] > 20) {
         top = std::min(top, y), bottom = std::max(bottom, y), left = std::min(left, x), right = std::max(right, x);
       }
-  CHECK((top == 0 && bottom == 27));             // the longer side fills the field
+  CHECK((top == 0 && bottom == 27));                              // the longer side fills the field
   CHECK(((right - left + 1) >= 13 && (right - left + 1) <= 15));  // 10·28/20 = 14 columns
-  CHECK(std::abs((left + right) / 2.0 - 13.5) <= 1.0);  // centred
+  CHECK(std::abs((left + right) / 2.0 - 13.5) <= 1.0);            // centred
   // The same photo as a digit: fitted into 20/28 of the field instead.
   const std::vector<std::uint8_t> digit = apps::prepare_image(photo, "digit", 28, 28);
   int rows = 0;
@@ -183,7 +188,8 @@ TEST_CASE("photos are prepared the way each dataset was made") {
   // plain: the whole picture scaled to the field (a 2× enlargement comes back exactly).
   apps::GrayImage big{56, 56, std::vector<std::uint8_t>(56 * 56)};
   for (int y = 0; y < 56; ++y)
-    for (int x = 0; x < 56; ++x) big.pixels[static_cast<std::size_t>(y * 56 + x)] = sample[static_cast<std::size_t>((y / 2) * 28 + x / 2)];
+    for (int x = 0; x < 56; ++x)
+      big.pixels[static_cast<std::size_t>(y * 56 + x)] = sample[static_cast<std::size_t>((y / 2) * 28 + x / 2)];
   CHECK(apps::prepare_image(big, "plain", 28, 28) == sample);
   CHECK(apps::prepare_image(big, "article", 28, 28).size() == 28 * 28);
   CHECK_THROWS_AS(apps::prepare_image(big, "cifar", 28, 28), ValueError);

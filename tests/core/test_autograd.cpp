@@ -7,8 +7,8 @@
 #include "support/helpers.h"
 
 using namespace ember;
-using ember::testing::message_of;
 using Catch::Matchers::Contains;
+using ember::testing::message_of;
 
 TEST_CASE("requires_grad propagates; leaves and non-leaves") {
   Tensor x = from_vector<double>({1, 2, 3}, {3}).set_requires_grad();

@@ -13,8 +13,8 @@
 #include "support/helpers.h"
 
 using namespace ember;
-using ember::testing::message_of;
 using Catch::Matchers::Contains;
+using ember::testing::message_of;
 
 TEST_CASE("Device parses and prints cpu, cuda and cuda:N") {
   CHECK(Device::parse("cpu") == Device::cpu());

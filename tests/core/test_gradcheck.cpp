@@ -35,7 +35,8 @@ void require_accumulates(const Fn& fn, const std::vector<Tensor>& inputs) {
   auto scalar = [&] { return sum(fn(leaves) * fn(leaves).detach()); };  // a non-trivial upstream gradient
   scalar().backward();
   std::vector<std::vector<double>> once;
-  for (const Tensor& t : leaves) once.push_back(t.requires_grad() ? t.grad().to_vector<double>() : std::vector<double>{});
+  for (const Tensor& t : leaves)
+    once.push_back(t.requires_grad() ? t.grad().to_vector<double>() : std::vector<double>{});
   scalar().backward();
   for (std::size_t i = 0; i < leaves.size(); ++i) {
     if (!leaves[i].requires_grad()) continue;
@@ -77,16 +78,31 @@ std::vector<OpCase> op_cases() {
       {"relu", [](auto& x) { return relu(x[0]); }, {away_from_zero}},
       {"matmul", [](auto& x) { return matmul(x[0], x[1]); }, {a, input({4, 2}, 7)}},
       {"linear", [](auto& x) { return linear(x[0], x[1], x[2]); }, {a, input({2, 4}, 8), input({2}, 9)}},
-      {"linear_relu (fused)", [](auto& x) { return linear_relu(x[0], x[1], x[2]); },
+      {"linear_relu (fused)",
+       [](auto& x) { return linear_relu(x[0], x[1], x[2]); },
        {input({5, 4}, 13), input({3, 4}, 14), from_vector<double>({0.3, -0.2, 0.45}, {3}).set_requires_grad()}},
-      {"linear (no bias, 3-d input)", [](auto& x) { return linear(x[0], x[1]); }, {input({2, 3, 4}, 10), input({2, 4}, 8)}},
+      {"linear (no bias, 3-d input)",
+       [](auto& x) { return linear(x[0], x[1]); },
+       {input({2, 3, 4}, 10), input({2, 4}, 8)}},
       {"transpose", [](auto& x) { return transpose(x[0]); }, {input({2, 3, 4}, 11)}},
-      {"reshape", [](auto& x) { return x[0].reshape({4, 3}) * x[0].reshape({4, 3}); }, {a}},
+      {"reshape",
+       [](auto& x) {
+         return x[0].reshape({4, 3}) * x[0].reshape({4, 3});
+       },
+       {a}},
       {"narrow", [](auto& x) { return x[0].narrow(0, 1, 2); }, {a}},
-      {"cat", [](auto& x) { return cat({x[0], x[1]}, 1); }, {a, col}},
+      {"cat",
+       [](auto& x) {
+         return cat({x[0], x[1]}, 1);
+       },
+       {a, col}},
       {"slice", [](auto& x) { return slice(x[0], 1, 1, 2); }, {a}},
       {"sum", [](auto& x) { return sum(x[0]); }, {a}},
-      {"sum over dims", [](auto& x) { return sum(x[0], {0, 2}, true); }, {input({2, 3, 4}, 12)}},
+      {"sum over dims",
+       [](auto& x) {
+         return sum(x[0], {0, 2}, true);
+       },
+       {input({2, 3, 4}, 12)}},
       {"mean", [](auto& x) { return mean(x[0]); }, {a}},
       {"mean over a dim", [](auto& x) { return mean(x[0], {1}); }, {a}},
       {"softmax", [](auto& x) { return softmax(x[0]); }, {logits}},

@@ -7,8 +7,8 @@
 #include "support/helpers.h"
 
 using namespace ember;
-using ember::testing::message_of;
 using Catch::Matchers::Contains;
+using ember::testing::message_of;
 
 TEST_CASE("elementwise values") {
   const Tensor a = from_vector<float>({1, 4, 9}, {3});
@@ -44,22 +44,32 @@ TEST_CASE("broadcasting follows NumPy's rules and gradients are reduced to each 
   Tensor bias = zeros({3}, {.dtype = DType::f64, .requires_grad = true});
   sum(arange(6, {.dtype = DType::f64}).reshape({2, 3}) * 0.0 + bias).backward();
   CHECK(bias.grad().to_vector<double>() == std::vector<double>{2, 2, 2});
-  CHECK_THAT(message_of<ShapeError>([] { zeros({2, 3}) + zeros({4}); }),
+  CHECK_THAT(message_of<ShapeError>([] {
+               zeros({2, 3}) + zeros({4});
+             }),
              Contains("add: shapes [2, 3] and [4] cannot be broadcast together (dim -1: 3 vs 4)"));
 }
 
 TEST_CASE("dtype and shape mismatches name both sides") {
   CHECK_THAT(message_of<DTypeError>([] { zeros({2}) + zeros({2}, {.dtype = DType::f64}); }),
              Contains("add: expected 'other' to have dtype f32 (like 'input'), but it has dtype f64"));
-  CHECK_THAT(message_of<ShapeError>([] { matmul(zeros({2, 3}), zeros({4, 5})); }),
+  CHECK_THAT(message_of<ShapeError>([] {
+               matmul(zeros({2, 3}), zeros({4, 5}));
+             }),
              Contains("matmul: shapes [2, 3] and [4, 5] cannot be multiplied (3 != 4)"));
   CHECK_THAT(message_of<DTypeError>([] { relu(zeros({2}, {.dtype = DType::i32})); }),
              Contains("must be a floating-point tensor"));
-  CHECK_THAT(message_of<ShapeError>([] { linear(zeros({2, 3}), zeros({4, 5})); }),
+  CHECK_THAT(message_of<ShapeError>([] {
+               linear(zeros({2, 3}), zeros({4, 5}));
+             }),
              Contains("linear: 'input' of shape [2, 3] does not match 'weight' of shape [4, 5]"));
-  CHECK_THAT(message_of<ShapeError>([] { cross_entropy(zeros({2, 3}), zeros({3}, {.dtype = DType::i64})); }),
+  CHECK_THAT(message_of<ShapeError>([] {
+               cross_entropy(zeros({2, 3}), zeros({3}, {.dtype = DType::i64}));
+             }),
              Contains("'target' must have shape [2]"));
-  CHECK_THAT(message_of<DTypeError>([] { cross_entropy(zeros({2, 3}), zeros({2})); }),
+  CHECK_THAT(message_of<DTypeError>([] {
+               cross_entropy(zeros({2, 3}), zeros({2}));
+             }),
              Contains("'target' must have dtype i64 or i32, but it has dtype f32"));
 }
 
@@ -97,8 +107,9 @@ TEST_CASE("reductions, cat and slice") {
   CHECK(argmax(from_vector<float>({1, 5, 2, 9, 0, 3}, {2, 3})).to_vector<std::int64_t>() ==
         std::vector<std::int64_t>{1, 0});
   CHECK(max(from_vector<float>({1, 5, 2, 9, 0, 3}, {2, 3})).to_vector<float>() == std::vector<float>{5, 9});
-  CHECK(accuracy(from_vector<float>({1, 5, 2, 9, 0, 3}, {2, 3}), from_vector<std::int32_t>({1, 2}, {2}))
-            .item<float>() == 0.5f);
+  CHECK(
+      accuracy(from_vector<float>({1, 5, 2, 9, 0, 3}, {2, 3}), from_vector<std::int32_t>({1, 2}, {2})).item<float>() ==
+      0.5f);
 }
 
 TEST_CASE("cross_entropy: mean of the per-row losses, and bad targets name the op and value") {
@@ -108,8 +119,9 @@ TEST_CASE("cross_entropy: mean of the per-row losses, and bad targets name the o
   CHECK(cross_entropy(logits, target).item<double>() == Approx((std::log(3.0) + row1) / 2).epsilon(1e-6));
   CHECK(cross_entropy(logits, target.to(DType::i32)).item<double>() ==
         Approx((std::log(3.0) + row1) / 2).epsilon(1e-6));
-  const std::string message =
-      message_of<IndexError>([&] { cross_entropy(logits, from_vector<std::int64_t>({2, 3}, {2})); });
+  const std::string message = message_of<IndexError>([&] {
+    cross_entropy(logits, from_vector<std::int64_t>({2, 3}, {2}));
+  });
   CHECK_THAT(message, Contains("cross_entropy: target 3 at row 1 is out of range [0, 3)"));
   CHECK_THROWS_AS(cross_entropy(logits, from_vector<std::int64_t>({-1, 0}, {2})), IndexError);
   const Tensor sm = softmax(logits);

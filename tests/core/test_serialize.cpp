@@ -12,8 +12,8 @@
 #include "support/helpers.h"
 
 using namespace ember;
-using ember::testing::message_of;
 using Catch::Matchers::Contains;
+using ember::testing::message_of;
 namespace fs = std::filesystem;
 
 namespace {
@@ -101,8 +101,10 @@ TEST_CASE("missing, empty and folder paths are I/O errors naming the path") {
 
 TEST_CASE("malformed checkpoints are rejected with the problem named") {
   const std::string f32_2 = R"("t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})";
-  CHECK_THAT(parse_error({1, 2, 3}), Contains("bad.safetensors: not a valid safetensors checkpoint: the file is truncated"));
-  CHECK_THAT(parse_error(file_with_header("{" + f32_2 + "}", 8, 1000)), Contains("the header claims 1000 bytes but only"));
+  CHECK_THAT(parse_error({1, 2, 3}),
+             Contains("bad.safetensors: not a valid safetensors checkpoint: the file is truncated"));
+  CHECK_THAT(parse_error(file_with_header("{" + f32_2 + "}", 8, 1000)),
+             Contains("the header claims 1000 bytes but only"));
   CHECK_THAT(parse_error(file_with_header("{}", 0, 1ULL << 40)), Contains("more than the 100 MB"));
   CHECK_THAT(parse_error(file_with_header("{\"t\": [1, 2", 0)), Contains("the header is not valid JSON"));
   CHECK_THAT(parse_error(file_with_header("[1, 2]", 0)), Contains("the header must be a JSON object"));
@@ -114,18 +116,22 @@ TEST_CASE("malformed checkpoints are rejected with the problem named") {
              Contains("data_offsets [0, 16] are outside the data section of 8 bytes"));
   CHECK_THAT(parse_error(file_with_header(R"({"t":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 16)),
              Contains("has 8 bytes of data, but dtype F32 and shape [3] need 12"));
-  CHECK_THAT(parse_error(file_with_header("{" + f32_2 + R"(,"u":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", 12)),
-             Contains("overlaps the data of another tensor"));
+  CHECK_THAT(
+      parse_error(file_with_header("{" + f32_2 + R"(,"u":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", 12)),
+      Contains("overlaps the data of another tensor"));
   CHECK_THAT(parse_error(file_with_header(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", 12)),
              Contains("the data section has a gap of 4 bytes before tensor 't'"));
   CHECK_THAT(parse_error(file_with_header("{" + f32_2 + "}", 12)), Contains("4 bytes that belong to no tensor"));
-  CHECK_THAT(parse_error(file_with_header("{" + f32_2 + "," + f32_2 + "}", 8)), Contains("the tensor name 't' appears twice"));
+  CHECK_THAT(parse_error(file_with_header("{" + f32_2 + "," + f32_2 + "}", 8)),
+             Contains("the tensor name 't' appears twice"));
   CHECK_THAT(parse_error(file_with_header(R"({"__metadata__":{"epoch":3}})", 0)), Contains("is not a string"));
-  CHECK_THAT(parse_error(file_with_header(R"({"t":{"dtype":"U8","shape":[4294967295,4294967295,4294967295],"data_offsets":[0,1]}})", 1)),
+  CHECK_THAT(parse_error(file_with_header(
+                 R"({"t":{"dtype":"U8","shape":[4294967295,4294967295,4294967295],"data_offsets":[0,1]}})", 1)),
              Contains("needs more data than the 1-byte data section holds"));
   CHECK_THAT(parse_error(file_with_header(R"({"t":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", 8)),
              Contains("shape entries must be non-negative integers"));
-  CHECK_THAT(parse_error(file_with_header(R"({"t":{"dtype":"F32","shape":[2]}})", 8)), Contains("has no 'data_offsets'"));
+  CHECK_THAT(parse_error(file_with_header(R"({"t":{"dtype":"F32","shape":[2]}})", 8)),
+             Contains("has no 'data_offsets'"));
   CHECK_THAT(parse_error(file_with_header(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", 8)),
              Contains("are outside the data section"));
   // A valid file parses.

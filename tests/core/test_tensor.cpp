@@ -10,8 +10,8 @@
 #include "support/helpers.h"
 
 using namespace ember;
-using ember::testing::message_of;
 using Catch::Matchers::Contains;
+using ember::testing::message_of;
 
 TEST_CASE("factories make the shapes, dtypes and values asked for") {
   const Tensor z = zeros({2, 3});
@@ -76,7 +76,9 @@ TEST_CASE("reshape and view share storage; -1 is inferred") {
   CHECK(t.to_vector<float>() == std::vector<float>(6, 1.0f));
   CHECK(t.view({3, 2}).shape() == Shape{3, 2});
   CHECK_THROWS_AS(t.reshape({}), ShapeError);  // 6 elements cannot become a scalar
-  CHECK_THAT(message_of<ShapeError>([&] { t.reshape({4, 2}); }),
+  CHECK_THAT(message_of<ShapeError>([&] {
+               t.reshape({4, 2});
+             }),
              Contains("cannot reshape a tensor of shape [6] (6 elements) into [4, 2]"));
   CHECK_THROWS_AS(t.reshape({-1, -1}), ShapeError);
   CHECK(zeros({2, 3, 4}).flatten(1).shape() == Shape{2, 12});

@@ -2,10 +2,10 @@
 #pragma once
 
 #include <cmath>
-#include <cstdlib>
-#include <string>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "core/cuda.h"

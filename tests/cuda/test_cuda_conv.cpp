@@ -31,8 +31,9 @@ TEST_CASE("cuDNN convolution forward and backward match the CPU") {
   INFO("cuDNN version " << kernels::cuda::cudnn_version());
   REQUIRE(kernels::cuda::cudnn_available());
   CHECK(kernels::cuda::cudnn_version() >= 90000);
-  for (auto [n, c, h, k, kernel, stride, pad] : {std::tuple{2, 1, 28, 8, 3, 1, 0}, std::tuple{3, 8, 13, 16, 3, 2, 1},
-                                                 std::tuple{64, 32, 26, 64, 3, 1, 0}, std::tuple{1, 3, 7, 5, 5, 1, 2}}) {
+  for (auto [n, c, h, k, kernel, stride, pad] :
+       {std::tuple{2, 1, 28, 8, 3, 1, 0}, std::tuple{3, 8, 13, 16, 3, 2, 1}, std::tuple{64, 32, 26, 64, 3, 1, 0},
+        std::tuple{1, 3, 7, 5, 5, 1, 2}}) {
     INFO(n << "x" << c << "x" << h << "x" << h << " kernel " << kernel << " stride " << stride << " pad " << pad);
     const Tensor x = rnd({n, c, h, h}, 1).set_requires_grad(), w = rnd({k, c, kernel, kernel}, 2).set_requires_grad();
     const Tensor b = rnd({k}, 3).set_requires_grad();
@@ -106,7 +107,8 @@ TEST_CASE("the CNN trains on the GPU as on the CPU for its first steps") {
   optim::SGD cpu_opt(cpu_model->parameters(), {.lr = 0.05, .momentum = 0.9});
   optim::SGD gpu_opt(gpu_model->parameters(), {.lr = 0.05, .momentum = 0.9});
   for (int step = 0; step < 3; ++step) {
-    const Tensor cpu_loss = cross_entropy((*cpu_model)(x), y), gpu_loss = cross_entropy((*gpu_model)(x.to(kGpu)), y.to(kGpu));
+    const Tensor cpu_loss = cross_entropy((*cpu_model)(x), y),
+                 gpu_loss = cross_entropy((*gpu_model)(x.to(kGpu)), y.to(kGpu));
     CHECK(gpu_loss.item<float>() == Approx(cpu_loss.item<float>()).epsilon(1e-4));
     cpu_opt.zero_grad();
     gpu_opt.zero_grad();

@@ -36,16 +36,26 @@ constexpr float kEps = std::numeric_limits<float>::epsilon();
 
 const char* unary_name(UnaryOp op) {
   switch (op) {
-    case UnaryOp::neg: return "neg";
-    case UnaryOp::exp: return "exp";
-    case UnaryOp::log: return "log";
-    case UnaryOp::sqrt: return "sqrt";
-    case UnaryOp::sigmoid: return "sigmoid";
-    case UnaryOp::tanh: return "tanh";
-    case UnaryOp::relu: return "relu";
-    case UnaryOp::leaky_relu: return "leaky_relu";
-    case UnaryOp::pow: return "pow";
-    case UnaryOp::affine: return "affine";
+    case UnaryOp::neg:
+      return "neg";
+    case UnaryOp::exp:
+      return "exp";
+    case UnaryOp::log:
+      return "log";
+    case UnaryOp::sqrt:
+      return "sqrt";
+    case UnaryOp::sigmoid:
+      return "sigmoid";
+    case UnaryOp::tanh:
+      return "tanh";
+    case UnaryOp::relu:
+      return "relu";
+    case UnaryOp::leaky_relu:
+      return "leaky_relu";
+    case UnaryOp::pow:
+      return "pow";
+    case UnaryOp::affine:
+      return "affine";
   }
   return "?";
 }
@@ -54,9 +64,21 @@ const char* unary_name(UnaryOp op) {
 // the smallest normal, ±1, and large finite values.
 std::vector<float> special_values() {
   const float inf = std::numeric_limits<float>::infinity(), denorm = std::numeric_limits<float>::denorm_min();
-  return {0.0f, -0.0f, inf, -inf, std::numeric_limits<float>::quiet_NaN(), denorm, -denorm,
-          std::numeric_limits<float>::min() - denorm, std::numeric_limits<float>::min(), 1.0f, -1.0f, 3e38f, -3e38f,
-          2.5f, -2.5f};
+  return {0.0f,
+          -0.0f,
+          inf,
+          -inf,
+          std::numeric_limits<float>::quiet_NaN(),
+          denorm,
+          -denorm,
+          std::numeric_limits<float>::min() - denorm,
+          std::numeric_limits<float>::min(),
+          1.0f,
+          -1.0f,
+          3e38f,
+          -3e38f,
+          2.5f,
+          -2.5f};
 }
 
 // Bit for bit, NaN matching NaN whatever its payload.
@@ -78,10 +100,17 @@ void require_same_bits(const std::vector<float>& got, const std::vector<float>& 
 
 TEST_CASE("unary kernels match the CPU twins") {
   const OpArgs<float> none{};
-  for (auto [op, args] : {std::pair{UnaryOp::neg, none}, {UnaryOp::exp, none}, {UnaryOp::log, none},
-                          {UnaryOp::sqrt, none}, {UnaryOp::sigmoid, none}, {UnaryOp::tanh, none}, {UnaryOp::relu, none},
-                          {UnaryOp::leaky_relu, OpArgs<float>{0.01f, 0}}, {UnaryOp::pow, OpArgs<float>{2.0f, 0}},
-                          {UnaryOp::pow, OpArgs<float>{0.5f, 0}}, {UnaryOp::affine, OpArgs<float>{-1.5f, 0.25f}}}) {
+  for (auto [op, args] : {std::pair{UnaryOp::neg, none},
+                          {UnaryOp::exp, none},
+                          {UnaryOp::log, none},
+                          {UnaryOp::sqrt, none},
+                          {UnaryOp::sigmoid, none},
+                          {UnaryOp::tanh, none},
+                          {UnaryOp::relu, none},
+                          {UnaryOp::leaky_relu, OpArgs<float>{0.01f, 0}},
+                          {UnaryOp::pow, OpArgs<float>{2.0f, 0}},
+                          {UnaryOp::pow, OpArgs<float>{0.5f, 0}},
+                          {UnaryOp::affine, OpArgs<float>{-1.5f, 0.25f}}}) {
     const bool positive_only = op == UnaryOp::log || op == UnaryOp::sqrt || op == UnaryOp::pow;
     const bool plain = op == UnaryOp::neg || op == UnaryOp::relu || op == UnaryOp::leaky_relu || op == UnaryOp::affine;
     for (std::size_t n : test_sizes())
@@ -107,8 +136,10 @@ TEST_CASE("exact formulas agree with their CPU twins bit for bit on special valu
   std::vector<float> y = x;
   std::reverse(y.begin(), y.end());
   Tensor dx = device_copy(x), dy = device_copy(y);
-  for (auto [op, args] : {std::pair{UnaryOp::neg, OpArgs<float>{}}, {UnaryOp::relu, OpArgs<float>{}},
-                          {UnaryOp::leaky_relu, OpArgs<float>{0.01f, 0}}, {UnaryOp::sqrt, OpArgs<float>{}}}) {
+  for (auto [op, args] : {std::pair{UnaryOp::neg, OpArgs<float>{}},
+                          {UnaryOp::relu, OpArgs<float>{}},
+                          {UnaryOp::leaky_relu, OpArgs<float>{0.01f, 0}},
+                          {UnaryOp::sqrt, OpArgs<float>{}}}) {
     INFO(unary_name(op));
     Tensor out = poisoned<float>(n);
     kcuda::unary(op, dx.raw<float>(), out.raw<float>(), n, args, gpu_stream());
@@ -127,8 +158,8 @@ TEST_CASE("exact formulas agree with their CPU twins bit for bit on special valu
   for (ActivationGrad op : {ActivationGrad::relu, ActivationGrad::leaky_relu}) {
     INFO("activation grad " << int(op));
     Tensor out = poisoned<float>(n);
-    kcuda::activation_grad(op, dy.raw<float>(), dx.raw<float>(), out.raw<float>(), n, WriteMode::overwrite,
-                           {0.01f, 0}, gpu_stream());
+    kcuda::activation_grad(op, dy.raw<float>(), dx.raw<float>(), out.raw<float>(), n, WriteMode::overwrite, {0.01f, 0},
+                           gpu_stream());
     std::vector<float> want(n);
     kcpu::activation_grad(op, y.data(), x.data(), want.data(), n, WriteMode::overwrite, {0.01f, 0});
     require_same_bits(read_back<float>(out), want);
@@ -161,7 +192,8 @@ TEST_CASE("binary kernels, same shape and broadcast, match the CPU twins") {
   for (auto [rows, k, cols] : {std::tuple<long long, long long, long long>{1, 1, 1}, {3, 31, 7}, {257, 5, 1000}}) {
     const std::size_t n = static_cast<std::size_t>(rows * k * cols);
     INFO("broadcast " << rows << "x" << k << "x" << cols);
-    const auto a = random_floats(static_cast<std::size_t>(rows * cols), 11), b = random_floats(static_cast<std::size_t>(k), 12);
+    const auto a = random_floats(static_cast<std::size_t>(rows * cols), 11),
+               b = random_floats(static_cast<std::size_t>(k), 12);
     BroadcastLayout layout;
     layout.ndim = 3;
     const long long shape[3] = {rows, k, cols}, sa[3] = {cols, 0, 1}, sb[3] = {0, 1, 0};
@@ -223,8 +255,11 @@ TEST_CASE("fill, cast and normalize_u8 match the CPU twins") {
 }
 
 TEST_CASE("transpose and copy_2d match the CPU twins exactly") {
-  for (auto [batch, rows, cols] : {std::tuple<std::size_t, std::size_t, std::size_t>{1, 1, 1}, {2, 31, 33},
-                                   {3, 1000, 65}, {1, 65537, 3}, {1, 2048, 2049}}) {
+  for (auto [batch, rows, cols] : {std::tuple<std::size_t, std::size_t, std::size_t>{1, 1, 1},
+                                   {2, 31, 33},
+                                   {3, 1000, 65},
+                                   {1, 65537, 3},
+                                   {1, 2048, 2049}}) {
     INFO(batch << "x" << rows << "x" << cols);
     const std::size_t n = batch * rows * cols;
     const auto x = random_floats(n, n);
@@ -241,16 +276,25 @@ TEST_CASE("transpose and copy_2d match the CPU twins exactly") {
     kcpu::copy_2d(x.data() + cols / 3, cols, host_dst.data() + 2, dst_ld, rows, width);
     const auto got = read_back<float>(dd);
     for (std::size_t i = 0; i < got.size(); ++i) {
-      if (std::isnan(host_dst[i])) CHECK(std::isnan(got[i]));
-      else REQUIRE(got[i] == host_dst[i]);
+      if (std::isnan(host_dst[i]))
+        CHECK(std::isnan(got[i]));
+      else
+        REQUIRE(got[i] == host_dst[i]);
     }
   }
 }
 
 TEST_CASE("sum matches the CPU twin within K·eps·sum|x| and is bit-identical run to run") {
-  for (auto [outer, reduce, inner] : {std::tuple<std::size_t, std::size_t, std::size_t>{1, 0, 1}, {1, 1, 1},
-                                      {1, 31, 1}, {1, 4194319, 1}, {3, 65537, 1}, {1000, 31, 1},
-                                      {1, 128, 10}, {7, 1000, 33}, {65537, 3, 1}, {1, 16385, 1}}) {
+  for (auto [outer, reduce, inner] : {std::tuple<std::size_t, std::size_t, std::size_t>{1, 0, 1},
+                                      {1, 1, 1},
+                                      {1, 31, 1},
+                                      {1, 4194319, 1},
+                                      {3, 65537, 1},
+                                      {1000, 31, 1},
+                                      {1, 128, 10},
+                                      {7, 1000, 33},
+                                      {65537, 3, 1},
+                                      {1, 16385, 1}}) {
     INFO(outer << "x" << reduce << "x" << inner);
     const std::size_t n = outer * reduce * inner, n_out = outer * inner;
     const auto x = random_floats(n, n + outer);
@@ -259,7 +303,7 @@ TEST_CASE("sum matches the CPU twin within K·eps·sum|x| and is bit-identical r
     Tensor workspace = ws ? poisoned<float>(ws) : Tensor();
     const float scale = reduce ? 1.0f / static_cast<float>(reduce) : 1.0f;
     kcuda::sum(dx.raw<float>() + 1, dout.raw<float>(), outer, reduce, inner, scale,
-              ws ? workspace.raw<float>() : nullptr, gpu_stream());
+               ws ? workspace.raw<float>() : nullptr, gpu_stream());
     std::vector<float> expected(n_out);
     kcpu::sum(x.data(), expected.data(), outer, reduce, inner, scale);
     const auto got = read_back<float>(dout);
@@ -273,14 +317,15 @@ TEST_CASE("sum matches the CPU twin within K·eps·sum|x| and is bit-identical r
         REQUIRE(std::abs(static_cast<double>(got[j]) - expected[j]) <= bound);
       }
     kcuda::sum(dx.raw<float>() + 1, dout.raw<float>(), outer, reduce, inner, scale,
-              ws ? workspace.raw<float>() : nullptr, gpu_stream());
+               ws ? workspace.raw<float>() : nullptr, gpu_stream());
     const auto again = read_back<float>(dout);
     REQUIRE(std::memcmp(again.data(), got.data(), got.size() * sizeof(float)) == 0);
   }
 }
 
 TEST_CASE("max, argmax and count_equal match the CPU twins") {
-  for (auto [rows, cols] : {std::pair<std::size_t, std::size_t>{1, 1}, {31, 10}, {1000, 33}, {65537, 10}, {3, 100003}}) {
+  for (auto [rows, cols] :
+       {std::pair<std::size_t, std::size_t>{1, 1}, {31, 10}, {1000, 33}, {65537, 10}, {3, 100003}}) {
     INFO(rows << "x" << cols);
     auto x = random_floats(rows * cols, rows + cols);
     if (cols > 3) x[2] = x[cols - 1] = 7.0f;  // a tie: the first index must win
@@ -303,7 +348,8 @@ TEST_CASE("max, argmax and count_equal match the CPU twins") {
 
 TEST_CASE("softmax, log-softmax and their backward match the CPU twins") {
   for (SoftmaxKind kind : {SoftmaxKind::softmax, SoftmaxKind::log_softmax})
-    for (auto [rows, cols] : {std::pair<std::size_t, std::size_t>{1, 1}, {31, 10}, {1000, 33}, {65537, 10}, {2, 5000}}) {
+    for (auto [rows, cols] :
+         {std::pair<std::size_t, std::size_t>{1, 1}, {31, 10}, {1000, 33}, {65537, 10}, {2, 5000}}) {
       INFO("kind=" << int(kind) << " " << rows << "x" << cols);
       const auto x = random_floats(rows * cols, rows * cols, -8.0f, 8.0f);
       const auto dy = random_floats(rows * cols, rows + cols);
@@ -316,7 +362,7 @@ TEST_CASE("softmax, log-softmax and their backward match the CPU twins") {
       EMBER_REQUIRE_CLOSE(read_back<float>(dyv), y, 1e-6, rtol);
       Tensor ddy = device_copy(dy), dyh = device_copy(y), dgrad = poisoned<float>(rows * cols);
       kcuda::softmax_backward(kind, ddy.raw<float>(), dyh.raw<float>(), dgrad.raw<float>(), rows, cols,
-                             WriteMode::overwrite, gpu_stream());
+                              WriteMode::overwrite, gpu_stream());
       std::vector<float> grad(rows * cols);
       kcpu::softmax_backward(kind, dy.data(), y.data(), grad.data(), rows, cols, WriteMode::overwrite);
       EMBER_REQUIRE_CLOSE(read_back<float>(dgrad), grad, 1e-5, rtol);
@@ -353,8 +399,8 @@ TEMPLATE_TEST_CASE("cross-entropy forward and backward match the CPU twin", "", 
   }
 }
 
-TEMPLATE_TEST_CASE("fused cross-entropy matches the CPU twin, is deterministic, and resets its counter",
-                   "", std::int32_t, std::int64_t) {
+TEMPLATE_TEST_CASE("fused cross-entropy matches the CPU twin, is deterministic, and resets its counter", "",
+                   std::int32_t, std::int64_t) {
   using Target = TestType;
   for (auto [rows, cols] : {std::pair<std::size_t, std::size_t>{1, 1}, {31, 10}, {128, 10}, {1000, 33}, {65537, 10}}) {
     INFO(rows << "x" << cols);
@@ -403,8 +449,12 @@ TEST_CASE("fused cross-entropy raises a bad target at the next synchronization")
 }
 
 TEST_CASE("cuBLAS GEMM matches the CPU GEMM within K·eps·sum|a||b|, every transpose combination") {
-  for (auto [m, n, k] : {std::tuple<std::size_t, std::size_t, std::size_t>{1, 1, 1}, {3, 5, 7}, {128, 10, 784},
-                         {31, 65, 1000}, {257, 129, 33}, {4, 4, 0}})
+  for (auto [m, n, k] : {std::tuple<std::size_t, std::size_t, std::size_t>{1, 1, 1},
+                         {3, 5, 7},
+                         {128, 10, 784},
+                         {31, 65, 1000},
+                         {257, 129, 33},
+                         {4, 4, 0}})
     for (Transpose ta : {Transpose::no, Transpose::yes})
       for (Transpose tb : {Transpose::no, Transpose::yes}) {
         INFO("m=" << m << " n=" << n << " k=" << k << " ta=" << int(ta) << " tb=" << int(tb));

@@ -69,12 +69,15 @@ TEST_CASE("device-to-device copies, clone, copy_ and fill_ on the GPU") {
 TEST_CASE("mixing devices names the op, the argument and both devices") {
   const Tensor gpu = ones({2, 3}, {.device = kGpu});
   const Tensor cpu = ones({2, 3});
-  CHECK_THAT(testing::message_of<DeviceError>([&] { add(gpu, cpu); }),
-             Contains("Expected all tensors to be on the same device, but found cuda:0 and cpu (argument 'other' of add)"));
+  CHECK_THAT(
+      testing::message_of<DeviceError>([&] { add(gpu, cpu); }),
+      Contains("Expected all tensors to be on the same device, but found cuda:0 and cpu (argument 'other' of add)"));
   const Tensor target = zeros({2}, {.dtype = DType::i64});
   CHECK_THAT(testing::message_of<DeviceError>([&] { cross_entropy(gpu, target); }),
              Contains("found cuda:0 and cpu (argument 'target' of cross_entropy)"));
-  CHECK_THAT(testing::message_of<DeviceError>([&] { linear(cpu, ones({4, 3}, {.device = kGpu})); }),
+  CHECK_THAT(testing::message_of<DeviceError>([&] {
+               linear(cpu, ones({4, 3}, {.device = kGpu}));
+             }),
              Contains("(argument 'weight' of linear)"));
 }
 

@@ -27,13 +27,15 @@ struct Run {
 
 // Trains 784-hidden-10 for `epochs` epochs of 12 batches (the last one partial) on `device`.
 Run train_mlp(Device device, const std::vector<std::int64_t>& hidden, train::MlpStepOptions options, int epochs = 3,
-          const std::string& kind = "sgd") {
+              const std::string& kind = "sgd") {
   Generator init(11);
   auto model = nn::mlp(784, hidden, 10, &init);
   model->to(device);
   std::unique_ptr<optim::Optimizer> opt;
-  if (kind == "sgd") opt = std::make_unique<optim::SGD>(model->parameters(), optim::GroupOptions{.lr = 0.1, .momentum = 0.9});
-  else opt = std::make_unique<optim::Adam>(model->parameters(), optim::GroupOptions{.lr = 1e-3});
+  if (kind == "sgd")
+    opt = std::make_unique<optim::SGD>(model->parameters(), optim::GroupOptions{.lr = 0.1, .momentum = 0.9});
+  else
+    opt = std::make_unique<optim::Adam>(model->parameters(), optim::GroupOptions{.lr = 1e-3});
   train::MlpStep step(*model, *opt, 128, options);
   Generator data(5);
   std::vector<std::pair<Tensor, Tensor>> batches;
@@ -79,8 +81,8 @@ TEST_CASE("a graph-replayed MLP step gives the eager step's per-epoch losses") {
 
 TEST_CASE("the cuBLASLt epilogues agree with plain GEMMs and with the CPU") {
   // Under compute-sanitizer (EMBER_TEST_SIZES=small) the three-layer model is smaller.
-  const std::vector<std::int64_t> deep = small_test_sizes() ? std::vector<std::int64_t>{64, 32}
-                                                            : std::vector<std::int64_t>{512, 256};
+  const std::vector<std::int64_t> deep =
+      small_test_sizes() ? std::vector<std::int64_t>{64, 32} : std::vector<std::int64_t>{512, 256};
   for (const std::vector<std::int64_t>& hidden : {std::vector<std::int64_t>{32}, deep}) {
     const Run fused = train_mlp(kGpu, hidden, {.gemm_epilogues = true});
     const Run plain = train_mlp(kGpu, hidden, {.gemm_epilogues = false});

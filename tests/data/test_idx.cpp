@@ -17,8 +17,8 @@
 #include "support/helpers.h"
 
 using namespace ember;
-using ember::testing::message_of;
 using Catch::Matchers::Contains;
+using ember::testing::message_of;
 namespace fs = std::filesystem;
 
 namespace {
@@ -31,7 +31,8 @@ fs::path temp_dir() {
 
 std::vector<std::uint8_t> idx_bytes(std::uint8_t type, const std::vector<std::uint32_t>& dims, std::size_t payload,
                                     std::uint8_t ndim_override = 0xff) {
-  std::vector<std::uint8_t> b{0, 0, type, ndim_override == 0xff ? static_cast<std::uint8_t>(dims.size()) : ndim_override};
+  std::vector<std::uint8_t> b{0, 0, type,
+                              ndim_override == 0xff ? static_cast<std::uint8_t>(dims.size()) : ndim_override};
   for (std::uint32_t d : dims)
     for (int shift = 24; shift >= 0; shift -= 8) b.push_back(static_cast<std::uint8_t>(d >> shift));
   const std::size_t header = b.size();
@@ -125,7 +126,8 @@ TEST_CASE("IdxDataset finds files with or without .gz and checks counts") {
   std::vector<std::uint8_t> images(6 * 4 * 4);
   for (std::size_t i = 0; i < images.size(); ++i) images[i] = static_cast<std::uint8_t>(i);
   data::write_idx((dir / "train-images-idx3-ubyte").string(), from_vector(images, {6, 4, 4}));
-  data::write_idx((dir / "train-labels-idx1-ubyte.gz").string(), from_vector<std::uint8_t>({1, 2, 3, 4, 5, 9}, {6}), true);
+  data::write_idx((dir / "train-labels-idx1-ubyte.gz").string(), from_vector<std::uint8_t>({1, 2, 3, 4, 5, 9}, {6}),
+                  true);
   const data::IdxDataset train(dir.string(), data::Split::train);
   CHECK(train.size() == 6);
   CHECK(train.sample_shape() == Shape{4, 4});
@@ -145,7 +147,8 @@ TEST_CASE("IdxDataset finds files with or without .gz and checks counts") {
   CHECK_THAT(message_of<FormatError>([&] { data::IdxDataset(dir.string(), data::Split::train); }),
              Contains("image/label count mismatch"));
   // Labels are not limited to MNIST's ten classes.
-  data::write_idx((dir / "train-labels-idx1-ubyte.gz").string(), from_vector<std::uint8_t>({1, 2, 3, 4, 5, 12}, {6}), true);
+  data::write_idx((dir / "train-labels-idx1-ubyte.gz").string(), from_vector<std::uint8_t>({1, 2, 3, 4, 5, 12}, {6}),
+                  true);
   CHECK(data::IdxDataset(dir.string(), data::Split::train).max_label() == 12);
 }
 
@@ -161,7 +164,8 @@ fs::path write_dataset(const std::string& name, const std::vector<std::uint8_t>&
     const auto n = static_cast<std::int64_t>(labels.size());
     std::vector<std::uint8_t> pixels(static_cast<std::size_t>(n * side * side));
     for (std::size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<std::uint8_t>(i % 4 == 0 ? 255 : 0);
-    data::write_idx((dir / (std::string(prefix) + "-images-idx3-ubyte")).string(), from_vector(pixels, {n, side, side}));
+    data::write_idx((dir / (std::string(prefix) + "-images-idx3-ubyte")).string(),
+                    from_vector(pixels, {n, side, side}));
     data::write_idx((dir / (std::string(prefix) + "-labels-idx1-ubyte")).string(), from_vector(labels, {n}));
   };
   write("train", train_labels, 5);
@@ -205,8 +209,9 @@ TEST_CASE("load_classification checks that the four files make one dataset") {
   CHECK_THAT(message, Contains("are 5×5"));
   // A known dataset's names must fit the labels.
   fs::remove(good / "classes.txt");
-  CHECK_THAT(message_of<FormatError>([&] { data::load_classification(good.string(), data::dataset_spec("fashion-mnist")); }),
-             Contains("Fashion-MNIST has 10 classes, but these labels go from 0 to 2"));
+  CHECK_THAT(
+      message_of<FormatError>([&] { data::load_classification(good.string(), data::dataset_spec("fashion-mnist")); }),
+      Contains("Fashion-MNIST has 10 classes, but these labels go from 0 to 2"));
   // The known datasets and their conventions.
   CHECK(data::dataset_spec("fashion-mnist").class_names.at(9) == "Ankle boot");
   CHECK(data::dataset_spec("mnist").normalization.mean == 0.1307f);

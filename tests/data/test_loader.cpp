@@ -58,8 +58,9 @@ TEST_CASE("every sample exactly once per epoch, for any batch size, with and wit
     for (std::size_t batch_size : {1, 10, 103, 128})
       for (bool drop_last : {false, true}) {
         INFO("workers=" << workers << " batch=" << batch_size << " drop_last=" << drop_last);
-        data::DataLoader loader(dataset, {.batch_size = batch_size, .shuffle = true, .seed = 1,
-                                          .drop_last = drop_last, .num_workers = workers});
+        data::DataLoader loader(
+            dataset,
+            {.batch_size = batch_size, .shuffle = true, .seed = 1, .drop_last = drop_last, .num_workers = workers});
         std::size_t batches = 0;
         std::vector<std::size_t> seen = epoch_samples(loader, 0, &batches);
         CHECK(batches == loader.batches_per_epoch());
@@ -155,8 +156,9 @@ TEST_CASE("a batch's tensors stay valid after the loader is gone") {
 }
 
 TEST_CASE("workers can hand out normalized f32 batches") {
-  data::DataLoader loader(numbered(20, 4), {.batch_size = 8, .shuffle = false, .num_workers = 2,
-                                           .normalize = data::Normalization{0.5f, 0.25f}});
+  data::DataLoader loader(
+      numbered(20, 4),
+      {.batch_size = 8, .shuffle = false, .num_workers = 2, .normalize = data::Normalization{0.5f, 0.25f}});
   loader.start_epoch(0);
   auto batch = loader.next();
   REQUIRE(batch->images.dtype() == DType::f32);
@@ -198,8 +200,8 @@ TEST_CASE("PreloadedLoader yields exactly the streamed batches, in the DataLoade
   for (bool drop_last : {false, true})
     for (bool flatten : {true, false}) {
       INFO("drop_last=" << drop_last << " flatten=" << flatten);
-      const data::LoaderOptions options{.batch_size = 32, .seed = 9, .drop_last = drop_last, .num_workers = 1,
-                                        .flatten = flatten};
+      const data::LoaderOptions options{
+          .batch_size = 32, .seed = 9, .drop_last = drop_last, .num_workers = 1, .flatten = flatten};
       data::DataLoader streamed_source(dataset, options), order(dataset, options);
       data::DeviceLoader streamed(streamed_source, Device::cpu(), {.mean = 0.1307f, .std = 0.3081f});
       data::PreloadedLoader preloaded(order, Device::cpu(), {.mean = 0.1307f, .std = 0.3081f});

@@ -2,8 +2,8 @@
 // sum, each checked against a value computed independently here (zlib's gzread on the raw
 // files). Its own CTest entry; exits 77 (skipped) with the reason where the folder is absent.
 #define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
 #include <zlib.h>
+#include <catch2/catch.hpp>
 
 #include <array>
 #include <cstdio>

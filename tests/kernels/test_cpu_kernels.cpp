@@ -43,8 +43,12 @@ TEMPLATE_TEST_CASE("GEMM matches a naive triple loop for every transpose combina
                    double) {
   using T = TestType;
   const T eps = std::numeric_limits<T>::epsilon();
-  for (auto [m, n, k] : {std::tuple<std::size_t, std::size_t, std::size_t>{1, 1, 1}, {3, 5, 7}, {17, 1, 33},
-                         {64, 31, 129}, {2, 300, 3}, {5, 4, 0}}) {
+  for (auto [m, n, k] : {std::tuple<std::size_t, std::size_t, std::size_t>{1, 1, 1},
+                         {3, 5, 7},
+                         {17, 1, 33},
+                         {64, 31, 129},
+                         {2, 300, 3},
+                         {5, 4, 0}}) {
     for (Transpose ta : {Transpose::no, Transpose::yes})
       for (Transpose tb : {Transpose::no, Transpose::yes})
         for (bool builtin : {false, true}) {
@@ -162,7 +166,8 @@ TEST_CASE("softmax cross-entropy keeps full precision for logits around 1e4") {
     want_loss[r] = max + std::log(sum) - logits[r * cols + static_cast<std::size_t>(targets[r])];
     for (std::size_t c = 0; c < cols; ++c)
       want_grad[r * cols + c] = (std::exp(static_cast<double>(logits[r * cols + c]) - max) / sum -
-                                 (c == static_cast<std::size_t>(targets[r]) ? 1.0 : 0.0)) / static_cast<double>(rows);
+                                 (c == static_cast<std::size_t>(targets[r]) ? 1.0 : 0.0)) /
+                                static_cast<double>(rows);
   }
   // float probabilities: rtol of a few float roundings (exp, a sum of 10, a division).
   EMBER_REQUIRE_CLOSE(grad, want_grad, 1e-8, 1e-5);
@@ -183,8 +188,8 @@ TEMPLATE_TEST_CASE("fused cross-entropy matches the unfused forward and backward
     const T row_scale = T(1) / static_cast<T>(rows), one = 1;
     std::vector<T> loss(rows), mx(rows), sm(rows), grad(rows * cols);
     cpu::cross_entropy_forward(logits.data(), targets.data(), loss.data(), mx.data(), sm.data(), rows, cols, nullptr);
-    cpu::cross_entropy_backward(logits.data(), targets.data(), mx.data(), sm.data(), &one, row_scale, grad.data(), rows, cols,
-                                WriteMode::overwrite);
+    cpu::cross_entropy_backward(logits.data(), targets.data(), mx.data(), sm.data(), &one, row_scale, grad.data(), rows,
+                                cols, WriteMode::overwrite);
     std::vector<T> fused_grad(rows * cols, std::numeric_limits<T>::quiet_NaN()), row_loss(rows);
     T batch_loss = std::numeric_limits<T>::quiet_NaN(), loss_sum = 5;
     DeviceErrorRecord err;
@@ -212,8 +217,8 @@ TEST_CASE("fused cross-entropy: a bad target zeroes its row and is recorded; a n
   SECTION("target out of range") {
     const std::vector<std::int32_t> targets{2, -1};
     DeviceErrorRecord err;
-    cpu::cross_entropy_fused(logits.data(), targets.data(), grad.data(), row_loss.data(), &batch_loss, &loss_sum, 2,
-                             3, 0.5f, &err);
+    cpu::cross_entropy_fused(logits.data(), targets.data(), grad.data(), row_loss.data(), &batch_loss, &loss_sum, 2, 3,
+                             0.5f, &err);
     CHECK(err.code == static_cast<int>(DeviceErrorCode::target_out_of_range));
     CHECK(err.value == -1);
     CHECK(err.position == 1);
@@ -344,8 +349,8 @@ TEST_CASE("layout kernels: transpose and strided block copy") {
 
 TEST_CASE("float to integer casts: truncation, NaN to 0, saturation (defined where C++ leaves it undefined)") {
   const float inf = std::numeric_limits<float>::infinity();
-  const std::vector<float> x{2.7f, -2.7f, 0.0f, -0.0f, std::nanf(""), 1e10f, -1e10f, inf, -inf, 300.0f, -5.0f, 255.5f,
-                             2147483520.0f, -2147483648.0f};
+  const std::vector<float> x{2.7f, -2.7f, 0.0f,   -0.0f, std::nanf(""), 1e10f,         -1e10f,
+                             inf,  -inf,  300.0f, -5.0f, 255.5f,        2147483520.0f, -2147483648.0f};
   std::vector<std::int32_t> i32(x.size());
   std::vector<std::int64_t> i64(x.size());
   std::vector<std::uint8_t> u8(x.size());

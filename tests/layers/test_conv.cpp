@@ -53,14 +53,17 @@ void require_gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& 
 }  // namespace
 
 TEST_CASE("conv2d equals a naive direct convolution for several geometries") {
-  for (auto [stride, pad, size] : {std::tuple{1, 0, 7}, std::tuple{2, 1, 8}, std::tuple{1, 2, 5}, std::tuple{3, 0, 9}}) {
+  for (auto [stride, pad, size] :
+       {std::tuple{1, 0, 7}, std::tuple{2, 1, 8}, std::tuple{1, 2, 5}, std::tuple{3, 0, 9}}) {
     INFO("stride " << stride << " padding " << pad << " size " << size);
     const Tensor x = random({2, 3, size, size + 1}, 1), w = random({4, 3, 3, 2}, 2), b = random({4}, 3);
     const Tensor y = conv2d(x, w, b, stride, pad);
     CHECK(y.shape()[2] == (size + 2 * pad - 3) / stride + 1);
     EMBER_REQUIRE_CLOSE(y.to_vector<double>(), naive_conv(x, w, b, stride, pad), 1e-12, 1e-12);
   }
-  CHECK_THAT(ember::testing::message_of<ShapeError>([] { conv2d(zeros({1, 2, 5, 5}), zeros({3, 4, 3, 3})); }),
+  CHECK_THAT(ember::testing::message_of<ShapeError>([] {
+               conv2d(zeros({1, 2, 5, 5}), zeros({3, 4, 3, 3}));
+             }),
              Contains("'input' has 2 channels"));
 }
 
@@ -103,7 +106,8 @@ TEST_CASE("conv2d, max_pool2d and batch_norm pass gradcheck") {
 }
 
 TEST_CASE("max_pool2d picks window maxima and routes gradients to them") {
-  const Tensor x = from_vector<float>({1, 5, 2, 0, 3, 4, 9, 8, 0, 0, 1, 1, 7, 0, 1, 6}, {1, 1, 4, 4}).set_requires_grad();
+  const Tensor x =
+      from_vector<float>({1, 5, 2, 0, 3, 4, 9, 8, 0, 0, 1, 1, 7, 0, 1, 6}, {1, 1, 4, 4}).set_requires_grad();
   const Tensor y = max_pool2d(x, 2);
   CHECK(y.to_vector<float>() == std::vector<float>{5, 9, 7, 6});
   sum(y * from_vector<float>({1, 2, 3, 4}, {1, 1, 2, 2})).backward();
@@ -144,8 +148,8 @@ TEST_CASE("Conv2d initialization, summary and the MNIST CNN's names") {
   auto model = nn::cnn(4, 8, 16, &g);
   std::vector<std::string> names;
   for (const auto& [name, t] : model->named_parameters()) names.push_back(name);
-  CHECK(names == std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias", "7.weight", "7.bias",
-                                          "10.weight", "10.bias"});
+  CHECK(names == std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias", "7.weight", "7.bias", "10.weight",
+                                          "10.bias"});
   CHECK((*model)(rand({3, 1, 28, 28})).shape() == Shape{3, 10});
   const nn::CnnShape shape = nn::cnn_shape_of(model->state_dict(), "cnn");
   CHECK((shape.c1 == 4 && shape.c2 == 8 && shape.hidden == 16));

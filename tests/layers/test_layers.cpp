@@ -5,8 +5,8 @@
 #include <cmath>
 #include <limits>
 
-#include <cmath>
 #include <unistd.h>
+#include <cmath>
 
 #include <filesystem>
 
@@ -18,8 +18,8 @@
 #include "support/helpers.h"
 
 using namespace ember;
-using ember::testing::message_of;
 using Catch::Matchers::Contains;
+using ember::testing::message_of;
 
 namespace {
 
@@ -80,8 +80,10 @@ TEST_CASE("Sequential's fused Linear+ReLU gives the plain path's values and grad
   const Tensor y = randint(0, 10, {6}, {.dtype = DType::i64});
   std::vector<std::vector<float>> outputs, grads;
   for (bool fused : {true, false}) {
-    if (fused) CHECK(model->fuse_linear_relu() == 1);
-    else model->unfuse();
+    if (fused)
+      CHECK(model->fuse_linear_relu() == 1);
+    else
+      model->unfuse();
     CHECK(model->fused_at(0) == fused);
     model->zero_grad();
     const Tensor logits = (*model)(x);
@@ -234,7 +236,8 @@ TEST_CASE("LeakyReLU: values, gradcheck, accumulation") {
   CHECK(leaf.grad().to_vector<double>() == std::vector<double>{0.1, 0.1, 2, 2, 2, 0.1});
   // As in PyTorch: −0 stays −0, NaN stays NaN, ±∞ keep their sign (one formula on both backends).
   const float inf = std::numeric_limits<float>::infinity();
-  const auto special = nn::leaky_relu(from_vector<float>({-0.0f, std::nanf(""), inf, -inf}, {4}), 0.1).to_vector<float>();
+  const auto special =
+      nn::leaky_relu(from_vector<float>({-0.0f, std::nanf(""), inf, -inf}, {4}), 0.1).to_vector<float>();
   CHECK((special[0] == 0.0f && std::signbit(special[0])));
   CHECK(std::isnan(special[1]));
   CHECK((special[2] == inf && special[3] == -inf));

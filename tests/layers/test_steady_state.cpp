@@ -36,7 +36,7 @@ TEST_CASE("a steady-state CPU training step performs no system allocation") {
     const MemoryStats after = memory_stats(Device::cpu());
     INFO("set_to_none=" << set_to_none);
     CHECK(after.allocations > before.allocations);  // tensors were made...
-    if (host_cache_enabled())  // (AddressSanitizer builds free every block at once, by design)
+    if (host_cache_enabled())                       // (AddressSanitizer builds free every block at once, by design)
       CHECK(after.system_allocations == before.system_allocations);  // ...from cached blocks only
   }
 }

@@ -13,15 +13,17 @@
 #include "support/helpers.h"
 
 using namespace ember;
-using ember::testing::message_of;
 using Catch::Matchers::Contains;
+using ember::testing::message_of;
 
 namespace {
 
 // Sets p.grad to `g` (a fixed gradient for every step, so the references are easy to compute).
 void set_grad(Tensor& p, const std::vector<float>& g) { p.set_grad(from_vector(g, p.shape())); }
 
-Tensor param(const std::vector<float>& v) { return from_vector(v, {static_cast<std::int64_t>(v.size())}).set_requires_grad(); }
+Tensor param(const std::vector<float>& v) {
+  return from_vector(v, {static_cast<std::int64_t>(v.size())}).set_requires_grad();
+}
 
 }  // namespace
 

@@ -22,8 +22,8 @@ struct CloseReport {
   double worst_actual = 0, worst_expected = 0;
   std::string describe() const {
     std::ostringstream out;
-    out << "largest error " << worst_error << " at element " << worst_index << " (got " << worst_actual
-        << ", expected " << worst_expected << ")";
+    out << "largest error " << worst_error << " at element " << worst_index << " (got " << worst_actual << ", expected "
+        << worst_expected << ")";
     return out.str();
   }
 };
@@ -51,11 +51,11 @@ CloseReport compare(const std::vector<A>& actual, const std::vector<B>& expected
   return r;
 }
 
-#define EMBER_REQUIRE_CLOSE(actual, expected, atol, rtol)                           \
-  do {                                                                              \
+#define EMBER_REQUIRE_CLOSE(actual, expected, atol, rtol)                               \
+  do {                                                                                  \
     const auto ember_report_ = ::ember::testing::compare(actual, expected, atol, rtol); \
-    INFO(ember_report_.describe());                                                 \
-    REQUIRE(ember_report_.ok);                                                      \
+    INFO(ember_report_.describe());                                                     \
+    REQUIRE(ember_report_.ok);                                                          \
   } while (0)
 
 inline std::vector<float> random_floats(std::size_t n, std::uint64_t seed, float low = -1.0f, float high = 1.0f) {

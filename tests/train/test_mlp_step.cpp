@@ -101,7 +101,8 @@ TEST_CASE("MlpStep rejects models and batches it cannot train, naming the reason
     CHECK_THROWS_AS(train::MlpStep(with_dropout, sgd, 4), ValueError);
   }
   SECTION("no eager step before capture") {
-    CHECK_THROWS_WITH(train::MlpStep(*model, sgd, 4, {.eager_steps = 0}), Catch::Contains("eager_steps must be at least 1"));
+    CHECK_THROWS_WITH(train::MlpStep(*model, sgd, 4, {.eager_steps = 0}),
+                      Catch::Contains("eager_steps must be at least 1"));
   }
   SECTION("a model ending in ReLU") {
     nn::Sequential ends_relu{std::make_shared<nn::Linear>(6, 4, true, &g), std::make_shared<nn::ReLU>()};
@@ -110,8 +111,10 @@ TEST_CASE("MlpStep rejects models and batches it cannot train, naming the reason
   SECTION("a batch too large, a wrong width, labels of the wrong length") {
     train::MlpStep step(*model, sgd, 4);
     CHECK_THROWS_WITH(step.step(zeros({5, 6}), zeros({5}, {.dtype = DType::i32})), Catch::Contains("built for 1 to 4"));
-    CHECK_THROWS_WITH(step.step(zeros({4, 7}), zeros({4}, {.dtype = DType::i32})), Catch::Contains("expected x f32 [B, 6]"));
-    CHECK_THROWS_WITH(step.step(zeros({4, 6}), zeros({3}, {.dtype = DType::i32})), Catch::Contains("expected y i32 or i64 [4]"));
+    CHECK_THROWS_WITH(step.step(zeros({4, 7}), zeros({4}, {.dtype = DType::i32})),
+                      Catch::Contains("expected x f32 [B, 6]"));
+    CHECK_THROWS_WITH(step.step(zeros({4, 6}), zeros({3}, {.dtype = DType::i32})),
+                      Catch::Contains("expected y i32 or i64 [4]"));
   }
   SECTION("a target out of range throws at its step, before any update") {
     train::MlpStep step(*model, sgd, 4);
