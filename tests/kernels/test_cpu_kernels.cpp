@@ -9,6 +9,7 @@
 
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
+#include "kernels/kernel_name.h"
 #include "kernels/layout.h"
 #include "kernels/reduce.h"
 #include "kernels/softmax.h"
@@ -366,4 +367,21 @@ TEST_CASE("float to integer casts: truncation, NaN to 0, saturation (defined whe
   // The same rule for a scalar fill (Tensor::fill_ converts with it too).
   CHECK(cast_formula<double, std::uint8_t>(-1.0) == 0);
   CHECK(cast_formula<double, std::int32_t>(std::nan("")) == 0);
+}
+
+namespace {
+template <class F>
+void templated_kernel(const float*, F) {}
+struct Op {};
+}  // namespace
+
+TEST_CASE("a launch names its kernel from the kernel itself") {
+  // Note [launching kernels]: launch<kernel>() reports function_name<kernel>(), never a hand-written
+  // string; template arguments included, so map_kernel<Neg> and map_kernel<Exp> differ.
+  // (The compiler spells the name as the template argument was written, qualified or not.)
+  const std::string plain(function_name<&cpu::normalize_u8>());
+  CHECK_THAT(plain, Catch::Matchers::EndsWith("cpu::normalize_u8"));
+  const std::string templated(function_name<templated_kernel<Op>>());
+  CHECK_THAT(templated, Catch::Matchers::Contains("templated_kernel"));
+  CHECK_THAT(templated, Catch::Matchers::Contains("Op"));
 }
