@@ -153,8 +153,10 @@ void add_elementwise(std::vector<Case>& cases, const Arena& arena, std::size_t n
     if (gpu || !in_use) c.check = checker(run, (*out)[0], std::move(want), 1e-6, rtol);
     cases.push_back(std::move(c));
   };
-  for (auto [op, name] : {std::pair{kernels::UnaryOp::relu, "relu_forward"}, std::pair{kernels::UnaryOp::exp, "exp"},
-                          std::pair{kernels::UnaryOp::tanh, "tanh"}}) {
+  for (const auto& [unary_op, name] :
+       {std::pair{kernels::UnaryOp::relu, "relu_forward"}, std::pair{kernels::UnaryOp::exp, "exp"},
+        std::pair{kernels::UnaryOp::tanh, "tanh"}}) {
+    const kernels::UnaryOp op = unary_op;  // (a structured binding; lambdas capture names)
     std::vector<float> want(n);
     kc::unary(op, xh.data(), want.data(), n);
     add(

@@ -130,8 +130,9 @@ int predict(const Settings& s) {
     for (Input& in : idx_inputs(s, card)) inputs.push_back(std::move(in));
 
   const auto classes = static_cast<std::size_t>(card.classes.size());
+  const std::vector<std::string>& class_names = card.classes;  // (a structured binding; lambdas capture names)
   auto name_of = [&](int c) {
-    return c >= 0 && static_cast<std::size_t>(c) < classes ? card.classes[static_cast<std::size_t>(c)]
+    return c >= 0 && static_cast<std::size_t>(c) < classes ? class_names[static_cast<std::size_t>(c)]
                                                            : std::to_string(c);
   };
   std::vector<apps::GridCell> cells;

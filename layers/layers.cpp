@@ -72,7 +72,9 @@ std::size_t Sequential::fuse_linear_relu() {
   std::size_t pairs = 0;
   for (std::size_t i = 0; i + 1 < children.size(); ++i) {
     // The exact types, not subclasses: a subclass may override forward().
-    if (typeid(*children[i].second) == typeid(Linear) && typeid(*children[i + 1].second) == typeid(ReLU)) {
+    const Module& first = *children[i].second;
+    const Module& second = *children[i + 1].second;
+    if (typeid(first) == typeid(Linear) && typeid(second) == typeid(ReLU)) {
       fused_[i] = true;
       ++pairs;
       ++i;

@@ -83,6 +83,15 @@ Optimizer::ParamState& Optimizer::state_for(std::size_t index, const Tensor& par
     ++version_;
   }
   ParamState& st = it->second;
+  // A setting changed since the state was made may need a buffer it lacks (SGD's momentum turned
+  // on after some steps). As in PyTorch, the new buffer starts at this step: its count restarts,
+  // which only SGD reads, to know the buffer's first step.
+  if (st.buffers.size() < buffer_names(options).size()) {
+    ++version_;
+    while (st.buffers.size() < buffer_names(options).size())
+      st.buffers.push_back(zeros(param.shape(), {.device = param.device()}));
+    st.step.fill_(0.0);
+  }
   // The model may have moved (model.to(device)) since the state was made.
   if (st.step.device() != param.device()) {
     ++version_;

@@ -2,14 +2,16 @@
 # Installs the Debian packages ember builds with (idempotent: installs only what is missing).
 #   scripts/install_deps.sh           what the library and programs need
 #   scripts/install_deps.sh --tests   also what the tests need (PyTorch for interop and parity, Fashion-MNIST,
-#                                     and .venv: PyPI's safetensors over Debian's Python)
+#                                     clang and boost.context for the software GPU, and .venv: PyPI's
+#                                     safetensors over Debian's Python)
 set -euo pipefail
 tests=0
 
 packages=(cmake g++ make catch2 libopenblas-dev zlib1g-dev libstb-dev libcli11-dev nlohmann-json3-dev libssl-dev)
 for arg in "$@"; do
   case "$arg" in
-    --tests) packages+=(python3-torch python3-numpy python3-venv python3-pip dataset-fashion-mnist clang-format); tests=1 ;;
+    --tests) packages+=(python3-torch python3-numpy python3-venv python3-pip dataset-fashion-mnist clang-format
+                        clang libclang-rt-dev libboost-context-dev); tests=1 ;;
     -h | --help) sed -n '2,4p' "$0"; exit 0 ;;
     *) echo "install_deps.sh: unknown option '$arg' (expected --tests)" >&2; exit 2 ;;
   esac

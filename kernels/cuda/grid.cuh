@@ -25,6 +25,19 @@ __device__ inline std::size_t global_thread() {
 }
 __device__ inline std::size_t grid_stride() { return static_cast<std::size_t>(gridDim.x) * blockDim.x; }
 
+// The launch's dynamic shared memory (its shared_bytes) as an array of T. nvcc declares it as an
+// extern __shared__ array; a host compiler compiling these sources for a runtime that runs kernels
+// on the CPU cannot, and gets the storage from that runtime (cuda_host_dynamic_shared) instead.
+template <class T>
+__device__ T* dynamic_shared() {
+#if defined(__CUDACC__)
+  extern __shared__ __align__(16) unsigned char ember_dynamic_shared[];
+  return reinterpret_cast<T*>(ember_dynamic_shared);
+#else
+  return static_cast<T*>(cuda_host_dynamic_shared());
+#endif
+}
+
 __device__ inline float warp_sum(float v) {
   for (int offset = kWarp / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
   return v;

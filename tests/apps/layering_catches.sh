@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# The layering check fails on a tree that breaks its rules: a layer calling kernels/ directly and
-# a kernel including a core header beyond error.h. (Run against a copy, never the real tree.)
+# The layering check fails on a tree that breaks its rules: a layer calling kernels/ directly, a
+# kernel including a core header beyond error.h, and core naming the software GPU. (Run against a
+# copy, never the real tree.)
 set -u
 check=$1 work=$2
 rm -rf "$work" && mkdir -p "$work/layers" "$work/kernels" "$work/core"
 printf '#include "kernels/elementwise.h"\n' >"$work/layers/bad.cpp"
 printf '#include "core/tensor.h"\n' >"$work/kernels/bad.h"
+printf '#include "ember_sim/device.h"\n' >"$work/core/bad.cpp"
 out=$("$check" "$work")
 status=$?
 echo "$out"
 [ $status -ne 0 ] || { echo "layering_catches: the check passed a broken tree"; exit 1; }
 echo "$out" | grep -q "layers/bad.cpp includes kernels/elementwise.h" &&
-  echo "$out" | grep -q "kernels/bad.h includes core/tensor.h" || { echo "layering_catches: a violation went unreported"; exit 1; }
+  echo "$out" | grep -q "kernels/bad.h includes core/tensor.h" &&
+  echo "$out" | grep -q "core/bad.cpp includes ember_sim/device.h" || { echo "layering_catches: a violation went unreported"; exit 1; }
 echo "layering_catches: ok"

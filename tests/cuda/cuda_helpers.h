@@ -42,19 +42,27 @@ std::vector<T> read_back(const Tensor& t, std::size_t offset = 0) {
   return std::vector<T>(all.begin() + static_cast<std::ptrdiff_t>(offset), all.end());
 }
 
-// The sizes every kernel is checked at: empty, one, odd, not a multiple of the block size, and
-// over four million elements. EMBER_TEST_SIZES=small keeps the small ones, for runs under
-// compute-sanitizer, which slows kernels a hundredfold.
+// The sizes every kernel is checked at: empty, one, odd, not a multiple of the block size, more
+// blocks than one wave, and over four million elements. EMBER_TEST_SIZES=small keeps the small
+// ones, for runs under compute-sanitizer, which slows kernels a hundredfold; =medium stops below
+// the largest, for the software GPU (sim/), which runs a few million simulated threads a second.
 inline const std::vector<std::size_t>& test_sizes() {
   static const std::vector<std::size_t> sizes = [] {
     const char* choice = std::getenv("EMBER_TEST_SIZES");
     if (choice && std::string(choice) == "small") return std::vector<std::size_t>{0, 1, 31, 1000};
+    if (choice && std::string(choice) == "medium") return std::vector<std::size_t>{0, 1, 31, 1000, 65537};
     return std::vector<std::size_t>{0, 1, 31, 1000, 65537, 4194319};
   }();
   return sizes;
 }
 
-// Whether EMBER_TEST_SIZES=small asks for the short runs (under compute-sanitizer).
-inline bool small_test_sizes() { return test_sizes().size() == 4; }
+// Whether EMBER_TEST_SIZES asks for the short runs (small or medium: under compute-sanitizer or
+// on the software GPU), which keep the models of the whole-step tests small too.
+inline bool small_test_sizes() { return test_sizes().size() < 6; }
+
+// Whether a test shape of `elements` elements is left out of the short runs (its smaller shapes
+// still cover several blocks; the large ones cost minutes under compute-sanitizer or on the
+// software GPU with ThreadSanitizer).
+inline bool too_large_for_short_runs(std::size_t elements) { return small_test_sizes() && elements > 100000; }
 
 }  // namespace ember::testing

@@ -27,7 +27,7 @@ Tensor rnd(const Shape& shape, std::uint64_t seed) {
 }
 }  // namespace
 
-TEST_CASE("cuDNN convolution forward and backward match the CPU") {
+TEST_CASE("cuDNN convolution forward and backward match the CPU", "[cudnn]") {
   INFO("cuDNN version " << kernels::cuda::cudnn_version());
   REQUIRE(kernels::cuda::cudnn_available());
   CHECK(kernels::cuda::cudnn_version() >= 90000);
@@ -50,7 +50,7 @@ TEST_CASE("cuDNN convolution forward and backward match the CPU") {
   }
 }
 
-TEST_CASE("deterministic mode gives bit-identical convolution gradients run after run") {
+TEST_CASE("deterministic mode gives bit-identical convolution gradients run after run", "[cudnn]") {
   ember::cuda::set_deterministic(true);
   const Tensor x = rnd({32, 16, 20, 20}, 5).to(kGpu), w = rnd({32, 16, 3, 3}, 6).to(kGpu);
   std::vector<std::vector<float>> runs;
@@ -97,7 +97,7 @@ TEST_CASE("max pooling and batch normalization on the GPU match the CPU") {
   EMBER_REQUIRE_CLOSE(ge.to_vector<float>(), e.to_vector<float>(), 1e-5, 1e-5);
 }
 
-TEST_CASE("the CNN trains on the GPU as on the CPU for its first steps") {
+TEST_CASE("the CNN trains on the GPU as on the CPU for its first steps", "[cudnn]") {
   Generator data(1);
   const Tensor x = uniform({16, 1, 28, 28}, 0, 1, {}, &data);
   const Tensor y = randint(0, 10, {16}, {.dtype = DType::i64}, &data);

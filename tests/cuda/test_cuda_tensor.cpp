@@ -36,7 +36,7 @@ void check_round_trips() {
         const Tensor back = dev.to(Device::cpu(), non_blocking);
         CHECK(back.device() == Device::cpu());
         // A non_blocking copy back lands in pinned memory; reading it waits for the copy.
-        CHECK(std::memcmp(back.data<T>(), values.data(), n * sizeof(T)) == 0);
+        CHECK((n == 0 || std::memcmp(back.data<T>(), values.data(), n * sizeof(T)) == 0));  // (memcmp of null: UB)
       }
 }
 }  // namespace
@@ -122,7 +122,8 @@ TEST_CASE("allocating and freeing the same sizes in a loop does not grow the poo
   synchronize(kGpu);
   const MemoryStats before = memory_stats(kGpu);
   std::size_t reserved_after_first = 0;
-  for (int i = 0; i < 200; ++i) {
+  const int rounds = small_test_sizes() ? 20 : 200;  // (each round fills a million floats)
+  for (int i = 0; i < rounds; ++i) {
     Tensor a = empty({1 << 20}, {.device = kGpu});
     Tensor b = empty({12345}, {.device = kGpu});
     a.fill_(1.0);
@@ -131,7 +132,7 @@ TEST_CASE("allocating and freeing the same sizes in a loop does not grow the poo
   }
   synchronize(kGpu);
   const MemoryStats after = memory_stats(kGpu);
-  CHECK(after.allocations == before.allocations + 400);
+  CHECK(after.allocations == before.allocations + 2 * static_cast<std::size_t>(rounds));
   CHECK(after.bytes_in_use == before.bytes_in_use);
   CHECK(after.reserved_bytes <= reserved_after_first);
   CHECK(after.peak_bytes_in_use >= (std::size_t{1} << 22));

@@ -67,7 +67,7 @@ void require_same(const Run& a, const Run& b, double rtol) {
 
 }  // namespace
 
-TEST_CASE("a graph-replayed MLP step gives the eager step's per-epoch losses") {
+TEST_CASE("a graph-replayed MLP step gives the eager step's per-epoch losses", "[graph]") {
   for (const std::string kind : {"sgd", "adam"}) {
     INFO(kind);
     const Run eager = train_mlp(kGpu, {32}, {.cuda_graph = false}, 3, kind);
@@ -94,7 +94,7 @@ TEST_CASE("the cuBLASLt epilogues agree with plain GEMMs and with the CPU") {
   }
 }
 
-TEST_CASE("the captured step of the two-layer MLP has at most 8 kernels") {
+TEST_CASE("the captured step of the two-layer MLP has at most 8 kernels", "[graph]") {
   const Run run = train_mlp(kGpu, {32}, {}, 1);
   INFO(run.description);
   std::printf("two-layer MLP step: %zu kernels per replay (%s)\n", run.kernels, run.description.c_str());
@@ -102,7 +102,7 @@ TEST_CASE("the captured step of the two-layer MLP has at most 8 kernels") {
   CHECK(run.kernels <= 8);
 }
 
-TEST_CASE("a bad target under a graph raises its error at the epoch's end") {
+TEST_CASE("a bad target under a graph raises its error at the epoch's end", "[graph]") {
   Generator init(1);
   auto model = nn::mlp(784, {32}, 10, &init);
   model->to(kGpu);
@@ -138,7 +138,7 @@ TEST_CASE("a setting changed after capture reaches the replayed step: the graph 
   for (std::size_t i = 0; i < eager.size(); i += 101) REQUIRE(graph[i] == Approx(eager[i]).margin(1e-6).epsilon(1e-5));
 }
 
-TEST_CASE("replayed steps allocate nothing, on the device or the host") {
+TEST_CASE("replayed steps allocate nothing, on the device or the host", "[graph]") {
   Generator init(2);
   auto model = nn::mlp(784, {32}, 10, &init);
   model->to(kGpu);

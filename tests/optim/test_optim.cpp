@@ -60,6 +60,21 @@ TEST_CASE("SGD with momentum, dampening and Nesterov follows PyTorch for several
       CHECK(p.item<float>() == Approx(value).epsilon(1e-6));
     }
   }
+  SECTION("momentum turned on after two plain steps: the buffer starts then, as PyTorch's does") {
+    Tensor p = param({0.0f});
+    optim::SGD sgd({p}, {.lr = 1.0, .dampening = 0.5});
+    double value = 0, buf = 0;
+    for (int step = 1; step <= 5; ++step) {
+      if (step == 3) sgd.param_groups()[0].options.momentum = 0.5;
+      // PyTorch: no buffer until momentum is set; then buf = d at its first step, later
+      // buf = 0.5·buf + (1 − 0.5)·d.
+      buf = step < 3 ? 0.0 : (step == 3 ? 2.0 : 0.5 * buf + 0.5 * 2.0);
+      value -= step < 3 ? 2.0 : buf;
+      set_grad(p, {2.0f});
+      sgd.step();
+      CHECK(p.item<float>() == Approx(value).epsilon(1e-6));
+    }
+  }
   SECTION("Nesterov with weight decay") {
     Tensor p = param({1.0f});
     optim::SGD sgd({p}, {.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true});

@@ -1,0 +1,83 @@
+// The sanitizers' fiber and synchronization hooks, or nothing in a build without them: fibers
+// switch stacks behind the sanitizers' backs unless told, and ThreadSanitizer learns the
+// simulated threads' happens-before edges (barriers, warp operations, launches) from
+// release/acquire pairs on the objects that stand for them. EMBER_SIM_ASAN and EMBER_SIM_TSAN
+// come from the build (sim/CMakeLists.txt): the executor itself is compiled without
+// ThreadSanitizer's instrumentation, since its own bookkeeping is shared by fibers that the
+// sanitizer must not think ordered.
+#pragma once
+
+#include <cstddef>
+
+#if defined(EMBER_SIM_ASAN)
+#include <sanitizer/common_interface_defs.h>
+#endif
+#if defined(EMBER_SIM_TSAN)
+#include <sanitizer/tsan_interface.h>
+extern "C" void AnnotateIgnoreReadsBegin(const char* file, int line);
+extern "C" void AnnotateIgnoreReadsEnd(const char* file, int line);
+extern "C" void AnnotateIgnoreWritesBegin(const char* file, int line);
+extern "C" void AnnotateIgnoreWritesEnd(const char* file, int line);
+#endif
+
+namespace ember_sim::sanitizers {
+
+inline void start_switch([[maybe_unused]] void** fake_stack, [[maybe_unused]] const void* bottom,
+                         [[maybe_unused]] std::size_t size) {
+#if defined(EMBER_SIM_ASAN)
+  __sanitizer_start_switch_fiber(fake_stack, bottom, size);
+#endif
+}
+inline void finish_switch([[maybe_unused]] void* fake_stack, [[maybe_unused]] const void** old_bottom,
+                          [[maybe_unused]] std::size_t* old_size) {
+#if defined(EMBER_SIM_ASAN)
+  __sanitizer_finish_switch_fiber(fake_stack, old_bottom, old_size);
+#endif
+}
+
+inline void* tsan_current_fiber() {
+#if defined(EMBER_SIM_TSAN)
+  return __tsan_get_current_fiber();
+#else
+  return nullptr;
+#endif
+}
+inline void* tsan_create_fiber() {
+#if defined(EMBER_SIM_TSAN)
+  return __tsan_create_fiber(0);
+#else
+  return nullptr;
+#endif
+}
+// Switches without a happens-before edge: the simulated threads are ordered only where CUDA
+// orders them.
+inline void tsan_switch([[maybe_unused]] void* fiber) {
+#if defined(EMBER_SIM_TSAN)
+  __tsan_switch_to_fiber(fiber, __tsan_switch_to_fiber_no_sync);
+#endif
+}
+inline void release([[maybe_unused]] void* sync) {
+#if defined(EMBER_SIM_TSAN)
+  __tsan_release(sync);
+#endif
+}
+inline void acquire([[maybe_unused]] void* sync) {
+#if defined(EMBER_SIM_TSAN)
+  __tsan_acquire(sync);
+#endif
+}
+// Accesses the sanitizer should not record (the executor's poisoning of shared memory).
+inline void ignore_accesses_begin() {
+#if defined(EMBER_SIM_TSAN)
+  AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
+  AnnotateIgnoreWritesBegin(__FILE__, __LINE__);
+#endif
+}
+inline void ignore_accesses_end() {
+#if defined(EMBER_SIM_TSAN)
+  AnnotateIgnoreWritesEnd(__FILE__, __LINE__);
+  AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
+#endif
+}
+
+}  // namespace ember_sim::sanitizers

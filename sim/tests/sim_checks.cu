@@ -1,0 +1,179 @@
+// Deliberately broken kernels and calls, one per check of the software GPU: `sim_checks <name>`
+// runs one, and the check must report it (CTest matches the report: sim/tests/CMakeLists.txt).
+// Reaching the end of a check means the simulator missed it: the program says so and fails.
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <string>
+
+#include "launch_raw.cuh"
+
+namespace {
+
+__global__ void divergent_barrier(float* out) {
+  if (threadIdx.x < 16) return;  // half the block never reaches the barrier
+  __syncthreads();
+  out[threadIdx.x] = 1.0f;
+}
+
+__global__ void shuffle_with_exited_lane(float* out) {
+  if (threadIdx.x == 31) return;  // lane 31 is named in the full mask below
+  out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, static_cast<float>(threadIdx.x), 1);
+}
+
+__global__ void warp_waits_at_barrier(float* out) {
+  // Lanes 0–15 wait in a shuffle for lanes 16–31, which wait at the block's barrier.
+  if (threadIdx.x < 16)
+    out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, 1.0f, 1);
+  else
+    __syncthreads();
+}
+
+__global__ void shared_memory_race(int* out) {
+  __shared__ int slot;
+  slot = static_cast<int>(threadIdx.x);  // every thread writes, nothing orders the writes
+  __syncthreads();
+  out[threadIdx.x] = slot;
+}
+
+__global__ void global_race_in_a_block(int* out) { out[0] = static_cast<int>(threadIdx.x); }
+
+__global__ void global_race_between_blocks(int* out) {
+  if (threadIdx.x == 0) out[0] = static_cast<int>(blockIdx.x);  // the last block to run wins
+}
+
+__global__ void write_one_past_the_end(float* out, int n) {
+  if (threadIdx.x == 0) out[n] = 1.0f;
+}
+
+__global__ void fill(int* out, int n) {
+  for (int i = static_cast<int>(threadIdx.x); i < n; i += static_cast<int>(blockDim.x)) out[i] = 1;
+}
+
+__global__ void sum_into(const int* in, int n, int* out) {
+  if (threadIdx.x != 0) return;
+  int total = 0;
+  for (int i = 0; i < n; ++i) total += in[i];
+  *out = total;
+}
+
+__global__ void trap_in_one_thread(float* out) {
+  if (threadIdx.x == 5) __trap();
+  out[threadIdx.x] = 1.0f;
+}
+
+cudaStream_t new_stream() {
+  cudaStream_t s = nullptr;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  return s;
+}
+
+const std::map<std::string, std::function<void()>>& checks() {
+  static const std::map<std::string, std::function<void()>> all = {
+      {"divergent_barrier",
+       [] {
+         DeviceBuffer<float> out(64);
+         launch_raw<divergent_barrier>(1, 64, 0, nullptr, out.data);
+         cudaDeviceSynchronize();
+       }},
+      {"shuffle_with_exited_lane",
+       [] {
+         DeviceBuffer<float> out(32);
+         launch_raw<shuffle_with_exited_lane>(1, 32, 0, nullptr, out.data);
+         cudaDeviceSynchronize();
+       }},
+      {"warp_waits_at_barrier",
+       [] {
+         DeviceBuffer<float> out(32);
+         launch_raw<warp_waits_at_barrier>(1, 32, 0, nullptr, out.data);
+         cudaDeviceSynchronize();
+       }},
+      {"shared_memory_race",
+       [] {
+         DeviceBuffer<int> out(64);
+         launch_raw<shared_memory_race>(1, 64, 0, nullptr, out.data);
+         cudaDeviceSynchronize();
+       }},
+      {"global_race_in_a_block",
+       [] {
+         DeviceBuffer<int> out(1);
+         launch_raw<global_race_in_a_block>(1, 64, 0, nullptr, out.data);
+         cudaDeviceSynchronize();
+       }},
+      {"global_race_between_blocks",
+       [] {
+         DeviceBuffer<int> out(1);
+         launch_raw<global_race_between_blocks>(16, 32, 0, nullptr, out.data);
+         cudaDeviceSynchronize();
+       }},
+      {"write_one_past_the_end",
+       [] {
+         DeviceBuffer<float> out(100);
+         launch_raw<write_one_past_the_end>(1, 32, 0, nullptr, out.data, 100);
+         cudaDeviceSynchronize();
+       }},
+      {"use_after_stream_ordered_free",
+       [] {
+         cudaStream_t s = new_stream();
+         int* p = nullptr;
+         cudaMallocAsync(reinterpret_cast<void**>(&p), 256 * sizeof(int), s);
+         cudaFreeAsync(p, s);
+         launch_raw<fill>(1, 64, 0, s, p, 256);
+         cudaStreamSynchronize(s);
+       }},
+      {"missing_stream_synchronization",
+       [] {
+         cudaStream_t producer = new_stream(), consumer = new_stream();
+         DeviceBuffer<int> data(256), total(1);
+         launch_raw<fill>(1, 64, 0, producer, data.data, 256);
+         // Missing: an event recorded on `producer` that `consumer` waits for.
+         launch_raw<sum_into>(1, 32, 0, consumer, data.data, 256, total.data);
+         cudaDeviceSynchronize();
+       }},
+      {"pinned_buffer_refilled_before_its_copy",
+       [] {
+         cudaStream_t s = new_stream();
+         int* staging = nullptr;
+         cudaHostAlloc(reinterpret_cast<void**>(&staging), 256 * sizeof(int), cudaHostAllocDefault);
+         DeviceBuffer<int> device(256);
+         std::memset(staging, 0, 256 * sizeof(int));
+         cudaMemcpyAsync(device.data, staging, 256 * sizeof(int), cudaMemcpyHostToDevice, s);
+         staging[0] = 42;  // the next batch, before the copy of this one is known to have run
+         cudaStreamSynchronize(s);
+       }},
+      {"trap_is_sticky",
+       [] {
+         DeviceBuffer<float> out(32);
+         launch_raw<trap_in_one_thread>(1, 32, 0, nullptr, out.data);
+         const cudaError_t at_sync = cudaDeviceSynchronize();
+         void* p = nullptr;
+         const cudaError_t later = cudaMalloc(&p, 16);
+         if (at_sync == cudaErrorLaunchFailure && later == cudaErrorLaunchFailure) {
+           std::printf("sticky: %s after a trap, and on every later call\n", cudaGetErrorName(later));
+           std::exit(0);
+         }
+         std::printf("after a trap: synchronize gave %s, a later call %s\n", cudaGetErrorName(at_sync),
+                     cudaGetErrorName(later));
+       }},
+  };
+  return all;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const auto& all = checks();
+  const auto it = argc == 2 ? all.find(argv[1]) : all.end();
+  if (it == all.end()) {
+    std::fprintf(stderr, "usage: sim_checks <check>, one of:");
+    for (const auto& [name, run] : all) std::fprintf(stderr, " %s", name.c_str());
+    std::fprintf(stderr, "\n");
+    return 2;
+  }
+  it->second();
+  std::printf("sim_checks: %s: the software GPU reported nothing\n", argv[1]);
+  return 1;
+}
