@@ -596,14 +596,18 @@ void add_rowwise(std::vector<Case>& cases, const Arena& arena, std::size_t n) {
   kc::sum(xh.data(), want_cols.data(), 1, rows, cols, 1.0f);
   // A column of `rows` terms: float rounding grows with rows (CPU sums in double).
   const double sum_tol = 1e-6 * static_cast<double>(rows) * 6.0;
+  // Columns of many rows split into row chunks across blocks (sum_workspace_size): the workspace.
+  const std::size_t dim0_ws = kernels::sum_workspace_size(1, rows, cols);
+  auto dim0_workspace =
+      std::make_shared<Tensor>(empty({static_cast<std::int64_t>(std::max<std::size_t>(dim0_ws, 1))}, {.device = d}));
   add(
       "sum_dim0", 4.0 * m,
       [=](int r) {
         on(
             d, [&] { kc::sum((*x)[r].raw<float>(), (*cols_out)[r].raw<float>(), 1, rows, cols, 1.0f); },
             [&](auto stream) {
-              kernels::cuda::sum((*x)[r].raw<float>(), (*cols_out)[r].raw<float>(), 1, rows, cols, 1.0f, nullptr,
-                                 stream);
+              kernels::cuda::sum((*x)[r].raw<float>(), (*cols_out)[r].raw<float>(), 1, rows, cols, 1.0f,
+                                 dim0_ws ? dim0_workspace->raw<float>() : nullptr, stream);
             });
       },
       (*cols_out)[0], want_cols, sum_tol, 1e-5);
@@ -657,6 +661,9 @@ void add_rowwise(std::vector<Case>& cases, const Arena& arena, std::size_t n) {
   auto db = std::make_shared<std::vector<Tensor>>(arena.outputs({static_cast<std::int64_t>(bc)}, DType::f32, rot));
   std::vector<float> want_dx(br * bc), want_db(bc);
   kc::bias_relu_backward(pre.data(), want_b.data(), want_dx.data(), want_db.data(), br, bc);
+  const std::size_t bias_ws = kernels::sum_workspace_size(1, br, bc);
+  auto bias_workspace =
+      std::make_shared<Tensor>(empty({static_cast<std::int64_t>(std::max<std::size_t>(bias_ws, 1))}, {.device = d}));
   add(
       "bias_relu_backward", 12.0 * br * bc,
       [=](int r) {
@@ -668,7 +675,8 @@ void add_rowwise(std::vector<Case>& cases, const Arena& arena, std::size_t n) {
             },
             [&](auto stream) {
               kernels::cuda::bias_relu_backward((*gb)[r].raw<float>(), (*yb)[r].raw<float>(), (*bout)[r].raw<float>(),
-                                                (*db)[r].raw<float>(), br, bc, stream);
+                                                (*db)[r].raw<float>(), br, bc,
+                                                bias_ws ? bias_workspace->raw<float>() : nullptr, stream);
             });
       },
       (*bout)[0], want_dx, 0.0, 0.0, std::to_string(br) + "x32");

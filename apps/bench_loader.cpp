@@ -104,6 +104,10 @@ Row overlap(Device device, std::size_t batch, int steps) {
   const Tensor a = rand({512, 512}).to(device);
   cuda::Stream copy_stream(device);
   const cudaStream_t compute = cuda::current_stream(device);
+  // `dev` comes from the compute stream's pool: the copy stream starts after it, and its free
+  // waits for the copy stream (Note [stream ownership of device memory] in core/storage.h).
+  cuda::order_after(copy_stream.handle(), compute, device);
+  dev.record_stream(copy_stream.handle());
   cuda::Event base(device), c0(device), c1(device), k0(device), k1(device);
   // Calibrate: how many GEMMs take about as long as one copy.
   base.record(copy_stream.handle());

@@ -510,7 +510,9 @@ int run_training(const Settings& s) {
                          {"images_per_s", images_per_s},
                          {"input_wait_s", stats.wait_s},
                          {"step", run.mlp_step ? "fused" : "autograd"},
-                         {"graph_kernels", run.mlp_step ? run.mlp_step->graph_kernel_nodes() : 0}});
+                         {"graph_kernels", run.mlp_step ? run.mlp_step->graph_kernel_nodes() : 0},
+                         {"step_launches", run.mlp_step ? run.mlp_step->step_launches() : 0},
+                         {"graph_replays", run.mlp_step ? run.mlp_step->graph_replays() : 0}});
     records.push_back({epoch, train_loss, val.loss, val.accuracy});
     if (!s.json_log.empty()) write_json_lines(s.json_log, log_lines);
     if (!s.save.empty()) {

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <unordered_map>
 
 #include "core/config.h"
 #include "core/env.h"
@@ -56,6 +57,11 @@ void throw_cublas_error(int status, const char* call, const char* file, int line
 }  // namespace ember::detail
 
 namespace ember::cuda {
+
+void require_cuda_device(Device device, const char* caller) {
+  EMBER_CHECK(device.is_cuda(), DeviceError, caller, ": expected a CUDA device, but got ", device,
+              " (streams, events and the device-side error record belong to a CUDA device: pass cuda:N)");
+}
 
 #if EMBER_WITH_CUDA
 namespace {
@@ -109,8 +115,9 @@ void apply_environment() {
   });
 }
 
-void check_index(Device device) {
-  if (!device.is_cuda() || device.index < 0 || device.index >= device_count()) require_usable(device);
+void check_index(Device device, const char* caller) {
+  require_cuda_device(device, caller);
+  if (device.index < 0 || device.index >= device_count()) require_usable(device);
 }
 
 struct PerDevice {
@@ -123,8 +130,8 @@ std::array<PerDevice, kMaxDevices> g_devices;
 
 // Creates the device's compute stream and error record on first use. They live as long as the
 // process: destroying them at exit could run after the CUDA context is torn down.
-PerDevice& per_device(Device device) {
-  check_index(device);
+PerDevice& per_device(Device device, const char* caller) {
+  check_index(device, caller);
   apply_environment();
   PerDevice& d = g_devices[static_cast<std::size_t>(device.index)];
   std::call_once(d.once, [&] {
@@ -142,6 +149,20 @@ PerDevice& per_device(Device device) {
 
 thread_local std::array<cudaStream_t, kMaxDevices> t_stream_override{};
 
+// The live streams of cuda::Stream objects, numbered, for stream_alive().
+struct StreamRegistry {
+  std::mutex mutex;
+  std::unordered_map<cudaStream_t, std::uint64_t> live;
+  std::uint64_t next = 1;
+};
+StreamRegistry& stream_registry() {
+  static StreamRegistry* registry = new StreamRegistry();  // never destroyed: streams may outlive statics
+  return *registry;
+}
+// Streams ember did not make with cuda::Stream (the compute streams, the default stream) are
+// taken to live for the process.
+constexpr std::uint64_t kProcessLifetime = ~std::uint64_t{0};
+
 }  // namespace
 
 bool built_with_cuda() { return true; }
@@ -150,7 +171,7 @@ int device_count() { return availability().count; }
 std::string unavailable_reason() { return availability().reason; }
 
 std::string device_description(int index) {
-  check_index(Device::cuda(index));
+  check_index(Device::cuda(index), "cuda::device_description");
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
   return detail::concat(prop.name, " (compute capability ", prop.major, ".", prop.minor, ", ",
@@ -158,17 +179,60 @@ std::string device_description(int index) {
 }
 
 Stream::Stream(Device device) : device_(device) {
-  check_index(device);
+  check_index(device, "cuda::Stream");
   DeviceGuard guard(device);
   CUDA_CHECK(cudaStreamCreateWithFlags(&handle_, cudaStreamNonBlocking));
+  StreamRegistry& r = stream_registry();
+  std::lock_guard lock(r.mutex);
+  r.live[handle_] = r.next++;
 }
 Stream::~Stream() {
-  if (handle_) CUDA_CHECK_NOTHROW(cudaStreamDestroy(handle_));
+  if (!handle_) return;
+  // Memory that recorded this stream stops waiting for it once it is forgotten, so its work must
+  // be done first; a free that orders itself meanwhile holds the lock and sees it alive.
+  CUDA_CHECK_NOTHROW(cudaStreamSynchronize(handle_));
+  {
+    StreamRegistry& r = stream_registry();
+    std::lock_guard lock(r.mutex);
+    r.live.erase(handle_);
+  }
+  CUDA_CHECK_NOTHROW(cudaStreamDestroy(handle_));
+}
+
+void order_after(cudaStream_t later, cudaStream_t earlier, Device earlier_device) {
+  if (later == earlier) return;
+  DeviceGuard guard(earlier_device);  // an event is recorded on a stream of its own device
+  cudaEvent_t event = nullptr;
+  CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  const cudaError_t recorded = cudaEventRecord(event, earlier);
+  const cudaError_t waited = recorded == cudaSuccess ? cudaStreamWaitEvent(later, event, 0) : recorded;
+  CUDA_CHECK_NOTHROW(cudaEventDestroy(event));  // released once the wait is satisfied
+  CUDA_CHECK(waited);
+}
+
+std::uint64_t stream_generation(cudaStream_t stream) {
+  StreamRegistry& r = stream_registry();
+  std::lock_guard lock(r.mutex);
+  const auto it = r.live.find(stream);
+  return it == r.live.end() ? kProcessLifetime : it->second;
+}
+
+bool order_after_if_alive(cudaStream_t later, cudaStream_t earlier, Device earlier_device, std::uint64_t generation) {
+  if (generation == kProcessLifetime) {
+    order_after(later, earlier, earlier_device);
+    return true;
+  }
+  StreamRegistry& r = stream_registry();
+  std::lock_guard lock(r.mutex);
+  const auto it = r.live.find(earlier);
+  if (it == r.live.end() || it->second != generation) return false;
+  order_after(later, earlier, earlier_device);
+  return true;
 }
 void Stream::synchronize() const { CUDA_CHECK(cudaStreamSynchronize(handle_)); }
 
 Event::Event(Device device) : device_(device) {
-  check_index(device);
+  check_index(device, "cuda::Event");
   DeviceGuard guard(device);
   CUDA_CHECK(cudaEventCreate(&handle_));
 }
@@ -193,10 +257,10 @@ float Event::elapsed_ms(const Event& start, const Event& end) {
   return ms;
 }
 
-cudaStream_t compute_stream(Device device) { return per_device(device).stream; }
+cudaStream_t compute_stream(Device device) { return per_device(device, "cuda::compute_stream").stream; }
 
 cudaStream_t current_stream(Device device) {
-  check_index(device);
+  check_index(device, "cuda::current_stream");
   cudaStream_t s = t_stream_override[static_cast<std::size_t>(device.index)];
   return s ? s : compute_stream(device);
 }
@@ -222,20 +286,27 @@ DeviceGuard::~DeviceGuard() {
 }
 
 void synchronize(Device device) {
-  check_index(device);
+  check_index(device, "cuda::synchronize");
   DeviceGuard guard(device);
   CUDA_CHECK(cudaDeviceSynchronize());
   check_device_errors(device);
 }
 
-kernels::DeviceErrorRecord* device_error_record(Device device) { return per_device(device).error_device; }
+kernels::DeviceErrorRecord* device_error_record(Device device) {
+  return per_device(device, "cuda::device_error_record").error_device;
+}
 
 void check_device_errors(Device device) {
-  PerDevice& d = per_device(device);
+  PerDevice& d = per_device(device, "cuda::check_device_errors");
   volatile kernels::DeviceErrorRecord* record = d.error_host;
   if (record->code == 0) return;
-  const kernels::DeviceErrorRecord found{record->code, record->op, record->value, record->position, record->bound};
+  kernels::DeviceErrorRecord found;
+  found.code = record->code;
+  found.op = record->op;
+  found.key = record->key;
+  found.bound = record->bound;
   record->code = 0;
+  record->key = kernels::kNoErrorKey;
   throw_kernel_error(found, device);
 }
 
@@ -279,14 +350,26 @@ void Event::wait(cudaStream_t) const { no_cuda(); }
 void Event::synchronize() const { no_cuda(); }
 bool Event::query() const { no_cuda(); }
 float Event::elapsed_ms(const Event&, const Event&) { no_cuda(); }
-cudaStream_t compute_stream(Device) { no_cuda(); }
-cudaStream_t current_stream(Device) { no_cuda(); }
+cudaStream_t compute_stream(Device device) {
+  require_cuda_device(device, "cuda::compute_stream");
+  no_cuda();
+}
+cudaStream_t current_stream(Device device) {
+  require_cuda_device(device, "cuda::current_stream");
+  no_cuda();
+}
+void order_after(cudaStream_t, cudaStream_t, Device) { no_cuda(); }
+std::uint64_t stream_generation(cudaStream_t) { return 0; }
+bool order_after_if_alive(cudaStream_t, cudaStream_t, Device, std::uint64_t) { return false; }
 StreamGuard::StreamGuard(const Stream& stream) : device_(stream.device()), previous_(nullptr) {}
 StreamGuard::~StreamGuard() = default;
 DeviceGuard::DeviceGuard(Device) {}
 DeviceGuard::~DeviceGuard() = default;
 void synchronize(Device) { no_cuda(); }
-kernels::DeviceErrorRecord* device_error_record(Device) { no_cuda(); }
+kernels::DeviceErrorRecord* device_error_record(Device device) {
+  require_cuda_device(device, "cuda::device_error_record");
+  no_cuda();
+}
 void check_device_errors(Device) {}
 bool sync_debug() { return false; }
 void set_sync_debug(bool) {}

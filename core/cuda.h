@@ -3,6 +3,7 @@
 // forward-declared); in a build without CUDA every query answers "not available".
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -26,7 +27,13 @@ std::string unavailable_reason();
 // A one-line description of device `index`: name, compute capability, memory.
 std::string device_description(int index);
 
-// An owned CUDA stream. Non-blocking: it does not wait on the legacy default stream.
+// Throws DeviceError naming `caller` and the device unless `device` is a CUDA device (cuda:N);
+// every call below that takes a Device starts with it.
+void require_cuda_device(Device device, const char* caller);
+
+// An owned CUDA stream. Non-blocking: it does not wait on the legacy default stream. Its
+// destructor waits for the work issued on it, so memory it used can be freed safely afterwards
+// (Note [stream ownership of device memory] in core/storage.h).
 class Stream {
  public:
   explicit Stream(Device device);
@@ -67,6 +74,20 @@ class Event {
 cudaStream_t current_stream(Device device);
 // The device's own compute stream, created on first use and kept for the process.
 cudaStream_t compute_stream(Device device);
+
+// Makes `later` wait for the work issued to `earlier` (a stream of `earlier_device`) so far: an
+// event recorded on one, waited on by the other, possibly of another device; the host does not
+// wait. A no-op when they are the same stream.
+void order_after(cudaStream_t later, cudaStream_t earlier, Device earlier_device);
+// For memory that recorded a stream: streams of cuda::Stream objects are numbered when made and
+// forgotten when destroyed (after their work is done); any other stream (the compute streams,
+// the default stream) counts as living for the process. order_after_if_alive() orders `later`
+// after `earlier` only if `earlier` is still the stream that stream_generation() numbered when
+// it was recorded — a destroyed one has nothing left to wait for, and a handle reused by a later
+// stream has another number — checking and ordering under one lock, so that the stream cannot be
+// destroyed in between. Returns whether it ordered.
+std::uint64_t stream_generation(cudaStream_t stream);
+bool order_after_if_alive(cudaStream_t later, cudaStream_t earlier, Device earlier_device, std::uint64_t generation);
 
 // Makes ops on the stream's device issue on `stream` for the guard's lifetime (this thread).
 class StreamGuard {

@@ -19,7 +19,7 @@ struct Graph::Impl {
   cudaStream_t capturing = nullptr;
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
-  std::size_t kernels = 0, nodes = 0;
+  std::size_t kernels = 0, allocations = 0, nodes = 0;
 };
 
 Graph::Graph() : impl_(std::make_unique<Impl>()) {}
@@ -50,18 +50,21 @@ void Graph::end_capture() {
   std::vector<cudaGraphNode_t> nodes(count);
   if (count) CUDA_CHECK(cudaGraphGetNodes(impl_->graph, nodes.data(), &count));
   impl_->nodes = count;
-  impl_->kernels = 0;
+  impl_->kernels = impl_->allocations = 0;
   for (cudaGraphNode_t node : nodes) {
     cudaGraphNodeType type{};
     CUDA_CHECK(cudaGraphNodeGetType(node, &type));
     if (type == cudaGraphNodeTypeKernel) ++impl_->kernels;
+    if (type == cudaGraphNodeTypeMemAlloc) ++impl_->allocations;
   }
 }
 
 void Graph::abandon_capture() noexcept {
   if (!impl_ || !impl_->capturing) return;
   cudaGraph_t partial = nullptr;
-  CUDA_CHECK_NOTHROW(cudaStreamEndCapture(impl_->capturing, &partial));
+  // A capture that a refused call invalidated ends with that error: expected here, not reported.
+  const cudaError_t ended = cudaStreamEndCapture(impl_->capturing, &partial);
+  if (ended != cudaErrorStreamCaptureInvalidated) CUDA_CHECK_NOTHROW(ended);
   if (partial) CUDA_CHECK_NOTHROW(cudaGraphDestroy(partial));
   impl_->capturing = nullptr;
   (void)cudaGetLastError();  // an invalidated capture leaves its (non-sticky) error behind: clear it
@@ -74,6 +77,7 @@ void Graph::replay(cudaStream_t stream) const {
 
 bool Graph::ready() const { return impl_->exec != nullptr; }
 std::size_t Graph::kernel_nodes() const { return impl_->kernels; }
+std::size_t Graph::allocation_nodes() const { return impl_->allocations; }
 std::size_t Graph::nodes() const { return impl_->nodes; }
 
 #else  // built without CUDA
@@ -90,6 +94,7 @@ void Graph::abandon_capture() noexcept {}
 void Graph::replay(cudaStream_t) const { no_cuda(); }
 bool Graph::ready() const { return false; }
 std::size_t Graph::kernel_nodes() const { return 0; }
+std::size_t Graph::allocation_nodes() const { return 0; }
 std::size_t Graph::nodes() const { return 0; }
 
 #endif

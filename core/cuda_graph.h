@@ -2,7 +2,11 @@
 // without the CUDA toolkit; in a build without CUDA every call throws DeviceError.
 //
 // Capture runs in thread-local mode, so other threads (a data loader's) may keep making CUDA
-// calls meanwhile. What may be captured is Note [graph-safe kernels].
+// calls meanwhile — but none on the stream being captured: work issued to it from any thread
+// joins the capture. ember allocates and frees device memory on the compute stream (Note [stream
+// ownership of device memory] in core/storage.h), so while a device's compute stream is captured
+// no other thread may make or drop tensors on that device. What may be captured is Note
+// [graph-safe kernels].
 //
 // Note [graph-safe kernels]
 // A step captured in a CUDA graph is replayed exactly as recorded: its kernel arguments are frozen
@@ -41,8 +45,9 @@ class Graph {
   void abandon_capture() noexcept;
   void replay(cudaStream_t stream) const;
   bool ready() const;
-  std::size_t kernel_nodes() const;  // kernel launches in the captured graph (0 before capture)
-  std::size_t nodes() const;         // every node: kernels, copies, memsets
+  std::size_t kernel_nodes() const;      // kernel launches in the captured graph (0 before capture)
+  std::size_t allocation_nodes() const;  // memory-allocation nodes: a graph-safe step has none
+  std::size_t nodes() const;             // every node: kernels, copies, memsets, allocations
 
  private:
   struct Impl;

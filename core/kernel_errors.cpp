@@ -27,16 +27,20 @@ void throw_kernel_error(const kernels::DeviceErrorRecord& record, Device device)
                            "caused it has already returned; set EMBER_SYNC_DEBUG=1 to report it at its cause)")
           : std::string();
   switch (static_cast<kernels::DeviceErrorCode>(record.code)) {
-    case kernels::DeviceErrorCode::target_out_of_range:
-      throw IndexError(detail::concat(op_name(record.op), ": target ", record.value, " at row ", record.position,
-                                      " is out of range [0, ", record.bound, ")", where,
+    case kernels::DeviceErrorCode::target_out_of_range: {
+      // Note [which bad input is reported] in kernels/common.h: the lowest row, its value clamped
+      // beyond 24 bits.
+      const char* clamped = record.value_clamped() < 0 ? "at most " : record.value_clamped() > 0 ? "at least " : "";
+      throw IndexError(detail::concat(op_name(record.op), ": target ", clamped, record.value(), " at row ",
+                                      record.position(), " is out of range [0, ", record.bound, ")", where,
                                       ": targets must be class indices in [0, number of classes)"));
+    }
     case kernels::DeviceErrorCode::non_finite:
       if (record.op == static_cast<int>(kernels::OpTag::loss_check))
         throw NonFiniteError(detail::concat("the training loss is not finite", where,
                                             ": the model diverged; try a smaller learning rate"));
       throw NonFiniteError(
-          detail::concat(op_name(record.op), ": non-finite value at position ", record.position, where));
+          detail::concat(op_name(record.op), ": non-finite value at position ", record.position(), where));
     case kernels::DeviceErrorCode::none:
       break;
   }

@@ -8,6 +8,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 #include "kernels/layout.h"
+#include "kernels/reduce.h"
 
 namespace ember {
 namespace {
@@ -179,9 +180,12 @@ Tensor linear_relu(const Tensor& input, const Tensor& weight, const Tensor& bias
                                                                  dbias.raw<T>(), rows, cols);
                            },
                            [&](auto stream) {
+                             const std::size_t ws = kernels::sum_workspace_size(1, rows, cols);
+                             const Tensor workspace =
+                                 ws ? detail::new_empty(g, {static_cast<std::int64_t>(ws)}) : Tensor();
                              kernels::cuda::bias_relu_backward(g2.raw<float>(), y_saved.raw<float>(),
                                                                masked.raw<float>(), dbias.raw<float>(), rows, cols,
-                                                               stream);
+                                                               ws ? workspace.raw<float>() : nullptr, stream);
                            });
                        Gradients grads(3);
                        if (needs[0]) {

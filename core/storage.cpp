@@ -260,10 +260,21 @@ Storage::Storage(std::size_t bytes, Device device, MemoryKind kind) : bytes_(byt
     case MemoryKind::device: {
 #if EMBER_WITH_CUDA
       device_pool(device_);  // configures the pool on first use
-      stream_ = cuda::current_stream(device_);
+      stream_ = cuda::compute_stream(device_);
       const cudaError_t status = cudaMallocAsync(&data_, bytes_, stream_);
       if (status == cudaErrorMemoryAllocation) throw_out_of_memory(device_, bytes_);
       CUDA_CHECK(status);
+      // Made for work on another stream: that stream starts after the allocation, and the free
+      // will wait for it (Note [stream ownership of device memory]).
+      if (const cudaStream_t current = cuda::current_stream(device_); current != stream_) {
+        try {
+          cuda::order_after(current, stream_, device_);
+          record_stream(current);
+        } catch (...) {
+          CUDA_CHECK_NOTHROW(cudaFreeAsync(data_, stream_));
+          throw;
+        }
+      }
 #endif
       break;
     }
@@ -284,7 +295,47 @@ std::shared_ptr<Storage> Storage::borrow(void* data, std::size_t bytes, Device d
   return s;
 }
 
+void Storage::record_stream(cudaStream_t stream, std::optional<Device> stream_device) {
+  if (kind_ != MemoryKind::device || borrowed_ || stream == stream_) return;
+  const std::uint64_t generation = cuda::stream_generation(stream);
+  for (StreamUse& use : used_on_)
+    if (use.stream == stream && use.generation == generation) {
+      use.done = nullptr;  // all of the stream's work, from now on
+      return;
+    }
+  used_on_.push_back({stream, stream_device.value_or(device_), generation, nullptr});
+}
+
+void Storage::record_use(cudaStream_t stream, std::shared_ptr<cuda::Event> done) {
+  if (kind_ != MemoryKind::device || borrowed_ || stream == stream_) return;
+  const std::uint64_t generation = cuda::stream_generation(stream);
+  for (StreamUse& use : used_on_)
+    if (use.stream == stream && use.generation == generation) {
+      if (use.done) use.done = std::move(done);  // later on the same stream: covers the earlier use
+      return;
+    }
+  used_on_.push_back({stream, device_, generation, std::move(done)});
+}
+
+void Storage::record_pending_read(std::shared_ptr<cuda::Event> event) {
+  // Completed reads need not be kept: the list stays as short as the copies in flight.
+  std::erase_if(pending_reads_, [](const std::shared_ptr<cuda::Event>& e) { return e->query(); });
+  pending_reads_.push_back(std::move(event));
+}
+
+void Storage::wait_for_pending_reads() noexcept {
+  for (const std::shared_ptr<cuda::Event>& e : pending_reads_) {
+    try {
+      e->synchronize();
+    } catch (const std::exception& error) {
+      std::fprintf(stderr, "ember: warning: waiting for a copy out of pinned memory failed: %s\n", error.what());
+    }
+  }
+  pending_reads_.clear();
+}
+
 void Storage::release() noexcept {
+  wait_for_pending_reads();  // a staging slot or pinned buffer is not reused while a copy reads it
   if (borrowed_) {
     if (on_release_) {
       try {
@@ -310,6 +361,18 @@ void Storage::release() noexcept {
       break;
     case MemoryKind::device:
 #if EMBER_WITH_CUDA
+      // The free waits for every other stream that still uses the memory.
+      for (const StreamUse& use : used_on_) {
+        try {
+          if (use.done)
+            use.done->wait(stream_);  // an event outlives its stream
+          else
+            cuda::order_after_if_alive(stream_, use.stream, use.device, use.generation);
+        } catch (const std::exception& error) {
+          std::fprintf(stderr, "ember: warning: ordering a free after stream work failed: %s\n", error.what());
+        }
+      }
+      used_on_.clear();
       CUDA_CHECK_NOTHROW(cudaFreeAsync(data_, stream_));
 #endif
       break;
@@ -329,7 +392,9 @@ Storage::Storage(Storage&& other) noexcept
       device_(other.device_),
       kind_(other.kind_),
       stream_(other.stream_),
-      ready_(std::move(other.ready_)) {
+      ready_(std::move(other.ready_)),
+      used_on_(std::move(other.used_on_)),
+      pending_reads_(std::move(other.pending_reads_)) {
   other.data_ = nullptr;
   other.bytes_ = 0;
   other.borrowed_ = false;
@@ -348,6 +413,8 @@ Storage& Storage::operator=(Storage&& other) noexcept {
     kind_ = other.kind_;
     stream_ = other.stream_;
     ready_ = std::move(other.ready_);
+    used_on_ = std::move(other.used_on_);
+    pending_reads_ = std::move(other.pending_reads_);
     other.data_ = nullptr;
     other.bytes_ = 0;
   }

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <vector>
 
 #include "core/device.h"
 
@@ -49,6 +51,25 @@ void empty_host_cache();
 // use after free is caught.
 bool host_cache_enabled();
 
+// Note [stream ownership of device memory]
+// Device memory is allocated and freed on its device's compute stream, which lives as long as the
+// process — never on a stream that may be destroyed before the memory is freed. A storage made
+// while another stream is current (a cuda::StreamGuard) is ordered before that stream's work by an
+// event and records the stream: its free waits for all the work issued to that stream by then, as
+// PyTorch's record_stream does; code that runs ops on a side stream over tensors made elsewhere
+// calls Tensor::record_stream for the same. A copy on a side stream records just itself (an event
+// after it), so that freeing one batch's buffer never waits for the next batch's copy queued
+// behind it. A recorded stream that has been destroyed is skipped: a cuda::Stream finishes its
+// work in its destructor. So the pool never hands a block to a new allocation while another stream
+// still uses it. Library workspaces allocated and freed on the stream that uses them, around one
+// call (cuDNN's), are stream-ordered by construction and need none of this.
+// Pinned host memory has the converse rule: an asynchronous copy out of it is recorded
+// (record_pending_read), and the memory goes back — freed, or returned to its owner (a data
+// loader's staging slot) — only after that copy has finished.
+// During a CUDA graph capture of a device's compute stream no other thread may allocate or free
+// memory of that device: its stream-ordered calls would join the capture (Note [graph-safe
+// kernels] in core/cuda_graph.h).
+
 // Move-only owner of one allocation. Tensors share a Storage through a shared_ptr.
 class Storage {
  public:
@@ -81,8 +102,21 @@ class Storage {
   void set_ready_event(std::shared_ptr<cuda::Event> event) { ready_ = std::move(event); }
   void wait_until_ready() const;
 
+  // Device memory (Note [stream ownership of device memory]); the compute stream it belongs to
+  // needs no record. record_stream: `stream` (a stream of `stream_device`, by default the memory's
+  // own device) uses it until further notice, so the free waits for all the work that stream has
+  // by then. record_use: a use on `stream` that ends with `done`, which the free waits for.
+  void record_stream(cudaStream_t stream, std::optional<Device> stream_device = std::nullopt);
+  void record_use(cudaStream_t stream, std::shared_ptr<cuda::Event> done);
+  // Whether `stream` is the one this memory is allocated and freed on (work there needs no record).
+  bool belongs_to(cudaStream_t stream) const { return stream == stream_; }
+  // Pinned memory: an asynchronous copy out of it ends with `event`; it is not freed or given back
+  // to its owner before then.
+  void record_pending_read(std::shared_ptr<cuda::Event> event);
+
  private:
   void release() noexcept;
+  void wait_for_pending_reads() noexcept;
 
   Storage() = default;
 
@@ -93,8 +127,16 @@ class Storage {
   std::function<void()> on_release_;
   Device device_;
   MemoryKind kind_ = MemoryKind::pageable;
-  cudaStream_t stream_ = nullptr;               // device memory is freed in order on the stream it came from
+  cudaStream_t stream_ = nullptr;               // device memory: its device's compute stream
   mutable std::shared_ptr<cuda::Event> ready_;  // cleared once waited for
+  struct StreamUse {
+    cudaStream_t stream;
+    Device device;
+    std::uint64_t generation;           // cuda::stream_generation when recorded
+    std::shared_ptr<cuda::Event> done;  // null: all the stream's work at the free (record_stream)
+  };
+  std::vector<StreamUse> used_on_;                           // other streams using device memory
+  std::vector<std::shared_ptr<cuda::Event>> pending_reads_;  // copies out of pinned memory
 };
 
 }  // namespace ember

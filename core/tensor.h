@@ -116,6 +116,11 @@ class Tensor {
   // Moves this tensor's data (and its .grad) to `device` in place: every handle to the tensor
   // sees the move. For leaves such as parameters (Module::to uses it); not differentiable.
   Tensor& move_to_(Device device);
+  // Says that work on `stream` (a stream of this tensor's CUDA device other than the one ops use)
+  // reads or writes this tensor, so its memory is not freed for reuse before that work is done —
+  // PyTorch's record_stream. Copies and tensors made under a cuda::StreamGuard record their stream
+  // themselves (Note [stream ownership of device memory] in core/storage.h).
+  void record_stream(cudaStream_t stream) const;
   Tensor clone() const;
   Tensor& copy_(const Tensor& src, bool non_blocking = false);  // same numel and dtype
   Tensor& fill_(double value);

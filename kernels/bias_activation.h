@@ -1,7 +1,8 @@
 // A linear layer's epilogue fused: bias add and ReLU in one pass after the GEMM, and in the
 // backward pass the ReLU mask and the bias gradient (column sums) in one pass.
 // Shapes: y, dy, dx are [rows, cols] row-major, bias and dbias [cols].
-// The column sums are deterministic: each column is summed by one thread, top to bottom.
+// The column sums are deterministic: a fixed order on each backend (on CUDA, rows split as
+// sum_workspace_size(1, rows, cols) says; `workspace` holds that many floats, null when 0).
 // CPU: float and double, synchronous. CUDA: float, enqueued on `stream`.
 #pragma once
 
@@ -23,5 +24,5 @@ namespace ember::kernels::cuda {
 void bias_relu_forward(float* y, const float* bias, std::size_t rows, std::size_t cols, cudaStream_t stream);
 void bias_forward(float* y, const float* bias, std::size_t rows, std::size_t cols, cudaStream_t stream);
 void bias_relu_backward(const float* dy, const float* y, float* dx, float* dbias, std::size_t rows, std::size_t cols,
-                        cudaStream_t stream);
+                        float* workspace, cudaStream_t stream);
 }  // namespace ember::kernels::cuda

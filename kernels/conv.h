@@ -56,7 +56,9 @@ void channel_bias_grad(const T* dy, T* dbias, std::size_t n, std::size_t c, std:
 // Batch normalization over (N, H, W) per channel. Training: mean and biased variance of the
 // batch normalize x; save_mean/save_invstd keep them for backward; the running statistics move
 // by `momentum` toward the batch's (the variance unbiased, as PyTorch does). Evaluation: the
-// running statistics normalize x. y = (x − mean)·invstd·gamma + beta.
+// running statistics normalize x. y = (x − mean)·invstd·gamma + beta. An empty batch (N·H·W = 0)
+// gives NaN statistics and leaves the running ones as they were (as PyTorch does); its backward
+// gives dgamma = dbeta = 0.
 template <class T>
 void batch_norm_forward_train(const T* x, const T* gamma, const T* beta, T* y, T* save_mean, T* save_invstd,
                               T* running_mean, T* running_var, std::size_t n, std::size_t c, std::size_t hw, T momentum,

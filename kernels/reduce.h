@@ -6,8 +6,9 @@
 // sum, 1/reduce the mean. Sum over everything is outer = inner = 1; the bias gradient of a
 // [B, N] activation is outer = 1, reduce = B, inner = N.
 // CPU: float sums accumulate in double. CUDA: float throughout, and a long reduction over few
-// rows is split in two passes through `workspace` (sum_workspace_size elements; may be null
-// when that is 0).
+// rows or few columns is split in two passes through `workspace` (sum_workspace_size elements;
+// may be null when that is 0). Reducing zero elements gives 0·scale: 0 for a sum, NaN for a mean
+// (scale = 1/0), on both backends, as in PyTorch.
 #pragma once
 
 #include "kernels/common.h"

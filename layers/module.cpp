@@ -60,16 +60,29 @@ void Module::collect(const std::string& prefix, bool parameters, bool buffers,
   for (const auto& [n, child] : children_) child->collect(prefix + n + ".", parameters, buffers, out);
 }
 
+namespace {
+// A tensor reached under two names (a layer shared between two places of a model) is listed
+// once, under the first name, as PyTorch's named_parameters() does: an optimizer must update it
+// once per step.
+std::vector<std::pair<std::string, Tensor>> without_repeats(std::vector<std::pair<std::string, Tensor>> named) {
+  std::set<const TensorImpl*> seen;
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (auto& [name, tensor] : named)
+    if (seen.insert(tensor.impl()).second) out.emplace_back(std::move(name), std::move(tensor));
+  return out;
+}
+}  // namespace
+
 std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
   std::vector<std::pair<std::string, Tensor>> out;
   collect("", true, false, out);
-  return out;
+  return without_repeats(std::move(out));
 }
 
 std::vector<std::pair<std::string, Tensor>> Module::named_buffers() const {
   std::vector<std::pair<std::string, Tensor>> out;
   collect("", false, true, out);
-  return out;
+  return without_repeats(std::move(out));
 }
 
 std::vector<Tensor> Module::parameters() const {

@@ -34,6 +34,8 @@ class Module : public std::enable_shared_from_this<Module> {
   // The name this module has inside its parent ("0", "fc1"); empty for a top-level module.
   const std::string& name() const { return name_; }
 
+  // Each tensor once, in registration order: a layer used in two places of a model (shared
+  // weights) contributes its parameters once, under the first name. state_dict() keeps every name.
   std::vector<Tensor> parameters() const;
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;
   std::vector<std::pair<std::string, Tensor>> named_buffers() const;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "core/autograd.h"
@@ -48,6 +49,7 @@ bool same_slots(const std::vector<kernels::ParamSlot>& a, const std::vector<kern
 
 Optimizer::Optimizer(std::vector<ParamGroup> groups) : groups_(std::move(groups)) {
   EMBER_CHECK(!groups_.empty(), ValueError, "optimizer got an empty list of parameter groups");
+  std::map<const TensorImpl*, std::pair<std::size_t, std::size_t>> positions;  // (group, index) of each tensor
   for (std::size_t g = 0; g < groups_.size(); ++g) {
     ParamGroup& group = groups_[g];
     EMBER_CHECK(!group.params.empty(), ValueError, "optimizer got an empty parameter list (group ", g, ")");
@@ -60,10 +62,17 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups) : groups_(std::move(groups)
         group.options.beta1 >= 0 && group.options.beta1 < 1 && group.options.beta2 >= 0 && group.options.beta2 < 1,
         ValueError, "invalid betas (", group.options.beta1, ", ", group.options.beta2, "): each must be in [0, 1)");
     EMBER_CHECK(group.options.eps >= 0, ValueError, "invalid eps ", group.options.eps);
-    for (const Tensor& p : group.params) {
+    for (std::size_t i = 0; i < group.params.size(); ++i) {
+      const Tensor& p = group.params[i];
       EMBER_CHECK(p.defined() && p.requires_grad() && p.is_leaf(), ValueError,
                   "optimizer parameters must be leaf tensors that require grad");
       EMBER_CHECK(p.dtype() == DType::f32, DTypeError, "optimizer parameters must be f32, got ", p.dtype());
+      // A tensor given twice would be updated twice per step (and, on CUDA, by two blocks of one
+      // launch at once). PyTorch only warns; ember refuses.
+      const auto [where, fresh] = positions.emplace(p.impl(), std::make_pair(g, i));
+      EMBER_CHECK(fresh, ValueError, "optimizer got the same tensor twice: parameter ", i, " of group ", g,
+                  " is parameter ", where->second.second, " of group ", where->second.first,
+                  ". Pass each tensor once (Module::parameters() lists a shared layer's tensors once)");
     }
     group.initial_lr = group.options.lr;
     caches_.push_back(std::make_unique<GroupCache>());

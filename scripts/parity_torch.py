@@ -43,10 +43,14 @@ def read_idx(path):
 
 
 def find(folder, stem):
+    """The file `stem` or `stem`.gz in `folder`, or None."""
     for name in (stem, stem + ".gz"):
         if os.path.exists(os.path.join(folder, name)):
             return os.path.join(folder, name)
-    raise FileNotFoundError(f"{stem} in {folder}")
+    return None
+
+
+MNIST_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
 
 
 def mlp(hidden=32):
@@ -94,8 +98,9 @@ def main():
     parser.add_argument("--report", help="also write the figures to this markdown file")
     parser.add_argument("--skip-accuracy", action="store_true")
     args = parser.parse_args()
-    if not os.path.exists(find(args.data, "train-images-idx3-ubyte")):
-        print(f"parity_torch: skipped: no MNIST files in {args.data}")
+    missing = [stem for stem in MNIST_FILES if find(args.data, stem) is None]
+    if missing:
+        print(f"parity_torch: skipped: {', '.join(missing)} not found in {args.data}")
         return 77
     torch.set_num_threads(1)
     images = read_idx(find(args.data, "train-images-idx3-ubyte"))

@@ -3,6 +3,7 @@
 //   backward: dW = dzᵀ·a, db = Σ_rows dz, da = dz·W, and dz of the layer below = da ⊙ [h > 0].
 #include "train/mlp_step.h"
 
+#include <cstdio>
 #include <optional>
 #include <vector>
 
@@ -44,6 +45,10 @@ std::string mlp_step_unsupported(const nn::Sequential& model) {
   for (std::size_t i = 0; i < children.size(); ++i) {
     const nn::Module* m = children[i].second.get();
     const std::string where = "layer " + children[i].first + " (" + m->type_name() + ")";
+    for (std::size_t j = 0; j < i; ++j)
+      if (children[j].second.get() == m && dynamic_cast<const nn::Linear*>(m))
+        return where + " is the same Linear as layer " + children[j].first +
+               " (shared weights): the fused step keeps one gradient buffer per layer";
     if (const auto* linear = dynamic_cast<const nn::Linear*>(m)) {
       if (!expect_linear) return where + " follows a Linear without a ReLU between them";
       if (!linear->bias().defined()) return where + " has no bias";
@@ -72,6 +77,7 @@ struct MlpStep::Impl {
   std::unique_ptr<cuda::Graph> graph = std::make_unique<cuda::Graph>();
   bool graph_failed = false;
   long long full_steps = 0;  // eager steps on a full batch since the graph was (re)set
+  std::size_t step_launches = 0, replays = 0;
   std::string graph_note;
   long long steps = 0;
 
@@ -90,18 +96,20 @@ struct MlpStep::Impl {
     for (const optim::ParamGroup& g : optimizer->param_groups()) now.groups.push_back(g.options);
     return now;
   }
-  bool still_baked_in() const {
+  // Whether the optimizer is as `then` saw it.
+  bool unchanged_since(const BakedIn& then) const {
     const auto& groups = optimizer->param_groups();
-    if (optimizer->version() != captured.version || groups.size() != captured.groups.size()) return false;
+    if (optimizer->version() != then.version || groups.size() != then.groups.size()) return false;
     for (std::size_t i = 0; i < groups.size(); ++i) {
-      const optim::GroupOptions &a = groups[i].options, &b = captured.groups[i];
+      const optim::GroupOptions &a = groups[i].options, &b = then.groups[i];
       if (a.momentum != b.momentum || a.dampening != b.dampening || a.weight_decay != b.weight_decay ||
           a.nesterov != b.nesterov || a.beta1 != b.beta1 || a.beta2 != b.beta2 || a.eps != b.eps)
         return false;
     }
     return true;
   }
-  BakedIn captured;  // as the graph was captured
+  BakedIn captured;    // as the graph was captured
+  BakedIn last_eager;  // as the last full-batch eager step left it
 
   cudaStream_t stream() const { return cuda::current_stream(device); }  // CUDA only
 
@@ -109,6 +117,11 @@ struct MlpStep::Impl {
   template <class Cpu, class Cuda>
   decltype(auto) on_device(Cpu&& cpu, Cuda&& cuda) const {
     return detail::dispatch_device(device, std::forward<Cpu>(cpu), std::forward<Cuda>(cuda));
+  }
+
+  // Kernels and library calls this thread has issued (CUDA; 0 on the CPU).
+  std::uint64_t launches_issued() const {
+    return on_device([] { return std::uint64_t{0}; }, [](auto) { return kernels::cuda::launches_issued(); });
   }
 
   // Whether cuBLASLt runs this GEMM with its epilogue here (CUDA, epilogues on, supported).
@@ -197,14 +210,17 @@ struct MlpStep::Impl {
       run(std::int32_t{});
   }
 
+  // The column-sum workspace of a layer's bias gradient, made for the largest batch when the step
+  // is built (sum_workspace_size grows with the rows), so no step allocates.
+  static float* sum_workspace(const Layer& l) {
+    return l.sum_workspace.defined() ? l.sum_workspace.raw<float>() : nullptr;
+  }
+
   void bias_grad_sum(Layer& l, std::size_t rows) {
-    const std::size_t need = kernels::sum_workspace_size(1, rows, l.out);
-    if (need > static_cast<std::size_t>(l.sum_workspace.defined() ? l.sum_workspace.numel() : 0))
-      l.sum_workspace = empty({static_cast<std::int64_t>(need)}, {.device = device});
     on_device([&] { kernels::cpu::sum(l.g.raw<float>(), l.bias_grad.raw<float>(), 1, rows, l.out, 1.0f); },
               [&](auto stream) {
-                kernels::cuda::sum(l.g.raw<float>(), l.bias_grad.raw<float>(), 1, rows, l.out, 1.0f,
-                                   need ? l.sum_workspace.raw<float>() : nullptr, stream);
+                kernels::cuda::sum(l.g.raw<float>(), l.bias_grad.raw<float>(), 1, rows, l.out, 1.0f, sum_workspace(l),
+                                   stream);
               });
   }
 
@@ -276,7 +292,7 @@ struct MlpStep::Impl {
           },
           [&](auto stream) {
             kernels::cuda::bias_relu_backward(dprev, prev.h.raw<float>(), dprev, prev.bias_grad.raw<float>(), rows,
-                                              prev.out, stream);
+                                              prev.out, sum_workspace(prev), stream);
           });
       bias_grad_done = true;
     }
@@ -333,6 +349,8 @@ MlpStep::MlpStep(nn::Sequential& model, optim::Optimizer& optimizer, std::size_t
     l.bias_grad = zeros(l.bias.shape(), on_device);
     l.h = zeros({B, static_cast<std::int64_t>(l.out)}, on_device);
     l.g = zeros({B, static_cast<std::int64_t>(l.out)}, on_device);
+    if (const std::size_t ws = kernels::sum_workspace_size(1, batch_size, l.out); ws > 0)
+      l.sum_workspace = zeros({static_cast<std::int64_t>(ws)}, on_device);
     if (l.relu && s.device.is_cuda())
       l.mask = zeros({static_cast<std::int64_t>(kernels::relu_mask_bytes(batch_size, l.out))},
                      {.dtype = DType::u8, .device = s.device});
@@ -389,25 +407,36 @@ void MlpStep::step(const Tensor& x, const Tensor& y) {
   s.x_static.copy_(x, true);
   s.y_static.copy_(y, true);
   s.optimizer->sync_learning_rates();
-  if (s.graph->ready() && !s.still_baked_in()) {
+  if (s.graph->ready() && !s.unchanged_since(s.captured)) {
     s.graph = std::make_unique<cuda::Graph>();  // settings baked into the graph changed
     s.full_steps = 0;
   }
   // Capture only after full-batch eager steps have made every buffer the step touches (the
-  // optimizer's state, its slot table, cuBLAS's workspaces): nothing may be allocated inside.
+  // optimizer's state, its slot table, cuBLAS's workspaces), and only if nothing about the
+  // optimizer changed since the last of them (a loaded state, momentum switched on): such a step
+  // would make buffers inside the capture, which exist only in the graph. It runs eagerly first.
+  if (!s.graph->ready() && s.full_steps >= s.options.eager_steps && !s.unchanged_since(s.last_eager))
+    s.full_steps = s.options.eager_steps - 1;
   if (!s.graph->ready() && s.full_steps >= s.options.eager_steps) {
     try {
       s.graph->begin_capture(s.stream());
       s.run(s.x_static, s.y_static, rows);
       s.graph->end_capture();
+      // Note [graph-safe kernels]: a replayed step allocates nothing. A library that allocated
+      // inside the capture (cuBLAS without its workspace) would make every replay allocate.
+      EMBER_CHECK(s.graph->allocation_nodes() == 0, CudaError, "the captured step has ", s.graph->allocation_nodes(),
+                  " memory-allocation node(s): something in it allocates device memory");
       s.captured = s.baked_in();
-      s.graph_note = detail::concat("CUDA graph, ", s.graph->kernel_nodes(), " kernels per step");
+      s.graph_note = detail::concat("CUDA graph, ", s.graph->kernel_nodes(), " kernels per step (the step issues ",
+                                    s.step_launches, " kernels and library calls)");
     } catch (const Error& e) {
-      // Something in the step cannot be captured: run eagerly from now on, and say why.
+      // Something in the step cannot be captured: run eagerly from now on, and say why — here,
+      // when it happens, and in describe().
       s.graph->abandon_capture();
       s.graph = std::make_unique<cuda::Graph>();
       s.graph_failed = true;
       s.graph_note = std::string("eager (graph capture failed: ") + e.what() + ")";
+      std::fprintf(stderr, "ember: warning: MlpStep: %s; every step runs eagerly from now on\n", s.graph_note.c_str());
     } catch (...) {
       s.graph->abandon_capture();  // leave the stream usable, then let the error go on
       throw;
@@ -415,9 +444,13 @@ void MlpStep::step(const Tensor& x, const Tensor& y) {
   }
   if (s.graph->ready()) {
     s.graph->replay(s.stream());
+    ++s.replays;
   } else {
+    const std::uint64_t before = s.launches_issued();
     s.run(s.x_static, s.y_static, rows);
+    s.step_launches = static_cast<std::size_t>(s.launches_issued() - before);
     ++s.full_steps;
+    s.last_eager = s.baked_in();
   }
   ++s.steps;
 }
@@ -427,6 +460,8 @@ const Tensor& MlpStep::batch_loss() const { return impl_->batch_loss; }
 void MlpStep::reset_loss_sum() { impl_->loss_sum.zero_(); }
 bool MlpStep::graph_captured() const { return impl_->graph->ready(); }
 std::size_t MlpStep::graph_kernel_nodes() const { return impl_->graph->kernel_nodes(); }
+std::size_t MlpStep::step_launches() const { return impl_->step_launches; }
+std::size_t MlpStep::graph_replays() const { return impl_->replays; }
 
 std::string MlpStep::describe() const {
   const Impl& s = *impl_;

@@ -60,7 +60,11 @@ class MlpStep {
   void reset_loss_sum();
 
   bool graph_captured() const;
-  std::size_t graph_kernel_nodes() const;  // kernel launches per replayed step (0 until captured)
+  std::size_t graph_kernel_nodes() const;  // kernel nodes of the captured step (0 until captured)
+  // What the captured graph should hold: the kernels and library calls the last full-batch eager
+  // step issued (kernels::cuda::launches_issued; CUDA only, 0 before a full batch).
+  std::size_t step_launches() const;
+  std::size_t graph_replays() const;  // steps run by replaying the graph so far
   // How the step runs, for logs: "CUDA graph, 8 kernels per step; cuBLASLt epilogues: ...".
   std::string describe() const;
 

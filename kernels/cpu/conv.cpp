@@ -136,6 +136,9 @@ void batch_norm_forward_train(const T* x, const T* gamma, const T* beta, T* y, T
     const double invstd = 1.0 / std::sqrt(var + eps);
     save_mean[ch] = static_cast<T>(mean);
     save_invstd[ch] = static_cast<T>(invstd);
+    // An empty batch (m = 0) has NaN statistics; the running ones stay as they were, as PyTorch
+    // leaves them.
+    if (m == 0) continue;
     const double unbiased = m > 1 ? var * m / (m - 1) : var;
     running_mean[ch] = static_cast<T>((1 - momentum) * running_mean[ch] + momentum * mean);
     running_var[ch] = static_cast<T>((1 - momentum) * running_var[ch] + momentum * unbiased);

@@ -10,13 +10,25 @@
 namespace ember::kernels {
 
 std::size_t sum_workspace_size(std::size_t outer, std::size_t reduce, std::size_t inner) {
-  // Mirrors the CUDA launcher's choice: a long reduction over few rows is split into chunks of
-  // kChunk elements, one partial sum per (row, chunk).
-  constexpr std::size_t kChunk = 8192, kMaxChunks = 512, kFewRows = 64;
-  if (inner != 1 || outer >= kFewRows || reduce < 2 * kChunk) return 0;
-  std::size_t chunks = ceil_div(reduce, kChunk);
+  // Mirrors the CUDA launchers' choice, from the shape alone (so the result is the same every run).
+  if (inner == 1) {
+    // A long reduction over few rows is split into chunks of kChunk elements, one partial sum per
+    // (row, chunk).
+    constexpr std::size_t kChunk = 8192, kMaxChunks = 512, kFewRows = 64;
+    if (outer >= kFewRows || reduce < 2 * kChunk) return 0;
+    std::size_t chunks = ceil_div(reduce, kChunk);
+    if (chunks > kMaxChunks) chunks = kMaxChunks;
+    return outer * chunks;
+  }
+  // Column sums (kernels/cuda/column_sum.cuh): blocks of 32 columns; when there are too few of
+  // them to fill the GPU and the columns are long, the rows are split into chunks of kRows, one
+  // partial sum per (chunk, column).
+  constexpr std::size_t kTile = 32, kFewTiles = 128, kRows = 1024, kMaxChunks = 512;
+  const std::size_t cols = outer * inner;
+  if (ceil_div(cols, kTile) >= kFewTiles || reduce < 2 * kRows) return 0;
+  std::size_t chunks = ceil_div(reduce, kRows);
   if (chunks > kMaxChunks) chunks = kMaxChunks;
-  return outer * chunks;
+  return chunks * cols;
 }
 
 }  // namespace ember::kernels

@@ -43,9 +43,8 @@ bool valid_target(Target t, std::size_t cols) {
 }
 
 void raise_target_error(DeviceErrorRecord* error, long long target, std::size_t row, std::size_t cols) {
-  if (error && error->code == 0)
-    *error = {static_cast<int>(DeviceErrorCode::target_out_of_range), static_cast<int>(OpTag::cross_entropy), target,
-              static_cast<long long>(row), static_cast<long long>(cols)};
+  raise_error_on_host(error, DeviceErrorCode::target_out_of_range, OpTag::cross_entropy, static_cast<long long>(row),
+                      target, static_cast<long long>(cols));
 }
 
 }  // namespace
@@ -158,8 +157,7 @@ void cross_entropy_fused(const T* logits, const Target* targets, T* dlogits, T* 
   }
   if (batch_loss) *batch_loss = static_cast<T>(total * static_cast<double>(row_scale));
   if (loss_sum) *loss_sum += static_cast<T>(total);
-  if (!std::isfinite(total) && error && error->code == 0)
-    *error = {static_cast<int>(DeviceErrorCode::non_finite), static_cast<int>(OpTag::loss_check), 0, 0, 0};
+  if (!std::isfinite(total)) raise_error_on_host(error, DeviceErrorCode::non_finite, OpTag::loss_check, 0, 0, 0);
 }
 
 #define EMBER_INSTANTIATE(T)                                                                                         \

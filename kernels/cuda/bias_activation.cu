@@ -1,9 +1,10 @@
-// CUDA fused bias+ReLU kernels: the forward is elementwise; the backward gives each column to one
-// thread (adjacent threads, adjacent columns: coalesced), which masks its gradient row by row and
-// sums it in a fixed order, so the bias gradient is deterministic without atomics.
+// CUDA fused bias+ReLU kernels: the forward is elementwise; the backward masks the gradient on its
+// way into the column sums of kernels/cuda/column_sum.cuh (parallel over rows and columns, in a
+// fixed order), so the bias gradient is deterministic without atomics.
 #include <cuda_runtime.h>
 
 #include "kernels/bias_activation.h"
+#include "kernels/cuda/column_sum.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/elementwise_math.h"
 
@@ -22,20 +23,6 @@ __global__ void bias_forward_kernel(float* y, const float* bias, std::size_t row
   for (std::size_t i = global_thread(); i < n; i += grid_stride()) y[i] += bias[i % cols];
 }
 
-__global__ void bias_relu_backward_kernel(const float* dy, const float* y, float* dx, float* dbias, std::size_t rows,
-                                          std::size_t cols) {
-  const std::size_t c = global_thread();
-  if (c >= cols) return;
-  float sum = 0.0f;
-  for (std::size_t r = 0; r < rows; ++r) {
-    const std::size_t i = r * cols + c;
-    const float v = activation_grad_formula<ActivationGrad::relu>(dy[i], y[i], {});
-    dx[i] = v;
-    sum += v;
-  }
-  dbias[c] = sum;
-}
-
 }  // namespace
 
 void bias_relu_forward(float* y, const float* bias, std::size_t rows, std::size_t cols, cudaStream_t stream) {
@@ -47,10 +34,8 @@ void bias_forward(float* y, const float* bias, std::size_t rows, std::size_t col
 }
 
 void bias_relu_backward(const float* dy, const float* y, float* dx, float* dbias, std::size_t rows, std::size_t cols,
-                        cudaStream_t stream) {
-  if (cols == 0) return;
-  launch<bias_relu_backward_kernel>({dim3(static_cast<unsigned>(ceil_div(cols, kBlock)))}, stream, dy, y, dx, dbias,
-                                    rows, cols);
+                        float* workspace, cudaStream_t stream) {
+  column_sum<ColumnSource::relu_grad>(dy, y, dx, dbias, 1, rows, cols, 1.0f, workspace, stream);
 }
 
 }  // namespace ember::kernels::cuda

@@ -96,6 +96,7 @@ __global__ void batch_norm_stats_kernel(const float* x, float* save_mean, float*
   if (threadIdx.x == 0) {
     save_mean[ch] = mean;
     save_invstd[ch] = rsqrtf(var + eps);
+    if (m == 0) return;  // an empty batch: NaN statistics, the running ones untouched (the CPU twin's rule)
     const float unbiased = m > 1 ? var * static_cast<float>(m) / static_cast<float>(m - 1) : var;
     running_mean[ch] = (1.0f - momentum) * running_mean[ch] + momentum * mean;
     running_var[ch] = (1.0f - momentum) * running_var[ch] + momentum * unbiased;
@@ -180,7 +181,7 @@ void channel_bias_grad(const float* dy, float* dbias, std::size_t n, std::size_t
 void batch_norm_forward_train(const float* x, const float* gamma, const float* beta, float* y, float* save_mean,
                               float* save_invstd, float* running_mean, float* running_var, std::size_t n, std::size_t c,
                               std::size_t hw, float momentum, float eps, cudaStream_t stream) {
-  if (c == 0 || n * hw == 0) return;
+  if (c == 0) return;
   launch<batch_norm_stats_kernel>(per_channel(c), stream, x, save_mean, save_invstd, running_mean, running_var, n, c,
                                   hw, momentum, eps);
   const std::size_t total = n * c * hw;
@@ -197,7 +198,7 @@ void batch_norm_forward_eval(const float* x, const float* gamma, const float* be
 void batch_norm_backward(const float* dy, const float* x, const float* gamma, const float* save_mean,
                          const float* save_invstd, float* dx, float* dgamma, float* dbeta, std::size_t n, std::size_t c,
                          std::size_t hw, cudaStream_t stream) {
-  if (c == 0 || n * hw == 0) return;
+  if (c == 0) return;
   launch<batch_norm_backward_sums_kernel>(per_channel(c), stream, dy, x, save_mean, save_invstd, dgamma, dbeta, n, c,
                                           hw);
   const std::size_t total = n * c * hw;

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <string>
 #include <tuple>
 
@@ -35,7 +36,8 @@ int cudnn_version() { return static_cast<int>(cudnnGetVersion()); }
 
 namespace {
 
-// Everything cuDNN needs for one geometry, and its algorithm choices.
+// Everything cuDNN needs for one geometry, and its algorithm choices. The descriptors are host
+// objects, released with the plan (when the thread's cache goes).
 struct Plan {
   cudnnTensorDescriptor_t x = nullptr, y = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
@@ -44,6 +46,15 @@ struct Plan {
   cudnnConvolutionBwdDataAlgo_t bwd_data{};
   cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
   std::size_t fwd_bytes = 0, bwd_data_bytes = 0, bwd_filter_bytes = 0;
+  Plan() = default;
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
+  ~Plan() {
+    if (x) cudnnDestroyTensorDescriptor(x);
+    if (y) cudnnDestroyTensorDescriptor(y);
+    if (w) cudnnDestroyFilterDescriptor(w);
+    if (conv) cudnnDestroyConvolutionDescriptor(conv);
+  }
 };
 
 constexpr std::size_t kMaxWorkspace = std::size_t{1} << 30;
@@ -70,12 +81,13 @@ cudnnHandle_t handle_for_current_device() {
 const Plan& plan_for(cudnnHandle_t h, const ConvGeometry& g) {
   thread_local std::map<std::tuple<cudnnHandle_t, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t,
                                    std::size_t, std::size_t, std::size_t, std::size_t, bool>,
-                        Plan>
+                        std::unique_ptr<Plan>>
       cache;
   const auto key = std::make_tuple(h, g.n, g.c, g.h, g.w, g.k, g.kh, g.kw, g.stride, g.pad, deterministic());
   auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
-  Plan p;
+  if (it != cache.end()) return *it->second;
+  auto plan = std::make_unique<Plan>();  // cached only once complete: a failure below leaves nothing behind
+  Plan& p = *plan;
   auto i = [](std::size_t v) { return static_cast<int>(v); };
   CUDNN_CHECK(cudnnCreateTensorDescriptor(&p.x));
   CUDNN_CHECK(cudnnCreateTensorDescriptor(&p.y));
@@ -126,7 +138,7 @@ const Plan& plan_for(cudnnHandle_t h, const ConvGeometry& g) {
               deterministic() ? " in deterministic mode (EMBER_DETERMINISTIC=1)" : "");
   CUDNN_CHECK(
       cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p.x, p.y, p.conv, p.w, p.bwd_filter, &p.bwd_filter_bytes));
-  return cache.emplace(key, p).first->second;
+  return *cache.emplace(key, std::move(plan)).first->second;
 }
 
 // A workspace from the stream-ordered pool: freed on the same stream, after the call that uses it.
@@ -155,6 +167,7 @@ void conv2d_forward(const float* x, const float* w, float* y, const ConvGeometry
   Workspace ws(p.fwd_bytes, stream);
   const float one = 1.0f, zero = 0.0f;
   CUDNN_CHECK(cudnnConvolutionForward(h, &one, p.x, x, p.w, w, p.conv, p.fwd, ws.data(), p.fwd_bytes, &zero, p.y, y));
+  count_library_call();
 }
 
 void conv2d_backward_data(const float* dy, const float* w, float* dx, const ConvGeometry& g, cudaStream_t stream) {
@@ -166,6 +179,7 @@ void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv
   const float one = 1.0f, zero = 0.0f;
   CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, p.w, w, p.y, dy, p.conv, p.bwd_data, ws.data(), p.bwd_data_bytes,
                                            &zero, p.x, dx));
+  count_library_call();
 }
 
 void conv2d_backward_filter(const float* x, const float* dy, float* dw, const ConvGeometry& g, cudaStream_t stream) {
@@ -177,6 +191,7 @@ void conv2d_backward_filter(const float* x, const float* dy, float* dw, const Co
   const float one = 1.0f, zero = 0.0f;
   CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, p.x, x, p.y, dy, p.conv, p.bwd_filter, ws.data(),
                                              p.bwd_filter_bytes, &zero, p.w, dw));
+  count_library_call();
 }
 
 #else  // built without cuDNN

@@ -11,11 +11,12 @@ namespace {
 
 __global__ void gather_batch_kernel(const std::uint8_t* images, const std::int32_t* labels, const std::int32_t* index,
                                     float* x, std::int32_t* y, std::size_t rows, std::size_t cols, PixelScaling s) {
-  const std::size_t n = rows * cols;
+  // Images of zero pixels still have labels: such rows get one thread each.
+  const std::size_t per_row = cols > 0 ? cols : 1, n = rows * per_row;
   for (std::size_t i = global_thread(); i < n; i += grid_stride()) {
-    const std::size_t r = i / cols, c = i % cols;
+    const std::size_t r = i / per_row, c = i % per_row;
     const std::size_t src = static_cast<std::size_t>(index[r]);
-    x[i] = scale_pixel(images[src * cols + c], s);
+    if (c < cols) x[i] = scale_pixel(images[src * cols + c], s);
     if (c == 0) y[r] = labels[src];
   }
 }
@@ -24,7 +25,8 @@ __global__ void gather_batch_kernel(const std::uint8_t* images, const std::int32
 
 void gather_batch(const std::uint8_t* images, const std::int32_t* labels, const std::int32_t* index, float* x,
                   std::int32_t* y, std::size_t rows, std::size_t cols, float mean, float std, cudaStream_t stream) {
-  launch_n<gather_batch_kernel>(rows * cols, stream, images, labels, index, x, y, rows, cols, pixel_scaling(mean, std));
+  launch_n<gather_batch_kernel>(rows * (cols > 0 ? cols : 1), stream, images, labels, index, x, y, rows, cols,
+                                pixel_scaling(mean, std));
 }
 
 }  // namespace ember::kernels::cuda

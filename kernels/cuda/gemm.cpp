@@ -16,18 +16,47 @@ namespace {
 std::atomic<bool> g_allow_tf32{false};
 
 // One handle per thread and device: cuBLAS handles must not be shared between threads that use
-// them at the same time. They live until the process ends (destroying them at exit, after the
-// CUDA context may be gone, is unsafe).
-cublasHandle_t handle_for_current_device() {
-  thread_local std::unordered_map<int, cublasHandle_t> handles;
+// them at the same time. Each stream the handle is used on has a workspace of its own in device
+// memory (cuBLAS asks for one per stream: two streams' GEMMs would share split-K partials
+// otherwise), made once with cudaMalloc — not from the stream-ordered pool, so that it outlives
+// every captured graph. With its default workspace cuBLAS may allocate inside a captured step, and
+// cublasSetStream resets the workspace to that default, so every call sets it again after the
+// stream (Note [graph-safe kernels] in core/cuda_graph.h). Sizes as the cuBLAS documentation
+// recommends for cublasSetWorkspace: 32 MiB on Hopper and later, 4 MiB before. Handles and
+// workspaces live until the process ends (destroying them at exit, after the CUDA context may be
+// gone, is unsafe); a stream handle reused by a later stream reuses its workspace, which is safe
+// because a cuda::Stream waits for its work before it is destroyed.
+struct Handle {
+  cublasHandle_t handle = nullptr;
+  std::size_t workspace_bytes = 0;
+  std::unordered_map<cudaStream_t, void*> workspaces;
+};
+
+Handle& handle_for_current_device() {
+  thread_local std::unordered_map<int, Handle> handles;
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   auto it = handles.find(device);
   if (it != handles.end()) return it->second;
-  cublasHandle_t handle = nullptr;
-  CUBLAS_CHECK(cublasCreate(&handle));
-  handles.emplace(device, handle);
-  return handle;
+  Handle h;
+  int major = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  h.workspace_bytes = static_cast<std::size_t>(major >= 9 ? 32 : 4) << 20;
+  CUBLAS_CHECK(cublasCreate(&h.handle));
+  return handles.emplace(device, std::move(h)).first->second;
+}
+
+void* workspace_for(Handle& h, cudaStream_t stream) {
+  void*& workspace = h.workspaces[stream];
+  if (workspace) return workspace;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  EMBER_CHECK(capture == cudaStreamCaptureStatusNone, CudaError,
+              "a GEMM inside a CUDA graph capture on a stream that has not run one before: cuBLAS's workspace for "
+              "the stream is made at its first GEMM, which cannot be captured. Run the work once eagerly before "
+              "capturing it (Note [graph-safe kernels] in core/cuda_graph.h)");
+  CUDA_CHECK(cudaMalloc(&workspace, h.workspace_bytes));
+  return workspace;
 }
 
 cublasOperation_t to_cublas(Transpose t) { return t == Transpose::no ? CUBLAS_OP_N : CUBLAS_OP_T; }
@@ -41,14 +70,18 @@ void gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t 
           std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc,
           cudaStream_t stream) {
   if (m == 0 || n == 0) return;
-  cublasHandle_t handle = handle_for_current_device();
+  Handle& h = handle_for_current_device();
+  cublasHandle_t handle = h.handle;
+  void* workspace = workspace_for(h, stream);
   CUBLAS_CHECK(cublasSetStream(handle, stream));
+  CUBLAS_CHECK(cublasSetWorkspace(handle, workspace, h.workspace_bytes));  // cublasSetStream reset it
   CUBLAS_CHECK(cublasSetMathMode(handle, g_allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
   auto i = [](std::size_t v) { return static_cast<int>(v); };
   // cuBLAS requires leading dimensions ≥ 1 even for k = 0.
   auto ld = [](std::size_t v) { return static_cast<int>(v > 0 ? v : 1); };
   CUBLAS_CHECK(cublasSgemm(handle, to_cublas(tb), to_cublas(ta), i(n), i(m), i(k), &alpha, b, ld(ldb), a, ld(lda),
                            &beta, c, ld(ldc)));
+  count_library_call();
 }
 
 }  // namespace ember::kernels::cuda

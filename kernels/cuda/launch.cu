@@ -11,12 +11,17 @@ namespace ember::kernels::cuda {
 
 namespace {
 std::atomic<bool> g_sync_debug{false};
+thread_local std::uint64_t t_launches = 0;
 }  // namespace
+
+std::uint64_t launches_issued() { return t_launches; }
+void count_library_call() { ++t_launches; }
 
 void set_sync_debug(bool on) { g_sync_debug = on; }
 bool sync_debug() { return g_sync_debug; }
 
 void check_launch(const char* kernel, cudaStream_t stream) {
+  ++t_launches;
   cudaError_t status = cudaGetLastError();
   if (status != cudaSuccess)
     throw CudaError(detail::concat("CUDA error: launch of kernel '", kernel, "' failed: ", cudaGetErrorName(status),

@@ -49,7 +49,8 @@ __global__ void adam_kernel(const ParamSlot* slots, AdamConfig config, const flo
 template <auto Kernel, class Config>
 void for_each_batch(const ParamSlot* slots, std::size_t count, std::size_t max_n, const Config& config, const float* lr,
                     unsigned* advance, cudaStream_t stream) {
-  const unsigned blocks = grid_for(max_n);
+  // Parameters of no elements still take a step (their counts advance, as on the CPU): a block.
+  const unsigned blocks = grid_for(max_n > 0 ? max_n : 1);
   for (std::size_t first = 0; first < count; first += kMaxSlotsPerLaunch) {
     const std::size_t batch = count - first < kMaxSlotsPerLaunch ? count - first : kMaxSlotsPerLaunch;
     launch<Kernel>({dim3(blocks, static_cast<unsigned>(batch))}, stream, slots + first, config, lr, advance);
@@ -65,13 +66,13 @@ void advance_steps(const ParamSlot* slots, std::size_t count, cudaStream_t strea
 
 void sgd_step(const ParamSlot* slots, std::size_t count, std::size_t max_n, const SgdConfig& config, const float* lr,
               unsigned* advance, cudaStream_t stream) {
-  if (count == 0 || max_n == 0) return;
+  if (count == 0) return;
   for_each_batch<sgd_kernel>(slots, count, max_n, config, lr, advance, stream);
 }
 
 void adam_step(const ParamSlot* slots, std::size_t count, std::size_t max_n, const AdamConfig& config, const float* lr,
                unsigned* advance, cudaStream_t stream) {
-  if (count == 0 || max_n == 0) return;
+  if (count == 0) return;
   for_each_batch<adam_kernel>(slots, count, max_n, config, lr, advance, stream);
 }
 

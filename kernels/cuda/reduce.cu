@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "core/error.h"
+#include "kernels/cuda/column_sum.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/elementwise.h"
 #include "kernels/reduce.h"
@@ -60,19 +61,6 @@ __global__ void sum_partials_kernel(const float* partials, float* out, std::size
   for (std::size_t i = threadIdx.x; i < chunks; i += blockDim.x) acc += p[i];
   acc = block_sum(acc);
   if (threadIdx.x == 0) out[blockIdx.x] = acc * scale;
-}
-
-// inner > 1: one thread per output column; neighbouring threads read neighbouring addresses.
-__global__ void sum_columns_kernel(const float* x, float* out, std::size_t outer, std::size_t reduce, std::size_t inner,
-                                   float scale) {
-  const std::size_t n = outer * inner;
-  for (std::size_t idx = global_thread(); idx < n; idx += grid_stride()) {
-    const std::size_t o = idx / inner, i = idx % inner;
-    const float* col = x + o * reduce * inner + i;
-    float acc = 0.0f;
-    for (std::size_t r = 0; r < reduce; ++r) acc += col[r * inner];
-    out[idx] = acc * scale;
-  }
 }
 
 // (value, index) maximum with NaN counted as largest and ties going to the lower index — the
@@ -135,11 +123,11 @@ void sum(const float* x, float* out, std::size_t outer, std::size_t reduce, std:
   const std::size_t n_out = outer * inner;
   if (n_out == 0) return;
   if (reduce == 0) {
-    fill(out, 0.0f, n_out, stream);
+    fill(out, 0.0f * scale, n_out, stream);  // the CPU twin's empty sum times scale: NaN for a mean
     return;
   }
   if (inner > 1) {
-    launch_n<sum_columns_kernel>(n_out, stream, x, out, outer, reduce, inner, scale);
+    column_sum<ColumnSource::plain>(x, nullptr, nullptr, out, outer, reduce, inner, scale, workspace, stream);
     return;
   }
   const std::size_t partials = sum_workspace_size(outer, reduce, inner);

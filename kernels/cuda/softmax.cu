@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cuda/device_error.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/softmax.h"
 
@@ -58,14 +59,8 @@ __global__ void softmax_backward_kernel(SoftmaxKind kind, const float* dy, const
 }
 
 __device__ void raise_target_error(DeviceErrorRecord* error, long long target, std::size_t row, std::size_t cols) {
-  // The first error wins; the host reads the record at its next synchronization.
-  if (error && atomicCAS(&error->code, 0, static_cast<int>(DeviceErrorCode::target_out_of_range)) == 0) {
-    error->op = static_cast<int>(OpTag::cross_entropy);
-    error->value = target;
-    error->position = static_cast<long long>(row);
-    error->bound = static_cast<long long>(cols);
-    __threadfence_system();
-  }
+  raise_device_error(error, DeviceErrorCode::target_out_of_range, OpTag::cross_entropy, static_cast<long long>(row),
+                     target, static_cast<long long>(cols));
 }
 
 template <class Target>
@@ -144,10 +139,7 @@ __global__ void cross_entropy_fused_kernel(const float* logits, const Target* ta
     const float total = partial[0];
     if (batch_loss) *batch_loss = total * row_scale;
     if (loss_sum) *loss_sum += total;
-    if (!isfinite(total) && error && atomicCAS(&error->code, 0, static_cast<int>(DeviceErrorCode::non_finite)) == 0) {
-      error->op = static_cast<int>(OpTag::loss_check);
-      __threadfence_system();
-    }
+    if (!isfinite(total)) raise_device_error(error, DeviceErrorCode::non_finite, OpTag::loss_check, 0, 0, 0);
     *blocks_done = 0;  // ready for the next launch (or graph replay)
   }
 }
@@ -189,9 +181,10 @@ template <class Target>
 void cross_entropy_fused(const float* logits, const Target* targets, float* dlogits, float* row_loss, float* batch_loss,
                          float* loss_sum, std::size_t rows, std::size_t cols, float row_scale, DeviceErrorRecord* error,
                          unsigned* blocks_done, cudaStream_t stream) {
-  if (rows == 0) return;
-  launch<cross_entropy_fused_kernel<Target>>(warp_per_row(rows), stream, logits, targets, dlogits, row_loss, batch_loss,
-                                             loss_sum, rows, cols, row_scale, error, blocks_done);
+  // No rows still writes the batch loss (0·row_scale) and adds 0 to the sum, as the CPU twin does:
+  // one block, which is the last.
+  launch<cross_entropy_fused_kernel<Target>>(warp_per_row(rows > 0 ? rows : 1), stream, logits, targets, dlogits,
+                                             row_loss, batch_loss, loss_sum, rows, cols, row_scale, error, blocks_done);
 }
 
 #define EMBER_INSTANTIATE(Target)                                                                                     \

@@ -4,12 +4,18 @@
 // cublasSgemm is a full model: column-major, both transpose flags, alpha and beta read from host
 // memory at the call (cuBLAS's default pointer mode), C not read when beta is 0 (so NaN in an
 // unwritten C does not leak, as on a GPU), every matrix range checked against its allocation and
-// against the other streams. cuBLASLt's fused epilogues are not modelled yet: the heuristic
-// offers no algorithm, which is how ember learns to use the unfused path (sim/README.md).
-#include <cublasLt.h>
+// against the other streams. (cuBLASLt is cublaslt.cpp.)
+//
+// The workspace, as cublasSetWorkspace documents it: a user workspace (aligned to 256 bytes) is
+// used until cublasSetStream, which resets the handle to cuBLAS's default workspace pool. The model
+// of that pool under stream capture: memory cuBLAS takes on the handle's stream around the call,
+// stream-ordered — so a captured GEMM without a user workspace adds a memory-allocation node (and a
+// free node) to the graph, which every replay would then allocate. A user
+// workspace is written by the call, so two streams sharing one unordered are reported.
 #include <cublas_v2.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <mutex>
 #include <set>
 #include <string>
@@ -21,10 +27,8 @@
 struct cublasContext {
   cudaStream_t stream = nullptr;
   int device = 0;
-};
-
-struct cublasLtContext {
-  int device = 0;
+  void* workspace = nullptr;  // null: cuBLAS's default pool
+  std::size_t workspace_bytes = 0;
 };
 
 namespace {
@@ -60,6 +64,8 @@ std::size_t matrix_bytes(int rows, int cols, int ld) {
          sizeof(float);
 }
 
+constexpr std::size_t kDefaultWorkspace = std::size_t{4} << 20;
+
 bool valid_op(cublasOperation_t op) { return op == CUBLAS_OP_N || op == CUBLAS_OP_T || op == CUBLAS_OP_C; }
 
 }  // namespace
@@ -82,6 +88,8 @@ cublasStatus_t cublasDestroy_v2(cublasHandle_t handle) {
 cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t stream) {
   if (!known(handle)) return CUBLAS_STATUS_NOT_INITIALIZED;
   handle->stream = stream;
+  handle->workspace = nullptr;  // documented: cublasSetStream resets the workspace to the default pool
+  handle->workspace_bytes = 0;
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -90,8 +98,12 @@ cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t) {
   return known(handle) ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_INITIALIZED;
 }
 
-cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t handle, void*, size_t) {
-  return known(handle) ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_INITIALIZED;
+cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t handle, void* workspace, size_t bytes) {
+  if (!known(handle)) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (reinterpret_cast<std::uintptr_t>(workspace) % 256 != 0) return CUBLAS_STATUS_INVALID_VALUE;
+  handle->workspace = bytes ? workspace : nullptr;
+  handle->workspace_bytes = bytes;
+  return CUBLAS_STATUS_SUCCESS;
 }
 
 cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
@@ -117,6 +129,8 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa, c
     accesses.push_back({B, matrix_bytes(b_rows, tb ? k : n, ldb), false, "matrix B of cublasSgemm"});
   }
   accesses.push_back({C, matrix_bytes(m, n, ldc), true, "matrix C of cublasSgemm"});
+  if (handle->workspace)
+    accesses.push_back({handle->workspace, handle->workspace_bytes, true, "the workspace of cublasSgemm"});
   const auto work = [=] {
     std::vector<float> column(static_cast<std::size_t>(m));
     for (int j = 0; j < n; ++j) {
@@ -137,7 +151,15 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa, c
       }
     }
   };
+  // Without a user workspace, cuBLAS's default pool (see the file comment).
+  void* pool_workspace = nullptr;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (!handle->workspace && cudaStreamIsCapturing(handle->stream, &capture) == cudaSuccess &&
+      capture == cudaStreamCaptureStatusActive &&
+      cudaMallocAsync(&pool_workspace, kDefaultWorkspace, handle->stream) != cudaSuccess)
+    return CUBLAS_STATUS_ALLOC_FAILED;
   const cudaError_t e = ember_sim::rt::enqueue_work(handle->stream, "cublasSgemm", std::move(accesses), work);
+  if (pool_workspace) cudaFreeAsync(pool_workspace, handle->stream);
   return e == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
 }
 
@@ -175,79 +197,6 @@ const char* cublasGetStatusString(cublasStatus_t status) {
     default:
       return "unknown error";
   }
-}
-
-// ---- cuBLASLt: handles and descriptors exist; no algorithm is offered (part 2 models them) ----
-cublasStatus_t cublasLtCreate(cublasLtHandle_t* handle) {
-  if (!handle) return CUBLAS_STATUS_INVALID_VALUE;
-  *handle = new cublasLtContext{ember_sim::rt::current_device()};
-  add(*handle);
-  return CUBLAS_STATUS_SUCCESS;
-}
-
-cublasStatus_t cublasLtDestroy(cublasLtHandle_t handle) {
-  if (!remove(handle)) return CUBLAS_STATUS_NOT_INITIALIZED;
-  delete handle;
-  return CUBLAS_STATUS_SUCCESS;
-}
-
-cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* desc, cublasComputeType_t, cudaDataType_t) {
-  if (!desc) return CUBLAS_STATUS_INVALID_VALUE;
-  *desc = new cublasLtMatmulDescOpaque_t{};
-  return CUBLAS_STATUS_SUCCESS;
-}
-
-cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t desc) {
-  delete desc;
-  return CUBLAS_STATUS_SUCCESS;
-}
-
-cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t,
-                                              const void* buf, size_t) {
-  return desc && buf ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
-}
-
-cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t* pref) {
-  if (!pref) return CUBLAS_STATUS_INVALID_VALUE;
-  *pref = new cublasLtMatmulPreferenceOpaque_t{};
-  return CUBLAS_STATUS_SUCCESS;
-}
-
-cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref) {
-  delete pref;
-  return CUBLAS_STATUS_SUCCESS;
-}
-
-cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t pref,
-                                                    cublasLtMatmulPreferenceAttributes_t, const void* buf, size_t) {
-  return pref && buf ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
-}
-
-cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* layout, cudaDataType, uint64_t, uint64_t, int64_t) {
-  if (!layout) return CUBLAS_STATUS_INVALID_VALUE;
-  *layout = new cublasLtMatrixLayoutOpaque_t{};
-  return CUBLAS_STATUS_SUCCESS;
-}
-
-cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t layout) {
-  delete layout;
-  return CUBLAS_STATUS_SUCCESS;
-}
-
-cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtMatmulDesc_t, cublasLtMatrixLayout_t,
-                                              cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
-                                              cublasLtMatmulPreference_t, int requested,
-                                              cublasLtMatmulHeuristicResult_t[], int* count) {
-  if (!known(handle)) return CUBLAS_STATUS_NOT_INITIALIZED;
-  if (!count || requested < 1) return CUBLAS_STATUS_INVALID_VALUE;
-  *count = 0;
-  return CUBLAS_STATUS_NOT_SUPPORTED;
-}
-
-cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t, const void*, const void*, cublasLtMatrixLayout_t,
-                              const void*, cublasLtMatrixLayout_t, const void*, const void*, cublasLtMatrixLayout_t,
-                              void*, cublasLtMatrixLayout_t, const cublasLtMatmulAlgo_t*, void*, size_t, cudaStream_t) {
-  return CUBLAS_STATUS_NOT_SUPPORTED;  // no algorithm was offered, so none can be passed
 }
 
 }  // extern "C"

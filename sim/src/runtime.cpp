@@ -13,6 +13,7 @@
 // stream used, without being ordered after that use, is a missing synchronization and is reported
 // naming both operations and the memory — whether or not the timing happened to hide it.
 #include "runtime.h"
+#include "state.h"
 
 #include <unistd.h>
 
@@ -38,10 +39,6 @@
 #include "executor.h"
 
 namespace ember_sim::rt {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-constexpr std::uint8_t kPoison = 0xFF;
 
 // ---- configuration (the simulator's own environment variables) -----------------------------------
 long env_number(const char* name, long fallback) {
@@ -50,18 +47,11 @@ long env_number(const char* name, long fallback) {
   return std::strtol(v, nullptr, 10);
 }
 
-struct Config {
-  int devices = static_cast<int>(env_number("EMBER_SIM_DEVICES", 2));
-  std::size_t capacity = static_cast<std::size_t>(env_number("EMBER_SIM_MEMORY_MB", 4096)) << 20;
-  bool eager = env_number("EMBER_SIM_EAGER", 0) != 0;
-  int schedules = static_cast<int>(env_number("EMBER_SIM_SCHEDULES", 1));
-  bool trace = env_number("EMBER_SIM_TRACE", 0) != 0;  // print each operation as it is issued and run
-  std::uint64_t seed = [] {
-    const char* v = std::getenv("EMBER_SIM_SEED");
-    if (v && *v) return static_cast<std::uint64_t>(std::strtoull(v, nullptr, 10));
-    return static_cast<std::uint64_t>(std::random_device{}()) ^ static_cast<std::uint64_t>(::getpid());
-  }();
-};
+Config::Config() {
+  const char* v = std::getenv("EMBER_SIM_SEED");
+  seed = v && *v ? static_cast<std::uint64_t>(std::strtoull(v, nullptr, 10))
+                 : static_cast<std::uint64_t>(std::random_device{}()) ^ static_cast<std::uint64_t>(::getpid());
+}
 
 const Config& config() {
   static const Config c;
@@ -69,94 +59,12 @@ const Config& config() {
 }
 
 // ---- vector clocks ----------------------------------------------------------------------------
-using VectorClock = std::map<int, std::uint64_t>;  // stream id → how many of its operations
-
 void join(VectorClock& into, const VectorClock& other) {
   for (const auto& [id, tick] : other) {
     auto& t = into[id];
     t = std::max(t, tick);
   }
 }
-
-struct Stream;
-
-struct Op {
-  std::string what;
-  Stream* stream = nullptr;
-  int stream_id = 0;
-  std::uint64_t tick = 0;
-  VectorClock clock;
-  bool released = false, done = false;
-  std::function<void()> work;
-  std::shared_ptr<Op> waits_for;  // a cudaStreamWaitEvent: the event's record
-  Clock::time_point finished;
-};
-using OpPtr = std::shared_ptr<Op>;
-
-struct Stream {
-  int id = 0;
-  int device = 0;
-  bool blocking = true;  // synchronizes with the legacy default stream
-  bool legacy = false;
-  bool destroyed = false;
-  std::deque<OpPtr> ops;
-  OpPtr last;
-  VectorClock clock;
-  std::uint64_t tick = 0;
-};
-
-struct Event {
-  int device = 0;
-  bool timing = true;
-  OpPtr record;
-};
-
-// One allocation: device memory, or pinned host memory (which the device reaches too).
-struct Memory {
-  char* base = nullptr;
-  std::size_t size = 0;  // as asked for
-  int device = -1;       // -1: pinned host memory
-  bool pool = false;     // from cudaMallocAsync
-  bool freed = false;    // its free has been enqueued (or done)
-  std::string origin;
-  Stream* freed_on = nullptr;
-  OpPtr free_op;  // its cudaFreeAsync: the block returns to the system only once that has run
-  struct Use {
-    int stream_id;
-    std::uint64_t tick;
-    std::string what;
-  };
-  std::optional<Use> last_write;
-  std::map<int, Use> reads;
-};
-
-struct Device {
-  int index = 0;
-  std::size_t in_use = 0, cached = 0, peak = 0;
-  std::uint64_t release_threshold = 0;
-  cudaError_t sticky = cudaSuccess;
-  Stream* legacy = nullptr;
-  std::vector<Memory*> pool_cache;  // freed pool blocks, reusable by their stream
-  std::set<int> peers;
-  char pool_handle = 0;  // its address is the device's cudaMemPool_t
-};
-
-struct Runtime {
-  std::mutex mutex;
-  std::condition_variable changed;
-  std::vector<Device> devices;
-  std::map<const char*, Memory*> memory;  // by base address
-  std::set<Stream*> streams;
-  std::set<Event*> events;
-  VectorClock host_clock;  // what the host has synchronized with
-  int next_stream_id = 1;
-  std::uint64_t launches = 0;
-  std::unordered_map<const void*, int> max_dynamic_shared;  // cudaFuncSetAttribute
-  // Held by a stream's worker while it runs an operation, when EMBER_SIM_SCHEDULES > 1: a launch
-  // run twice from the same memory must not see other streams change it in between.
-  std::mutex exclusive;
-  bool seed_printed = false;
-};
 
 Runtime& runtime() {
   static Runtime* r = [] {
@@ -169,7 +77,9 @@ Runtime& runtime() {
 }
 
 thread_local int t_device = 0;
+namespace {
 thread_local cudaError_t t_last_error = cudaSuccess;
+}  // namespace
 
 cudaError_t record_error(cudaError_t e) {
   if (e != cudaSuccess) t_last_error = e;
@@ -234,6 +144,7 @@ Stream* new_stream(Runtime& rt, int device, bool blocking, bool legacy) {
   s->blocking = blocking;
   s->legacy = legacy;
   rt.streams.insert(s);
+  rt.destroyed.erase(s);  // the address names a new stream now
   std::thread(worker_loop, s).detach();
   return s;
 }
@@ -244,11 +155,15 @@ Stream* legacy_stream(Runtime& rt, int device) {
   return d.legacy;
 }
 
-// The stream a handle names; null for a destroyed or unknown handle.
+// The stream a handle names; null for an unknown handle. A destroyed one is reported: CUDA leaves a
+// call on it undefined (a stream-ordered free there may never run), the software GPU says so.
 Stream* resolve(Runtime& rt, cudaStream_t handle) {
   if (handle == nullptr || handle == cudaStreamLegacy || handle == cudaStreamPerThread)
     return legacy_stream(rt, t_device);
   auto* s = reinterpret_cast<Stream*>(handle);
+  if (const auto gone = rt.destroyed.find(handle); gone != rt.destroyed.end())
+    fail("a call on stream " + std::to_string(gone->second) +
+         " after cudaStreamDestroy: work (or a stream-ordered free) issued to a destroyed stream");
   if (!rt.streams.count(s) || s->destroyed) return nullptr;
   return s;
 }
@@ -256,7 +171,7 @@ Stream* resolve(Runtime& rt, cudaStream_t handle) {
 // ---- memory and the checks between streams -------------------------------------------------------
 // The allocation holding address p; with `or_end`, also the one p is one past the end of (a kernel
 // may be passed the end of a range it does not read).
-Memory* find_memory(Runtime& rt, const void* p, bool or_end = false) {
+Memory* find_memory(Runtime& rt, const void* p, bool or_end) {
   const char* c = static_cast<const char*>(p);
   auto it = rt.memory.upper_bound(c);
   if (it == rt.memory.begin()) return nullptr;
@@ -293,6 +208,9 @@ void check_access(Runtime& rt, const Op& op, const Access& a) {
          hex(reinterpret_cast<std::uintptr_t>(a.address)) +
          ") is not in any device allocation or pinned host buffer: the GPU cannot reach it");
   }
+  if (m->graph && m->graph != op.replay_of)
+    fail(op.what + ": " + a.what + " uses " + describe(*m) +
+         ", which was allocated inside a CUDA graph capture and belongs to that graph: only its replays may use it");
   if (m->freed)
     fail(op.what + ": " + a.what + " uses " + describe(*m) + " after its free (" +
          (m->freed_on ? "cudaFreeAsync on stream " + std::to_string(m->freed_on->id) : std::string("cudaFree")) +
@@ -319,8 +237,13 @@ void check_access(Runtime& rt, const Op& op, const Access& a) {
 cudaError_t sticky_error(Runtime& rt, int device) { return rt.devices[static_cast<std::size_t>(device)].sticky; }
 
 OpPtr enqueue(Runtime& rt, Stream* s, std::string what, const std::vector<Access>& accesses, std::function<void()> work,
-              OpPtr waits_for = nullptr) {
+              OpPtr waits_for, cudaGraphNodeType type, std::function<std::function<void()>()> make_work) {
+  if (capturing(s)) {
+    if (!make_work) make_work = [work] { return work; };
+    return capture_node(rt, s, type, std::move(what), accesses, std::move(make_work));
+  }
   auto op = std::make_shared<Op>();
+  op->replay_of = t_replaying;
   op->what = std::move(what);
   op->stream = s;
   op->stream_id = s->id;
@@ -384,8 +307,15 @@ cudaError_t copy_async(void* dst, const void* src, std::size_t n, cudaMemcpyKind
   if (cudaError_t e = sticky_error(rt, t_device)) return record_error(e);
   Stream* s = resolve(rt, stream);
   if (!s) return record_error(cudaErrorInvalidResourceHandle);
+  if (synchronous)
+    if (cudaError_t e = unsafe_during_capture(rt, "cudaMemcpy")) return record_error(e);
+  if (cudaError_t e = legacy_conflict(rt, s)) return record_error(e);
   if (n == 0) return cudaSuccess;
   const Side from = side_of(rt, src), to = side_of(rt, dst);
+  // A copy from or into pageable memory finishes (or is staged) at the call: it cannot be captured.
+  if (from == Side::pageable || to == Side::pageable)
+    if (cudaError_t e = conflicts_with_capture(rt, s, cudaErrorStreamCaptureUnsupported, "a copy with pageable memory"))
+      return record_error(e);
   const auto expects_device = [](cudaMemcpyKind k, bool destination) {
     if (k == cudaMemcpyHostToDevice) return destination;
     if (k == cudaMemcpyDeviceToHost) return !destination;
@@ -408,24 +338,30 @@ cudaError_t copy_async(void* dst, const void* src, std::size_t n, cudaMemcpyKind
     // it first, and so does this runtime.
     auto staged = std::make_shared<std::vector<char>>(static_cast<const char*>(src), static_cast<const char*>(src) + n);
     work = [dst, staged, n] { std::memcpy(dst, staged->data(), n); };
-  } else if (from == Side::pinned && !synchronous) {
+  }
+  std::function<std::function<void()>()> make_work;
+  if (from == Side::pinned && !synchronous) {
     // From pinned memory the copy reads the buffer when the stream reaches it, as a GPU's DMA does;
-    // a buffer the host refilled in between is reported instead of silently copied.
-    const std::uint64_t sum = checksum(src, n);
+    // a buffer the host refilled in between is reported instead of silently copied. (The sum is
+    // taken when the copy is issued: at the call, or at each replay of a graph holding it.)
     const std::string description = what.str();
     const int id = s->id;
-    work = [dst, src, n, sum, description, id] {
-      if (checksum(src, n) != sum)
-        fail(description + " on stream " + std::to_string(id) + ": its pinned source buffer at " +
-             hex(reinterpret_cast<std::uintptr_t>(src)) +
-             " was written by the host after the copy was issued and before it ran; wait for the copy (an event "
-             "recorded after it, or a synchronization) before refilling the buffer");
-      std::memcpy(dst, src, n);
+    make_work = [dst, src, n, description, id]() -> std::function<void()> {
+      const std::uint64_t sum = checksum(src, n);
+      return [dst, src, n, sum, description, id] {
+        if (checksum(src, n) != sum)
+          fail(description + " on stream " + std::to_string(id) + ": its pinned source buffer at " +
+               hex(reinterpret_cast<std::uintptr_t>(src)) +
+               " was written by the host after the copy was issued and before it ran; wait for the copy (an event "
+               "recorded after it, or a synchronization) before refilling the buffer");
+        std::memcpy(dst, src, n);
+      };
     };
-  } else {
+    work = make_work();
+  } else if (from != Side::pageable) {
     work = [dst, src, n] { std::memmove(dst, src, n); };
   }
-  OpPtr op = enqueue(rt, s, what.str(), accesses, std::move(work));
+  OpPtr op = enqueue(rt, s, what.str(), accesses, work, nullptr, cudaGraphNodeTypeMemcpy, make_work);
   // Synchronous copies, and copies into pageable memory, return only when done (as in CUDA).
   if (synchronous || to == Side::pageable) wait_done(rt, lock, op);
   return sticky_error(rt, t_device) ? record_error(sticky_error(rt, t_device)) : cudaSuccess;
@@ -476,6 +412,20 @@ cudaError_t allocate_device(Runtime& rt, std::unique_lock<std::mutex>& lock, voi
                             const std::string& call) {
   Device& d = rt.devices[static_cast<std::size_t>(t_device)];
   if (!ptr) return record_error(cudaErrorInvalidValue);
+  if (capturing(s)) {
+    // A memory-allocation node: the memory is the graph's, for its replays only (graphs.cpp).
+    if (d.in_use + d.cached + size > config().capacity) return record_error(cudaErrorMemoryAllocation);
+    Memory* m = new_memory(rt, size, t_device, call + " of " + bytes_text(size) + " inside a graph capture");
+    if (!m) return record_error(cudaErrorMemoryAllocation);
+    m->pool = true;
+    m->graph = s->capture->graph.get();
+    s->capture->graph->owned_memory.push_back(m->base);
+    d.in_use += size;
+    d.peak = std::max(d.peak, d.in_use);
+    capture_node(rt, s, cudaGraphNodeTypeMemAlloc, call + " of " + bytes_text(size), {}, nullptr);
+    *ptr = m->base;
+    return cudaSuccess;
+  }
   if (s) {  // stream-ordered: a block freed on the same stream may be handed out again
     for (std::size_t i = 0; i < d.pool_cache.size(); ++i) {
       Memory* m = d.pool_cache[i];
@@ -553,6 +503,16 @@ const char* error_name(cudaError_t e) {
       return "cudaErrorInvalidDevicePointer";
     case cudaErrorStreamCaptureUnsupported:
       return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated:
+      return "cudaErrorStreamCaptureInvalidated";
+    case cudaErrorStreamCaptureIsolation:
+      return "cudaErrorStreamCaptureIsolation";
+    case cudaErrorStreamCaptureImplicit:
+      return "cudaErrorStreamCaptureImplicit";
+    case cudaErrorStreamCaptureWrongThread:
+      return "cudaErrorStreamCaptureWrongThread";
+    case cudaErrorIllegalState:
+      return "cudaErrorIllegalState";
     default:
       return "cudaErrorUnknown";
   }
@@ -586,12 +546,20 @@ const char* error_string(cudaError_t e) {
       return "invalid device pointer";
     case cudaErrorStreamCaptureUnsupported:
       return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated:
+      return "operation failed due to a previous error during capture";
+    case cudaErrorStreamCaptureIsolation:
+      return "dependency created on uncaptured work in another stream";
+    case cudaErrorStreamCaptureImplicit:
+      return "operation would make the legacy stream depend on a capturing blocking stream";
+    case cudaErrorStreamCaptureWrongThread:
+      return "attempt to terminate a thread-local capture sequence from another thread";
+    case cudaErrorIllegalState:
+      return "the operation cannot be performed in the present state";
     default:
       return "unknown error";
   }
 }
-
-}  // namespace
 
 cudaError_t enqueue_work(cudaStream_t stream, const std::string& what, std::vector<Access> accesses,
                          std::function<void()> work) {
@@ -600,7 +568,8 @@ cudaError_t enqueue_work(cudaStream_t stream, const std::string& what, std::vect
   if (cudaError_t e = sticky_error(rt, t_device)) return record_error(e);
   Stream* s = resolve(rt, stream);
   if (!s) return record_error(cudaErrorInvalidResourceHandle);
-  enqueue(rt, s, what, accesses, std::move(work));
+  if (cudaError_t e = legacy_conflict(rt, s)) return record_error(e);
+  enqueue(rt, s, what, accesses, std::move(work));  // captured as a kernel node: a library call, as modelled
   return cudaSuccess;
 }
 
@@ -651,14 +620,16 @@ cudaError_t enqueue_launch(LaunchRequest r) {
                  "ember software GPU: blocks run in a shuffled order, seed %llu (EMBER_SIM_SEED=%llu repeats it)\n",
                  static_cast<unsigned long long>(config().seed), static_cast<unsigned long long>(config().seed));
   }
-  const std::uint64_t launch_number = ++run.launches;
+  if (cudaError_t e = legacy_conflict(run, s)) return record_error(e);
   // With EMBER_SIM_SCHEDULES=n the launch runs under n block orders, from the same starting
   // memory, and the device's memory must come out bit for bit the same each time. All of it, not
   // only what the arguments point at: a kernel may write through pointers it reads from memory
   // (the optimizers' parameter slots). The other streams wait meanwhile (Runtime::exclusive).
   auto request = std::make_shared<LaunchRequest>(std::move(r));
   const int device = s->device;
-  enqueue(run, s, what, accesses, [request, launch_number, device] {
+  enqueue(run, s, what, accesses, [request, device] {
+    // Numbered when it runs, so that every replay of a captured launch has a block order of its own.
+    const std::uint64_t launch_number = ++runtime().launches;
     const KernelRun k{request->kernel,       request->grid, request->block,
                       request->shared_bytes, request->run,  request->args.get()};
     std::vector<std::pair<char*, std::size_t>> outputs;
@@ -853,6 +824,7 @@ cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned int) {
 cudaError_t cudaDeviceSynchronize() {
   Runtime& rt = runtime();
   std::unique_lock<std::mutex> lock(rt.mutex);
+  if (cudaError_t e = unsafe_during_capture(rt, "cudaDeviceSynchronize")) return record_error(e);
   device_synchronize(rt, lock, t_device);
   return record_error(sticky_error(rt, t_device));
 }
@@ -862,6 +834,7 @@ cudaError_t cudaMalloc(void** ptr, size_t size) {
   Runtime& rt = runtime();
   std::unique_lock<std::mutex> lock(rt.mutex);
   if (cudaError_t e = sticky_error(rt, t_device)) return record_error(e);
+  if (cudaError_t e = unsafe_during_capture(rt, "cudaMalloc")) return record_error(e);
   return allocate_device(rt, lock, ptr, size, nullptr, "cudaMalloc");
 }
 
@@ -869,6 +842,7 @@ cudaError_t cudaFree(void* ptr) {
   if (!ptr) return cudaSuccess;
   Runtime& rt = runtime();
   std::unique_lock<std::mutex> lock(rt.mutex);
+  if (cudaError_t e = unsafe_during_capture(rt, "cudaFree")) return record_error(e);
   Memory* m = find_memory(rt, ptr);
   if (!m || m->base != ptr || m->device < 0 || m->freed) return record_error(cudaErrorInvalidDevicePointer);
   device_synchronize(rt, lock, m->device);  // cudaFree waits for the device, as in CUDA
@@ -884,6 +858,7 @@ cudaError_t cudaMallocAsync(void** ptr, size_t size, cudaStream_t stream) {
   if (cudaError_t e = sticky_error(rt, t_device)) return record_error(e);
   Stream* s = resolve(rt, stream);
   if (!s) return record_error(cudaErrorInvalidResourceHandle);
+  if (cudaError_t e = legacy_conflict(rt, s)) return record_error(e);
   const int saved = t_device;
   t_device = s->device;
   const cudaError_t e = allocate_device(rt, lock, ptr, size, s, "cudaMallocAsync");
@@ -900,6 +875,16 @@ cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream) {
   Memory* m = find_memory(rt, ptr);
   if (!m || m->base != ptr || m->device < 0) return record_error(cudaErrorInvalidDevicePointer);
   if (m->freed) fail("cudaFreeAsync of " + describe(*m) + ", which was already freed");
+  if (capturing(s)) {
+    // A memory-free node, for memory the same capture allocated (it stays the graph's). Freeing
+    // other memory inside a capture is refused: the software GPU does not model it.
+    if (m->graph != s->capture->graph.get())
+      return record_error(conflicts_with_capture(rt, s, cudaErrorStreamCaptureUnsupported,
+                                                 "cudaFreeAsync of memory allocated outside the capture"));
+    capture_node(rt, s, cudaGraphNodeTypeMemFree, "cudaFreeAsync", {}, nullptr);
+    return cudaSuccess;
+  }
+  if (cudaError_t e = legacy_conflict(rt, s)) return record_error(e);
   // The free writes the block, in the stream's order: a use by another stream not ordered before
   // it is a race, and a use enqueued after it a use after free.
   // The free poisons the block when the stream reaches it (work before it may still use the
@@ -931,6 +916,7 @@ cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned int) {
   if (!ptr) return cudaErrorInvalidValue;
   Runtime& rt = runtime();
   std::lock_guard<std::mutex> lock(rt.mutex);
+  if (cudaError_t e = unsafe_during_capture(rt, "cudaHostAlloc")) return record_error(e);
   Memory* m = new_memory(rt, size, -1, "pinned host buffer of " + bytes_text(size));
   if (!m) return record_error(cudaErrorMemoryAllocation);
   std::memset(m->base, 0, size);  // host memory is the host's: no poison here
@@ -944,6 +930,7 @@ cudaError_t cudaFreeHost(void* ptr) {
   if (!ptr) return cudaSuccess;
   Runtime& rt = runtime();
   std::unique_lock<std::mutex> lock(rt.mutex);
+  if (cudaError_t e = unsafe_during_capture(rt, "cudaFreeHost")) return record_error(e);
   Memory* m = find_memory(rt, ptr);
   if (!m || m->base != ptr || m->device >= 0) return record_error(cudaErrorInvalidValue);
   for (std::size_t d = 0; d < rt.devices.size(); ++d) device_synchronize(rt, lock, static_cast<int>(d));
@@ -1060,13 +1047,20 @@ cudaError_t cudaMemsetAsync(void* ptr, int value, size_t n, cudaStream_t stream)
   if (cudaError_t e = sticky_error(rt, t_device)) return record_error(e);
   Stream* s = resolve(rt, stream);
   if (!s) return record_error(cudaErrorInvalidResourceHandle);
+  if (cudaError_t e = legacy_conflict(rt, s)) return record_error(e);
   if (n == 0) return cudaSuccess;
-  enqueue(rt, s, "cudaMemsetAsync of " + bytes_text(n), {{ptr, n, true, "its destination"}},
-          [ptr, value, n] { std::memset(ptr, value, n); });
+  enqueue(
+      rt, s, "cudaMemsetAsync of " + bytes_text(n), {{ptr, n, true, "its destination"}},
+      [ptr, value, n] { std::memset(ptr, value, n); }, nullptr, cudaGraphNodeTypeMemset);
   return cudaSuccess;
 }
 
 cudaError_t cudaMemset(void* ptr, int value, size_t n) {
+  {
+    Runtime& rt = runtime();
+    std::lock_guard<std::mutex> lock(rt.mutex);
+    if (cudaError_t e = unsafe_during_capture(rt, "cudaMemset")) return record_error(e);
+  }
   if (cudaError_t e = cudaMemsetAsync(ptr, value, n, nullptr)) return e;
   return cudaStreamSynchronize(nullptr);
 }
@@ -1087,10 +1081,12 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   std::lock_guard<std::mutex> lock(rt.mutex);
   Stream* s = resolve(rt, stream);
   if (!s || s->legacy) return record_error(cudaErrorInvalidResourceHandle);
+  if (s->capture) return record_error(cudaErrorIllegalState);  // end the capture first
   // As in CUDA, work already issued still runs; the worker ends when it is done.
   if (s->last) release_through(rt, s->last);
   s->destroyed = true;
   rt.streams.erase(s);
+  rt.destroyed[s] = s->id;
   rt.changed.notify_all();
   return cudaSuccess;
 }
@@ -1100,6 +1096,9 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   std::unique_lock<std::mutex> lock(rt.mutex);
   Stream* s = resolve(rt, stream);
   if (!s) return record_error(cudaErrorInvalidResourceHandle);
+  if (cudaError_t e = conflicts_with_capture(rt, s, cudaErrorStreamCaptureUnsupported, "cudaStreamSynchronize"))
+    return record_error(e);
+  if (cudaError_t e = unsafe_during_capture(rt, "cudaStreamSynchronize")) return record_error(e);
   wait_done(rt, lock, s->last);
   return record_error(sticky_error(rt, s->device));
 }
@@ -1109,6 +1108,8 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
   std::lock_guard<std::mutex> lock(rt.mutex);
   Stream* s = resolve(rt, stream);
   if (!s) return record_error(cudaErrorInvalidResourceHandle);
+  if (cudaError_t e = conflicts_with_capture(rt, s, cudaErrorStreamCaptureUnsupported, "cudaStreamQuery"))
+    return record_error(e);
   if (!s->last || s->last->done) {
     if (s->last) join(rt.host_clock, s->last->clock);
     return cudaSuccess;
@@ -1123,6 +1124,16 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
   Stream* s = resolve(rt, stream);
   auto* e = reinterpret_cast<Event*>(event);
   if (!s || !rt.events.count(e)) return record_error(cudaErrorInvalidResourceHandle);
+  if (capturing(s)) {
+    // Within one capture an event orders nothing more than the stream already does; one recorded
+    // outside it would be a dependency the graph cannot hold.
+    if (e->captured_in == s->capture->id || !e->record) return cudaSuccess;
+    return record_error(conflicts_with_capture(rt, s, cudaErrorStreamCaptureIsolation,
+                                               "cudaStreamWaitEvent on an event recorded outside the capture"));
+  }
+  // Joining another stream into a capture through an event recorded in it is not modelled.
+  if (e->captured_in != 0) return record_error(cudaErrorStreamCaptureUnsupported);
+  if (cudaError_t le = legacy_conflict(rt, s)) return record_error(le);
   if (!e->record) return cudaSuccess;  // an event never recorded is complete
   enqueue(rt, s, "cudaStreamWaitEvent", {}, nullptr, e->record);
   return cudaSuccess;
@@ -1157,15 +1168,32 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   Stream* s = resolve(rt, stream);
   auto* e = reinterpret_cast<Event*>(event);
   if (!s || !rt.events.count(e)) return record_error(cudaErrorInvalidResourceHandle);
-  e->record = enqueue(rt, s, "cudaEventRecord", {}, nullptr);
+  if (cudaError_t le = legacy_conflict(rt, s)) return record_error(le);
+  // Inside a capture the record is a point in the graph, not a node: nothing outside may wait for
+  // or query it until the capture ends.
+  e->captured_in = capturing(s) ? s->capture->id : 0;
+  e->record = capturing(s) ? nullptr : enqueue(rt, s, "cudaEventRecord", {}, nullptr);
   return cudaSuccess;
 }
+
+namespace {
+// An event last recorded inside a capture in progress cannot be waited for or queried.
+cudaError_t captured_event_conflict(Runtime& rt, const Event& e, const char* call) {
+  if (e.captured_in == 0) return cudaSuccess;
+  for (Stream* s : rt.streams)
+    if (s->capture && s->capture->id == e.captured_in)
+      return conflicts_with_capture(rt, s, cudaErrorStreamCaptureUnsupported, call);
+  return cudaSuccess;
+}
+}  // namespace
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   Runtime& rt = runtime();
   std::unique_lock<std::mutex> lock(rt.mutex);
   auto* e = reinterpret_cast<Event*>(event);
   if (!rt.events.count(e)) return record_error(cudaErrorInvalidResourceHandle);
+  if (cudaError_t c = captured_event_conflict(rt, *e, "cudaEventSynchronize")) return record_error(c);
+  if (cudaError_t c = unsafe_during_capture(rt, "cudaEventSynchronize")) return record_error(c);
   const OpPtr record = e->record;
   wait_done(rt, lock, record);
   return record_error(sticky_error(rt, e->device));
@@ -1176,6 +1204,7 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
   std::lock_guard<std::mutex> lock(rt.mutex);
   auto* e = reinterpret_cast<Event*>(event);
   if (!rt.events.count(e)) return record_error(cudaErrorInvalidResourceHandle);
+  if (cudaError_t c = captured_event_conflict(rt, *e, "cudaEventQuery")) return record_error(c);
   if (!e->record || e->record->done) {
     if (e->record) join(rt.host_clock, e->record->clock);
     return cudaSuccess;
@@ -1205,18 +1234,3 @@ cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int v
   rt.max_dynamic_shared[func] = value;
   return cudaSuccess;
 }
-
-// ---- graphs: part 2 of the software GPU (see sim/README.md) ----------------------------------------
-cudaError_t cudaStreamBeginCapture(cudaStream_t, cudaStreamCaptureMode) { return record_error(cudaErrorNotSupported); }
-cudaError_t cudaStreamEndCapture(cudaStream_t, cudaGraph_t*) { return record_error(cudaErrorNotSupported); }
-cudaError_t cudaGraphInstantiate(cudaGraphExec_t*, cudaGraph_t, unsigned long long) {
-  return record_error(cudaErrorNotSupported);
-}
-cudaError_t cudaGraphLaunch(cudaGraphExec_t, cudaStream_t) { return record_error(cudaErrorNotSupported); }
-cudaError_t cudaGraphDestroy(cudaGraph_t) { return cudaSuccess; }
-cudaError_t cudaGraphExecDestroy(cudaGraphExec_t) { return cudaSuccess; }
-cudaError_t cudaGraphGetNodes(cudaGraph_t, cudaGraphNode_t*, size_t* count) {
-  if (count) *count = 0;
-  return cudaSuccess;
-}
-cudaError_t cudaGraphNodeGetType(cudaGraphNode_t, cudaGraphNodeType*) { return record_error(cudaErrorNotSupported); }

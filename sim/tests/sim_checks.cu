@@ -144,6 +144,17 @@ const std::map<std::string, std::function<void()>>& checks() {
          staging[0] = 42;  // the next batch, before the copy of this one is known to have run
          cudaStreamSynchronize(s);
        }},
+      {"graph_memory_used_outside_its_graph",
+       [] {
+         cudaStream_t s = new_stream();
+         int* p = nullptr;
+         cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+         cudaMallocAsync(reinterpret_cast<void**>(&p), 256 * sizeof(int), s);  // a memory-allocation node
+         cudaGraph_t graph = nullptr;
+         cudaStreamEndCapture(s, &graph);
+         launch_raw<fill>(1, 64, 0, s, p, 256);  // outside the graph: the memory is the graph's
+         cudaStreamSynchronize(s);
+       }},
       {"trap_is_sticky",
        [] {
          DeviceBuffer<float> out(32);

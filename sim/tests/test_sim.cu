@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "copies.cuh"
 #include "kernels/cuda/grid.cuh"
 #include "launch_raw.cuh"
 
@@ -92,18 +93,6 @@ __global__ void reads_shared_nobody_wrote(float* out) {
 }
 
 __global__ void does_nothing(int*) {}
-
-template <class T>
-std::vector<T> to_host(const T* device, std::size_t n) {
-  std::vector<T> host(n);
-  REQUIRE(cudaMemcpy(host.data(), device, n * sizeof(T), cudaMemcpyDeviceToHost) == cudaSuccess);
-  return host;
-}
-
-template <class T>
-void to_device(T* device, const std::vector<T>& host) {
-  REQUIRE(cudaMemcpy(device, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
-}
 
 }  // namespace
 

@@ -62,6 +62,19 @@ TEST_CASE("asking for CUDA where none is usable says what was found and what to 
   CHECK_THROWS_AS(cuda::synchronize(Device::cuda(0)), DeviceError);
 }
 
+TEST_CASE("the CUDA runtime's per-device calls refuse the CPU, naming it, in every build") {
+  // The CPU has no stream and no device-side error record; these once answered with cuda:0's
+  // (or indexed an array at -1).
+  const auto refused = [](auto&& call) { return message_of<DeviceError>(call); };
+  for (const std::string& message :
+       {refused([] { cuda::current_stream(Device::cpu()); }), refused([] { cuda::compute_stream(Device::cpu()); }),
+        refused([] { cuda::device_error_record(Device::cpu()); })}) {
+    CHECK_THAT(message, Contains("expected a CUDA device, but got cpu"));
+  }
+  CHECK_THAT(refused([] { cuda::current_stream(Device::cpu()); }), Contains("cuda::current_stream"));
+  CHECK_THAT(refused([] { cuda::device_error_record(Device::cpu()); }), Contains("cuda::device_error_record"));
+}
+
 TEST_CASE("EMBER_DEVICE overrides Device::best()") {
   ::setenv("EMBER_DEVICE", "cpu", 1);
   CHECK(Device::best() == Device::cpu());

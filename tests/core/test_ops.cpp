@@ -124,6 +124,11 @@ TEST_CASE("cross_entropy: mean of the per-row losses, and bad targets name the o
   });
   CHECK_THAT(message, Contains("cross_entropy: target 3 at row 1 is out of range [0, 3)"));
   CHECK_THROWS_AS(cross_entropy(logits, from_vector<std::int64_t>({-1, 0}, {2})), IndexError);
+  // A value beyond what the device-side record keeps exactly is named as a bound.
+  CHECK_THAT(message_of<IndexError>([&] {
+               cross_entropy(logits, from_vector<std::int64_t>({1, 50000000000LL}, {2}));
+             }),
+             Contains("target at least 8388607 at row 1"));
   const Tensor sm = softmax(logits);
   // Ten float exponentials and their float quotients sum to 1 within a few ulp, not exactly.
   for (float row_sum : sum(sm, {1}).to_vector<float>()) CHECK(row_sum == Approx(1.0f).epsilon(1e-6));

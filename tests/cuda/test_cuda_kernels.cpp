@@ -15,11 +15,15 @@
 #include <cstring>
 #include <numeric>
 
+#include "core/ops.h"
 #include "cuda/cuda_helpers.h"
 #include "kernels/bias_activation.h"
+#include "kernels/conv.h"
 #include "kernels/elementwise.h"
+#include "kernels/gather.h"
 #include "kernels/gemm.h"
 #include "kernels/layout.h"
+#include "kernels/optim.h"
 #include "kernels/reduce.h"
 #include "kernels/softmax.h"
 
@@ -295,7 +299,10 @@ TEST_CASE("sum matches the CPU twin within K·eps·sum|x| and is bit-identical r
                                       {1, 128, 10},
                                       {7, 1000, 33},
                                       {65537, 3, 1},
-                                      {1, 16385, 1}}) {
+                                      {1, 16385, 1},
+                                      {1, 6000, 10},  // few long columns: rows split into chunks
+                                      {3, 2500, 7},   // the same with outer > 1
+                                      {2, 0, 5}}) {   // an empty sum of columns
     INFO(outer << "x" << reduce << "x" << inner);
     const std::size_t n = outer * reduce * inner, n_out = outer * inner;
     if (too_large_for_short_runs(n)) continue;
@@ -323,6 +330,26 @@ TEST_CASE("sum matches the CPU twin within K·eps·sum|x| and is bit-identical r
     const auto again = read_back<float>(dout);
     REQUIRE(std::memcmp(again.data(), got.data(), got.size() * sizeof(float)) == 0);
   }
+}
+
+TEST_CASE("the mean over an empty dimension is NaN on both backends, the sum 0") {
+  for (auto [outer, inner] : {std::pair<std::size_t, std::size_t>{1, 1}, {4, 1}, {1, 6}, {3, 5}}) {
+    INFO(outer << "x0x" << inner);
+    const float mean_scale = 1.0f / 0.0f;  // what mean() passes for 1/reduce with reduce = 0
+    Tensor dout = poisoned<float>(outer * inner);
+    kcuda::sum(nullptr, dout.raw<float>(), outer, 0, inner, mean_scale, nullptr, gpu_stream());
+    std::vector<float> cpu_mean(outer * inner, 7.0f);
+    kcpu::sum<float>(nullptr, cpu_mean.data(), outer, 0, inner, mean_scale);
+    for (float v : read_back<float>(dout)) CHECK(std::isnan(v));
+    for (float v : cpu_mean) CHECK(std::isnan(v));
+    kcuda::sum(nullptr, dout.raw<float>(), outer, 0, inner, 1.0f, nullptr, gpu_stream());
+    for (float v : read_back<float>(dout)) CHECK(v == 0.0f);
+  }
+  // And through the ops, as PyTorch gives them.
+  const Tensor empty_rows = ember::zeros({0, 3}, {.device = kGpu});
+  for (float v : ember::mean(empty_rows, {0}).to_vector<float>()) CHECK(std::isnan(v));
+  for (float v : ember::sum(empty_rows, {0}).to_vector<float>()) CHECK(v == 0.0f);
+  for (float v : ember::mean(ember::zeros({0, 3}), {0}).to_vector<float>()) CHECK(std::isnan(v));
 }
 
 TEST_CASE("max, argmax and count_equal match the CPU twins") {
@@ -371,6 +398,48 @@ TEST_CASE("softmax, log-softmax and their backward match the CPU twins") {
       kcpu::softmax_backward(kind, dy.data(), y.data(), grad.data(), rows, cols, WriteMode::overwrite);
       EMBER_REQUIRE_CLOSE(read_back<float>(dgrad), grad, 1e-5, rtol);
     }
+}
+
+TEST_CASE("softmax and cross-entropy on the GPU keep full precision for logits around 1e4") {
+  // Probabilities as exp(x − lse) with a float lse near 1e4 would be off by up to 5e-4 relative
+  // (half an ulp of 1e4); from the row's maximum and sum they match the CPU twin (which follows a
+  // double reference, test_cpu_kernels) within the tolerances used at ordinary logits.
+  const std::size_t rows = 300, cols = 10;
+  auto x = random_floats(rows * cols, 10000, -8.0f, 8.0f);
+  for (float& v : x) v += 1e4f;
+  std::vector<std::int32_t> t(rows);
+  for (std::size_t r = 0; r < rows; ++r) t[r] = static_cast<std::int32_t>((r * 3) % cols);
+  Tensor dx = device_copy(x), dt = device_copy(t);
+  const double rtol = kTranscRtol * (1 + std::log2(static_cast<double>(cols)));
+  for (SoftmaxKind kind : {SoftmaxKind::softmax, SoftmaxKind::log_softmax}) {
+    Tensor dy = poisoned<float>(rows * cols);
+    kcuda::softmax_forward(kind, dx.raw<float>(), dy.raw<float>(), rows, cols, gpu_stream());
+    std::vector<float> y(rows * cols);
+    kcpu::softmax_forward(kind, x.data(), y.data(), rows, cols);
+    EMBER_REQUIRE_CLOSE(read_back<float>(dy), y, 1e-6, rtol);
+  }
+  const float row_scale = 1.0f / static_cast<float>(rows);
+  Tensor dgrad = poisoned<float>(rows * cols), drow = poisoned<float>(rows), dbatch = poisoned<float>(1);
+  Tensor counter = ember::zeros({1}, {.dtype = ember::DType::i32, .device = kGpu});
+  kcuda::cross_entropy_fused(dx.raw<float>(), dt.raw<std::int32_t>(), dgrad.raw<float>(), drow.raw<float>(),
+                             dbatch.raw<float>(), nullptr, rows, cols, row_scale, nullptr,
+                             reinterpret_cast<unsigned*>(counter.raw<std::int32_t>()), gpu_stream());
+  std::vector<float> grad(rows * cols), row_loss(rows);
+  float batch = 0;
+  kcpu::cross_entropy_fused(x.data(), t.data(), grad.data(), row_loss.data(), &batch, static_cast<float*>(nullptr),
+                            rows, cols, row_scale, nullptr);
+  EMBER_REQUIRE_CLOSE(read_back<float>(dgrad), grad, 1e-7, 1e-5);
+  EMBER_REQUIRE_CLOSE(read_back<float>(drow), row_loss, 1e-5, 1e-5);
+  Tensor dloss = poisoned<float>(rows), dmax = poisoned<float>(rows), dsum = poisoned<float>(rows);
+  kcuda::cross_entropy_forward(dx.raw<float>(), dt.raw<std::int32_t>(), dloss.raw<float>(), dmax.raw<float>(),
+                               dsum.raw<float>(), rows, cols, nullptr, gpu_stream());
+  const std::vector<float> upstream{1.0f};
+  Tensor dup = device_copy(upstream), dgrad2 = poisoned<float>(rows * cols);
+  kcuda::cross_entropy_backward(dx.raw<float>(), dt.raw<std::int32_t>(), dmax.raw<float>(), dsum.raw<float>(),
+                                dup.raw<float>(), row_scale, dgrad2.raw<float>(), rows, cols, WriteMode::overwrite,
+                                gpu_stream());
+  EMBER_REQUIRE_CLOSE(read_back<float>(dgrad2), grad, 1e-7, 1e-5);
+  EMBER_REQUIRE_CLOSE(read_back<float>(dloss), row_loss, 1e-5, 1e-5);
 }
 
 TEMPLATE_TEST_CASE("cross-entropy forward and backward match the CPU twin", "", std::int32_t, std::int64_t) {
@@ -489,7 +558,14 @@ TEST_CASE("cuBLAS GEMM matches the CPU GEMM within K·eps·sum|a||b|, every tran
 }
 
 TEST_CASE("fused bias+ReLU forward and backward, and the bias add, match the CPU twins") {
-  for (auto [rows, cols] : {std::pair<std::size_t, std::size_t>{1, 1}, {128, 32}, {1000, 33}, {65537, 10}, {7, 4099}}) {
+  for (auto shape : {std::pair<std::size_t, std::size_t>{1, 1},
+                     {128, 32},
+                     {1000, 33},
+                     {6000, 10},  // few long columns: rows split into chunks across blocks
+                     {65537, 10},
+                     {7, 4099},
+                     {0, 5}}) {
+    const std::size_t rows = shape.first, cols = shape.second;  // (a lambda below captures them)
     INFO(rows << "x" << cols);
     if (too_large_for_short_runs(rows * cols)) continue;
     const auto y0 = random_floats(rows * cols, rows), bias = random_floats(cols, cols);
@@ -505,13 +581,108 @@ TEST_CASE("fused bias+ReLU forward and backward, and the bias add, match the CPU
     kcpu::bias_forward(biased.data(), bias.data(), rows, cols);
     EMBER_REQUIRE_CLOSE(read_back<float>(plain), biased, 0.0, 0.0);  // one addition each: exact on both
     Tensor ddy = device_copy(dy), dyh = device_copy(y), ddx = poisoned<float>(rows * cols), ddb = poisoned<float>(cols);
-    kcuda::bias_relu_backward(ddy.raw<float>(), dyh.raw<float>(), ddx.raw<float>(), ddb.raw<float>(), rows, cols,
-                              gpu_stream());
+    const std::size_t ws = sum_workspace_size(1, rows, cols);
+    Tensor workspace = ws ? poisoned<float>(ws) : Tensor();
+    const auto backward = [&] {
+      kcuda::bias_relu_backward(ddy.raw<float>(), dyh.raw<float>(), ddx.raw<float>(), ddb.raw<float>(), rows, cols,
+                                ws ? workspace.raw<float>() : nullptr, gpu_stream());
+      return read_back<float>(ddb);
+    };
+    const std::vector<float> got = backward();
     std::vector<float> dx(rows * cols), dbias(cols);
     kcpu::bias_relu_backward(dy.data(), y.data(), dx.data(), dbias.data(), rows, cols);
     EMBER_REQUIRE_CLOSE(read_back<float>(ddx), dx, 0.0, 0.0);
-    // Both sum each column top to bottom in float: the same order, so the same result up to
-    // contraction into fused multiply-adds (none here: plain additions).
-    EMBER_REQUIRE_CLOSE(read_back<float>(ddb), dbias, 0.0, 0.0);
+    // The CPU adds each column top to bottom, the GPU in row phases and chunks: a float sum of
+    // `rows` terms in another order, within (rows + 2)·eps·Σ|terms|.
+    for (std::size_t c = 0; c < cols; ++c) {
+      double abs_sum = 0;
+      for (std::size_t r = 0; r < rows; ++r) abs_sum += std::abs(dx[r * cols + c]);
+      const double bound = (static_cast<double>(rows) + 2) * kEps * abs_sum;
+      INFO("column " << c << ": got " << got[c] << ", expected " << dbias[c] << ", bound " << bound);
+      REQUIRE(std::abs(static_cast<double>(got[c]) - dbias[c]) <= bound);
+    }
+    // Deterministic: the same bits again.
+    const std::vector<float> again = backward();
+    REQUIRE(std::memcmp(again.data(), got.data(), got.size() * sizeof(float)) == 0);
+  }
+}
+
+TEST_CASE("degenerate shapes: the CUDA wrappers write what the CPU twins write") {
+  // Each output is poisoned first, so an output the CUDA side skips shows.
+  SECTION("fused cross-entropy over no rows writes the batch loss and adds nothing to the sum") {
+    Tensor dbatch = poisoned<float>(1), dsum = device_copy(std::vector<float>{3.0f});
+    Tensor counter = ember::zeros({1}, {.dtype = ember::DType::i32, .device = kGpu});
+    kcuda::cross_entropy_fused<std::int32_t>(nullptr, nullptr, nullptr, nullptr, dbatch.raw<float>(), dsum.raw<float>(),
+                                             0, 10, 1.0f, ember::cuda::device_error_record(kGpu),
+                                             reinterpret_cast<unsigned*>(counter.raw<std::int32_t>()), gpu_stream());
+    float batch = std::nanf(""), sum = 3.0f;
+    kcpu::cross_entropy_fused<float, std::int32_t>(nullptr, nullptr, nullptr, nullptr, &batch, &sum, 0, 10, 1.0f,
+                                                   nullptr);
+    CHECK(read_back<float>(dbatch) == std::vector<float>{batch});
+    CHECK(read_back<float>(dsum) == std::vector<float>{sum});
+    CHECK(read_back<std::int32_t>(counter)[0] == 0);
+  }
+  SECTION("batch norm of an empty batch: NaN statistics, running ones untouched, zero parameter gradients") {
+    const std::size_t c = 3, hw = 4;
+    const std::vector<float> ones(c, 1.0f), zeros_c(c, 0.0f), running_mean{0.5f, -1.0f, 2.0f}, running_var{1, 2, 3};
+    const std::vector<float> sentinel(c, 7.0f);  // not NaN: the statistics are NaN when written
+    Tensor g = device_copy(ones), b = device_copy(zeros_c), rm = device_copy(running_mean),
+           rv = device_copy(running_var);
+    Tensor mean = device_copy(sentinel), invstd = device_copy(sentinel);
+    kcuda::batch_norm_forward_train(nullptr, g.raw<float>(), b.raw<float>(), nullptr, mean.raw<float>(),
+                                    invstd.raw<float>(), rm.raw<float>(), rv.raw<float>(), 0, c, hw, 0.1f, 1e-5f,
+                                    gpu_stream());
+    std::vector<float> cpu_mean = sentinel, cpu_invstd = sentinel, cpu_rm = running_mean, cpu_rv = running_var;
+    kcpu::batch_norm_forward_train<float>(nullptr, ones.data(), zeros_c.data(), nullptr, cpu_mean.data(),
+                                          cpu_invstd.data(), cpu_rm.data(), cpu_rv.data(), 0, c, hw, 0.1f, 1e-5f);
+    for (const auto& stats : {read_back<float>(mean), read_back<float>(invstd), cpu_mean, cpu_invstd})
+      for (float v : stats) CHECK(std::isnan(v));
+    CHECK(read_back<float>(rm) == running_mean);
+    CHECK(read_back<float>(rv) == running_var);
+    CHECK(cpu_rm == running_mean);
+    CHECK(cpu_rv == running_var);
+    Tensor dgamma = poisoned<float>(c), dbeta = poisoned<float>(c);
+    kcuda::batch_norm_backward(nullptr, nullptr, g.raw<float>(), mean.raw<float>(), invstd.raw<float>(), nullptr,
+                               dgamma.raw<float>(), dbeta.raw<float>(), 0, c, hw, gpu_stream());
+    std::vector<float> cpu_dgamma(c, std::nanf("")), cpu_dbeta(c, std::nanf(""));
+    kcpu::batch_norm_backward<float>(nullptr, nullptr, ones.data(), cpu_mean.data(), cpu_invstd.data(), nullptr,
+                                     cpu_dgamma.data(), cpu_dbeta.data(), 0, c, hw);
+    CHECK(read_back<float>(dgamma) == cpu_dgamma);
+    CHECK(read_back<float>(dbeta) == cpu_dbeta);
+    CHECK(cpu_dgamma == zeros_c);
+  }
+  SECTION("an optimizer step over tensors without elements still advances their step counts") {
+    for (bool fused : {true, false}) {
+      INFO("step counts advanced by the update itself: " << fused);
+      std::vector<float> steps{2.0f, 0.0f};
+      Tensor dsteps = device_copy(steps), lr = device_copy(std::vector<float>{0.1f});
+      Tensor counter = ember::zeros({1}, {.dtype = ember::DType::i32, .device = kGpu});
+      std::vector<ParamSlot> slots(2);
+      for (std::size_t i = 0; i < 2; ++i) slots[i].step = dsteps.raw<float>() + i;  // n = 0: no element touched
+      std::vector<std::uint8_t> bytes(sizeof(ParamSlot) * slots.size());
+      std::memcpy(bytes.data(), slots.data(), bytes.size());
+      Tensor dslots = device_copy(bytes);
+      const auto* device_slots = static_cast<const ParamSlot*>(dslots.raw_bytes());
+      if (!fused) kcuda::advance_steps(device_slots, 2, gpu_stream());
+      kcuda::sgd_step(device_slots, 2, 0, SgdConfig{}, lr.raw<float>(),
+                      fused ? reinterpret_cast<unsigned*>(counter.raw<std::int32_t>()) : nullptr, gpu_stream());
+      std::vector<ParamSlot> host_slots(2);
+      for (std::size_t i = 0; i < 2; ++i) host_slots[i].step = steps.data() + i;
+      const float host_lr = 0.1f;
+      kcpu::advance_steps(host_slots.data(), 2);
+      kcpu::sgd_step(host_slots.data(), 2, SgdConfig{}, &host_lr);
+      CHECK(read_back<float>(dsteps) == steps);
+      CHECK(steps == std::vector<float>{3.0f, 1.0f});
+    }
+  }
+  SECTION("gathering images of no pixels still writes their labels") {
+    const std::vector<std::int32_t> labels{4, 8, 15}, index{2, 0};
+    Tensor dlabels = device_copy(labels), dindex = device_copy(index), dy = poisoned<std::int32_t>(2);
+    kcuda::gather_batch(nullptr, dlabels.raw<std::int32_t>(), dindex.raw<std::int32_t>(), nullptr,
+                        dy.raw<std::int32_t>(), 2, 0, 0.0f, 1.0f, gpu_stream());
+    std::vector<std::int32_t> y(2, -1);
+    kcpu::gather_batch(nullptr, labels.data(), index.data(), nullptr, y.data(), 2, 0, 0.0f, 1.0f);
+    CHECK(read_back<std::int32_t>(dy) == y);
+    CHECK(y == std::vector<std::int32_t>{15, 4});
   }
 }

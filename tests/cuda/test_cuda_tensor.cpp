@@ -150,3 +150,22 @@ TEST_CASE("a bad target on the GPU is reported at the next synchronization, nami
   cross_entropy(logits, target);
   CHECK_THROWS_AS(loss.item<float>(), IndexError);  // item() synchronizes too
 }
+
+TEST_CASE("of many bad targets the GPU reports the lowest row with its own value, as the CPU does") {
+  // Rows in many blocks, bad ones far apart: whichever block runs first, row 5 is reported, with
+  // its value (Note [which bad input is reported]). The software GPU shuffles the block order.
+  const std::int64_t rows = 2000;
+  std::vector<std::int64_t> t(static_cast<std::size_t>(rows), 1);
+  t[1999] = -4;
+  t[1000] = 12;
+  t[37] = 3;
+  t[5] = 77;
+  const Tensor targets = from_vector(t, {rows});
+  const Tensor logits = zeros({rows, 3});
+  for (int run = 0; run < 4; ++run) {
+    INFO("run " << run);
+    cross_entropy(logits.to(kGpu), targets.to(kGpu));
+    CHECK_THAT(testing::message_of<IndexError>([&] { synchronize(kGpu); }), Contains("target 77 at row 5 "));
+  }
+  CHECK_THAT(testing::message_of<IndexError>([&] { cross_entropy(logits, targets); }), Contains("target 77 at row 5 "));
+}

@@ -5,9 +5,11 @@
 
 #include <cmath>
 
+#include "core/cuda_graph.h"
 #include "core/ops.h"
 #include "core/storage.h"
 #include "cuda/cuda_helpers.h"
+#include "kernels/gemm.h"
 #include "layers/models.h"
 #include "optim/optimizer.h"
 #include "train/mlp_step.h"
@@ -132,6 +134,63 @@ TEST_CASE("a setting changed after capture reaches the replayed step: the graph 
     for (int i = 0; i < 6; ++i) step.step(x, y);
     sgd.param_groups()[0].options.momentum = 0.9;  // baked into the update kernel's arguments
     for (int i = 0; i < 6; ++i) step.step(x, y);
+    return model->parameters()[0].cpu().to_vector<float>();
+  };
+  const auto eager = run(false), graph = run(true);
+  for (std::size_t i = 0; i < eager.size(); i += 101) REQUIRE(graph[i] == Approx(eager[i]).margin(1e-6).epsilon(1e-5));
+}
+
+TEST_CASE("a captured cuBLAS GEMM allocates nothing, and a graph counts the allocations captured in it", "[graph]") {
+  // cublasSetStream resets cuBLAS's workspace to its default pool, which would allocate inside a
+  // capture; ember sets its own workspace after every cublasSetStream.
+  const cudaStream_t stream = gpu_stream();
+  Tensor a = ember::ones({8, 8}, {.device = kGpu}), b = ember::ones({8, 8}, {.device = kGpu});
+  Tensor c = ember::empty({8, 8}, {.device = kGpu});
+  const auto gemm = [&] {
+    kernels::cuda::gemm(kernels::Transpose::no, kernels::Transpose::no, 8, 8, 8, 1.0f, a.raw<float>(), 8,
+                        b.raw<float>(), 8, 0.0f, c.raw<float>(), 8, stream);
+  };
+  gemm();  // once eagerly: cuBLAS's handle and this stream's workspace exist before capture
+  cuda::Graph gemm_graph;
+  gemm_graph.begin_capture(stream);
+  gemm();
+  gemm_graph.end_capture();
+  CHECK(gemm_graph.kernel_nodes() == 1);
+  CHECK(gemm_graph.allocation_nodes() == 0);
+  gemm_graph.replay(stream);
+  for (float v : c.to_vector<float>()) CHECK(v == 8.0f);
+  cuda::Graph allocating;
+  allocating.begin_capture(stream);
+  { const Tensor made_inside = ember::empty({256}, {.device = kGpu}); }  // allocated and freed inside
+  allocating.end_capture();
+  CHECK(allocating.allocation_nodes() == 1);
+  // A stream's first GEMM cannot be captured (its workspace is made then): a clear error.
+  cuda::Stream fresh(kGpu);
+  cuda::Graph first;
+  first.begin_capture(fresh.handle());
+  CHECK_THROWS_WITH(kernels::cuda::gemm(kernels::Transpose::no, kernels::Transpose::no, 8, 8, 8, 1.0f, a.raw<float>(),
+                                        8, b.raw<float>(), 8, 0.0f, c.raw<float>(), 8, fresh.handle()),
+                    Contains("Run the work once eagerly before capturing it"));
+  first.abandon_capture();
+}
+
+TEST_CASE("an optimizer changed just before the first capture gets one more eager step, not buffers in the graph",
+          "[graph]") {
+  // Momentum switched on after the eager steps and before the capturing one: its buffers must be
+  // made by an eager step. Made inside the capture they would exist only in the graph.
+  auto run = [](bool graph) {
+    Generator init(4);
+    auto model = nn::mlp(784, {32}, 10, &init);
+    model->to(kGpu);
+    optim::SGD sgd(model->parameters(), {.lr = 0.05});
+    train::MlpStep step(*model, sgd, 64, {.cuda_graph = graph, .eager_steps = 1});
+    Generator data(9);
+    const Tensor x = uniform({64, 784}, 0, 1, {}, &data).to(kGpu);
+    const Tensor y = randint(0, 10, {64}, {.dtype = DType::i32}, &data).to(kGpu);
+    step.step(x, y);
+    sgd.param_groups()[0].options.momentum = 0.9;
+    for (int i = 0; i < 5; ++i) step.step(x, y);
+    if (graph) REQUIRE(step.graph_captured());
     return model->parameters()[0].cpu().to_vector<float>();
   };
   const auto eager = run(false), graph = run(true);

@@ -135,8 +135,8 @@ TEST_CASE("softmax cross-entropy: hand-computed cases") {
     DeviceErrorRecord err;
     cpu::cross_entropy_forward(logits.data(), targets.data(), loss.data(), mx.data(), sm.data(), 2, 3, &err);
     CHECK(err.code == static_cast<int>(DeviceErrorCode::target_out_of_range));
-    CHECK(err.value == 7);
-    CHECK(err.position == 1);
+    CHECK(err.value() == 7);
+    CHECK(err.position() == 1);
     CHECK(err.bound == 3);
     CHECK(loss[1] == 0.0f);
   }
@@ -211,6 +211,35 @@ TEMPLATE_TEST_CASE("fused cross-entropy matches the unfused forward and backward
   }
 }
 
+TEST_CASE("the record keeps the lowest position of the first kind of error, with that position's value") {
+  DeviceErrorRecord record;
+  raise_error_on_host(&record, DeviceErrorCode::target_out_of_range, OpTag::cross_entropy, 40, 12, 10);
+  raise_error_on_host(&record, DeviceErrorCode::target_out_of_range, OpTag::cross_entropy, 7, -3, 10);
+  raise_error_on_host(&record, DeviceErrorCode::target_out_of_range, OpTag::cross_entropy, 900, 11, 10);
+  raise_error_on_host(&record, DeviceErrorCode::non_finite, OpTag::loss_check, 0, 0, 0);  // another kind: later
+  CHECK(record.code == static_cast<int>(DeviceErrorCode::target_out_of_range));
+  CHECK(record.position() == 7);
+  CHECK(record.value() == -3);
+  CHECK(record.value_clamped() == 0);
+  CHECK(record.bound == 10);
+  // Values beyond 24 bits keep their position and say which way they were clamped.
+  DeviceErrorRecord big;
+  raise_error_on_host(&big, DeviceErrorCode::target_out_of_range, OpTag::cross_entropy, 3, 10000000000LL, 10);
+  CHECK(big.position() == 3);
+  CHECK(big.value_clamped() == 1);
+  CHECK(big.value() == (1LL << 23) - 1);
+  DeviceErrorRecord low;
+  raise_error_on_host(&low, DeviceErrorCode::target_out_of_range, OpTag::cross_entropy, 2, -10000000000LL, 10);
+  CHECK(low.value_clamped() == -1);
+  CHECK(low.value() == -(1LL << 23));
+  for (long long v : {-8388607LL, -1LL, 0LL, 8388606LL}) {
+    DeviceErrorRecord exact;
+    raise_error_on_host(&exact, DeviceErrorCode::target_out_of_range, OpTag::cross_entropy, 1, v, 10);
+    CHECK(exact.value() == v);
+    CHECK(exact.value_clamped() == 0);
+  }
+}
+
 TEST_CASE("fused cross-entropy: a bad target zeroes its row and is recorded; a non-finite loss is flagged") {
   const std::vector<float> logits{1, 2, 3, 4, 5, 6};
   std::vector<float> grad(6, 1.0f), row_loss(2);
@@ -221,8 +250,8 @@ TEST_CASE("fused cross-entropy: a bad target zeroes its row and is recorded; a n
     cpu::cross_entropy_fused(logits.data(), targets.data(), grad.data(), row_loss.data(), &batch_loss, &loss_sum, 2, 3,
                              0.5f, &err);
     CHECK(err.code == static_cast<int>(DeviceErrorCode::target_out_of_range));
-    CHECK(err.value == -1);
-    CHECK(err.position == 1);
+    CHECK(err.value() == -1);
+    CHECK(err.position() == 1);
     CHECK(row_loss[1] == 0.0f);
     CHECK(grad[3] == 0.0f);
     CHECK(grad[4] == 0.0f);

@@ -15,6 +15,7 @@
 #include "layers/layers.h"
 #include "layers/leaky_relu.h"
 #include "layers/models.h"
+#include "optim/optimizer.h"
 #include "support/helpers.h"
 
 using namespace ember;
@@ -48,6 +49,40 @@ std::string temp_path(const std::string& name) {
 }
 
 }  // namespace
+
+TEST_CASE("a layer shared between two places: parameters once, state_dict under both names, one update") {
+  Generator g(3);
+  auto shared = std::make_shared<nn::Linear>(3, 3, true, &g);
+  nn::Sequential model{shared, std::make_shared<nn::ReLU>(), shared};
+  std::vector<std::string> names;
+  for (const auto& [name, p] : model.named_parameters()) names.push_back(name);
+  CHECK(names == std::vector<std::string>{"0.weight", "0.bias"});
+  CHECK(model.parameters().size() == 2);
+  CHECK(model.parameter_count() == 12);
+  const StateDict state = model.state_dict();
+  CHECK(find_tensor(state, "0.weight") != nullptr);
+  CHECK(find_tensor(state, "2.weight") != nullptr);  // as PyTorch's state_dict keeps both
+  CHECK(state.size() == 4);
+  // One SGD step changes the weight by lr·grad once, not twice.
+  optim::SGD sgd(model.parameters(), {.lr = 0.5});
+  const Tensor x = randn({2, 3}, {}, &g);
+  sum(model(x)).backward();
+  const std::vector<float> w = shared->weight().to_vector<float>(), grad = shared->weight().grad().to_vector<float>();
+  sgd.step();
+  std::vector<float> expected(w.size());
+  for (std::size_t i = 0; i < w.size(); ++i) expected[i] = w[i] - 0.5f * grad[i];
+  EMBER_REQUIRE_CLOSE(shared->weight().to_vector<float>(), expected, 0.0, 1e-6);
+}
+
+TEST_CASE("an optimizer given the same tensor twice refuses it, naming both places") {
+  auto layer = std::make_shared<nn::Linear>(2, 2);
+  std::vector<Tensor> params = layer->parameters();
+  params.push_back(layer->weight());
+  const std::string message = message_of<ValueError>([&] { optim::SGD sgd(params, {.lr = 0.1}); });
+  CHECK_THAT(message, Contains("the same tensor twice: parameter 2 of group 0 is parameter 0 of group 0"));
+  CHECK_THROWS_AS(optim::Adam(std::vector<optim::ParamGroup>{{{layer->weight()}, {}}, {{layer->weight()}, {}}}),
+                  ValueError);
+}
 
 TEST_CASE("Sequential names its children 0, 1, ... and parameters with dotted names") {
   auto model = mlp(32, 0);

@@ -100,6 +100,19 @@ TEST_CASE("MlpStep rejects models and batches it cannot train, naming the reason
     CHECK_THAT(train::mlp_step_unsupported(with_dropout), Catch::Contains("layer 1 (Dropout) is neither"));
     CHECK_THROWS_AS(train::MlpStep(with_dropout, sgd, 4), ValueError);
   }
+  SECTION("a Linear shared between two places") {
+    auto shared = std::make_shared<nn::Linear>(4, 4, true, &g);
+    nn::Sequential twice{std::make_shared<nn::Linear>(6, 4, true, &g),
+                         std::make_shared<nn::ReLU>(),
+                         shared,
+                         std::make_shared<nn::ReLU>(),
+                         shared,
+                         std::make_shared<nn::ReLU>(),
+                         std::make_shared<nn::Linear>(4, 3, true, &g)};
+    CHECK_THAT(train::mlp_step_unsupported(twice), Catch::Contains("layer 4 (Linear) is the same Linear as layer 2"));
+    optim::SGD sgd_twice(twice.parameters(), {.lr = 0.1});
+    CHECK_THROWS_AS(train::MlpStep(twice, sgd_twice, 4), ValueError);
+  }
   SECTION("no eager step before capture") {
     CHECK_THROWS_WITH(train::MlpStep(*model, sgd, 4, {.eager_steps = 0}),
                       Catch::Contains("eager_steps must be at least 1"));

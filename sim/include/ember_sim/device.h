@@ -221,6 +221,14 @@ inline unsigned long long atomicCAS(unsigned long long* a, unsigned long long c,
 }
 inline int atomicExch(int* a, int v) { return __atomic_exchange_n(a, v, __ATOMIC_RELAXED); }
 inline unsigned atomicExch(unsigned* a, unsigned v) { return __atomic_exchange_n(a, v, __ATOMIC_RELAXED); }
+inline unsigned long long atomicExch(unsigned long long* a, unsigned long long v) {
+  return __atomic_exchange_n(a, v, __ATOMIC_RELAXED);
+}
+inline float atomicExch(float* a, float v) {
+  float old;
+  __atomic_exchange(a, &v, &old, __ATOMIC_RELAXED);
+  return old;
+}
 template <class T>
 T ember_sim_atomic_minmax(T* address, T value, bool want_max) {
   T old = __atomic_load_n(address, __ATOMIC_RELAXED);

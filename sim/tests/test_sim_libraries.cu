@@ -1,0 +1,387 @@
+// The software GPU's library models against naive formulas of their own, and the checks they make
+// on wrong calls: cuBLAS (a leading dimension too small, the workspace rule), cuBLASLt (each
+// epilogue ember uses, a bad leading dimension, an epilogue pointer less aligned than its
+// algorithm was chosen for, a ReLU mask read directly, a heuristic told to offer nothing) and cuDNN
+// (the three convolutions, descriptors that disagree, a workspace too small, ALGO_0's
+// non-determinism). Independent of how ember uses them.
+#include <catch2/catch.hpp>
+
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cudnn.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "copies.cuh"
+#include "launch_raw.cuh"
+
+namespace {
+
+std::vector<float> random_values(std::size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// Column-major element (r, c) of a matrix with leading dimension ld.
+float at(const std::vector<float>& m, int ld, int r, int c) { return m[static_cast<std::size_t>(c) * ld + r]; }
+
+// One cuBLASLt multiplication D[m, n] = op(A)·op(B) with an epilogue, set up as ember does.
+struct LtCall {
+  int m, n, k;
+  bool ta, tb;
+  cublasLtEpilogue_t epilogue;
+  std::int64_t aux_ld = 0;
+  cublasLtHandle_t handle = nullptr;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  LtCall(int m_, int n_, int k_, bool ta_, bool tb_, cublasLtEpilogue_t e, int lda_extra = 0)
+      : m(m_), n(n_), k(k_), ta(ta_), tb(tb_), epilogue(e) {
+    REQUIRE(cublasLtCreate(&handle) == CUBLAS_STATUS_SUCCESS);
+    REQUIRE(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS);
+    const cublasOperation_t oa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &oa, sizeof(oa));
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &ob, sizeof(ob));
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue));
+    aux_ld = (m + 127) / 128 * 128;
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld));
+    const int a_rows = ta ? k : m, a_cols = ta ? m : k, b_rows = tb ? n : k, b_cols = tb ? k : n;
+    cublasLtMatrixLayoutCreate(&a, CUDA_R_32F, a_rows, a_cols, a_rows + lda_extra);
+    cublasLtMatrixLayoutCreate(&b, CUDA_R_32F, b_rows, b_cols, b_rows);
+    cublasLtMatrixLayoutCreate(&d, CUDA_R_32F, m, n, m);
+    cublasLtMatmulPreferenceCreate(&pref);
+  }
+  ~LtCall() {
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatrixLayoutDestroy(a);
+    cublasLtMatrixLayoutDestroy(b);
+    cublasLtMatrixLayoutDestroy(d);
+    cublasLtMatmulDescDestroy(desc);
+    cublasLtDestroy(handle);
+  }
+  void pointers(const void* bias, const void* aux) {
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux));
+  }
+  cublasStatus_t heuristic(cublasLtMatmulAlgo_t& algo) {
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle, desc, a, b, d, d, pref, 1, &result, &found);
+    algo = result.algo;
+    return st == CUBLAS_STATUS_SUCCESS && found == 0 ? CUBLAS_STATUS_NOT_SUPPORTED : st;
+  }
+  cublasStatus_t matmul(const cublasLtMatmulAlgo_t& algo, const float* A, const float* B, float* D) {
+    const float one = 1.0f, zero = 0.0f;
+    const cublasStatus_t st =
+        cublasLtMatmul(handle, desc, &one, A, a, B, b, &zero, D, d, D, d, &algo, nullptr, 0, nullptr);
+    cudaDeviceSynchronize();
+    return st;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("cublasSgemm refuses a leading dimension smaller than its matrix's rows") {
+  cublasHandle_t h = nullptr;
+  REQUIRE(cublasCreate(&h) == CUBLAS_STATUS_SUCCESS);
+  DeviceBuffer<float> a(64), b(64), c(64);
+  const float one = 1.0f, zero = 0.0f;
+  CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 8, 8, 8, &one, a.data, 7, b.data, 8, &zero, c.data, 8) ==
+        CUBLAS_STATUS_INVALID_VALUE);
+  CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 8, 8, 8, &one, a.data, 8, b.data, 8, &zero, c.data, 4) ==
+        CUBLAS_STATUS_INVALID_VALUE);
+  CHECK(cublasSetWorkspace(h, reinterpret_cast<char*>(a.data) + 4, 64) ==
+        CUBLAS_STATUS_INVALID_VALUE);  // not 256-aligned
+  cublasDestroy(h);
+}
+
+TEST_CASE("cuBLASLt's epilogues match naive formulas: BIAS, RELU_AUX_BIAS then DRELU_BGRAD, BGRADB") {
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      const int m = 70, n = 9, k = 13;
+      INFO("ta=" << ta << " tb=" << tb);
+      const auto A = random_values(static_cast<std::size_t>(m) * k, 1),
+                 B = random_values(static_cast<std::size_t>(k) * n, 2);
+      const auto bias = random_values(m, 3);
+      DeviceBuffer<float> dA(A.size()), dB(B.size()), dD(static_cast<std::size_t>(m) * n), dbias(m), dgrad(n);
+      to_device(dA.data, A);
+      to_device(dB.data, B);
+      to_device(dbias.data, bias);
+      const int lda = ta ? k : m, ldb = tb ? n : k;
+      const auto product = [&](int i, int j) {
+        float s = 0.0f;
+        for (int p = 0; p < k; ++p)
+          s += (ta ? at(A, lda, p, i) : at(A, lda, i, p)) * (tb ? at(B, ldb, j, p) : at(B, ldb, p, j));
+        return s;
+      };
+      {
+        LtCall call(m, n, k, ta, tb, CUBLASLT_EPILOGUE_BIAS);
+        call.pointers(dbias.data, nullptr);
+        cublasLtMatmulAlgo_t algo;
+        REQUIRE(call.heuristic(algo) == CUBLAS_STATUS_SUCCESS);
+        REQUIRE(call.matmul(algo, dA.data, dB.data, dD.data) == CUBLAS_STATUS_SUCCESS);
+        const auto D = to_host(dD.data, static_cast<std::size_t>(m) * n);
+        for (int j = 0; j < n; ++j)
+          for (int i = 0; i < m; ++i) REQUIRE(at(D, m, i, j) == Approx(product(i, j) + bias[i]).margin(1e-5));
+      }
+      // The forward writes the mask; the backward reads it, whatever its layout.
+      DeviceBuffer<std::uint8_t> mask(static_cast<std::size_t>((m + 127) / 128 * 128) / 8 * n);
+      std::vector<float> forward;
+      {
+        LtCall call(m, n, k, ta, tb, CUBLASLT_EPILOGUE_RELU_AUX_BIAS);
+        call.pointers(dbias.data, mask.data);
+        cublasLtMatmulAlgo_t algo;
+        REQUIRE(call.heuristic(algo) == CUBLAS_STATUS_SUCCESS);
+        REQUIRE(call.matmul(algo, dA.data, dB.data, dD.data) == CUBLAS_STATUS_SUCCESS);
+        forward = to_host(dD.data, static_cast<std::size_t>(m) * n);
+        for (int j = 0; j < n; ++j)
+          for (int i = 0; i < m; ++i)
+            REQUIRE(at(forward, m, i, j) == Approx(std::max(0.0f, product(i, j) + bias[i])).margin(1e-5));
+      }
+      {
+        LtCall call(m, n, k, ta, tb, CUBLASLT_EPILOGUE_DRELU_BGRAD);
+        call.pointers(dbias.data, mask.data);  // the bias pointer receives the gradient
+        cublasLtMatmulAlgo_t algo;
+        REQUIRE(call.heuristic(algo) == CUBLAS_STATUS_SUCCESS);
+        REQUIRE(call.matmul(algo, dA.data, dB.data, dD.data) == CUBLAS_STATUS_SUCCESS);
+        const auto D = to_host(dD.data, static_cast<std::size_t>(m) * n), grad = to_host(dbias.data, m);
+        for (int i = 0; i < m; ++i) {
+          double row = 0;
+          for (int j = 0; j < n; ++j) {
+            const float want = at(forward, m, i, j) > 0.0f ? product(i, j) : 0.0f;
+            REQUIRE(at(D, m, i, j) == Approx(want).margin(1e-5));
+            row += want;
+          }
+          REQUIRE(grad[i] == Approx(row).margin(1e-4));  // Σ over the columns of D: one per row
+        }
+        to_device(dbias.data, bias);
+      }
+      {
+        LtCall call(m, n, k, ta, tb, CUBLASLT_EPILOGUE_BGRADB);
+        call.pointers(dgrad.data, nullptr);
+        cublasLtMatmulAlgo_t algo;
+        REQUIRE(call.heuristic(algo) == CUBLAS_STATUS_SUCCESS);
+        REQUIRE(call.matmul(algo, dA.data, dB.data, dD.data) == CUBLAS_STATUS_SUCCESS);
+        const auto grad = to_host(dgrad.data, n);
+        for (int j = 0; j < n; ++j) {
+          double col = 0;
+          for (int p = 0; p < k; ++p) col += tb ? at(B, ldb, j, p) : at(B, ldb, p, j);  // Σ_k op(B)[k, j]
+          REQUIRE(grad[j] == Approx(col).margin(1e-4));
+        }
+      }
+    }
+}
+
+TEST_CASE("cuBLASLt refuses a bad leading dimension and an epilogue pointer less aligned than its algorithm") {
+  DeviceBuffer<float> A(64 * 64), B(64 * 64), D(64 * 64), bias(80);
+  {
+    LtCall bad(32, 8, 16, false, false, CUBLASLT_EPILOGUE_BIAS, -1);  // lda one less than A's rows
+    bad.pointers(bias.data, nullptr);
+    cublasLtMatmulAlgo_t algo;
+    CHECK(bad.heuristic(algo) == CUBLAS_STATUS_INVALID_VALUE);
+  }
+  LtCall call(32, 8, 16, false, false, CUBLASLT_EPILOGUE_BIAS);
+  call.pointers(bias.data, nullptr);  // 256-byte aligned when the heuristic looks
+  cublasLtMatmulAlgo_t algo;
+  REQUIRE(call.heuristic(algo) == CUBLAS_STATUS_SUCCESS);
+  CHECK(call.matmul(algo, A.data, B.data, D.data) == CUBLAS_STATUS_SUCCESS);
+  call.pointers(bias.data + 1, nullptr);  // 4-byte aligned at the call
+  CHECK(call.matmul(algo, A.data, B.data, D.data) == CUBLAS_STATUS_INVALID_VALUE);
+  call.pointers(bias.data, nullptr);
+  CHECK(call.matmul(algo, A.data + 1, B.data, D.data) == CUBLAS_STATUS_INVALID_VALUE);  // A told 256, given 4
+  // The mask's leading dimension must be a multiple of 128 bits.
+  LtCall relu(32, 8, 16, false, false, CUBLASLT_EPILOGUE_RELU_AUX_BIAS);
+  const std::int64_t odd_ld = 96;
+  cublasLtMatmulDescSetAttribute(relu.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &odd_ld, sizeof(odd_ld));
+  relu.pointers(bias.data, D.data);
+  CHECK(relu.heuristic(algo) == CUBLAS_STATUS_INVALID_VALUE);
+}
+
+TEST_CASE("the ReLU mask's layout is cuBLASLt's own: reading it as plain bits gives nonsense") {
+  const int m = 128, n = 4, k = 8;
+  const auto A = random_values(m * k, 4), B = random_values(k * n, 5);
+  DeviceBuffer<float> dA(A.size()), dB(B.size()), dD(m * n), dbias(m);
+  DeviceBuffer<std::uint8_t> mask(m / 8 * n);
+  to_device(dA.data, A);
+  to_device(dB.data, B);
+  to_device(dbias.data, std::vector<float>(m, 0.0f));
+  LtCall call(m, n, k, false, false, CUBLASLT_EPILOGUE_RELU_AUX_BIAS);
+  call.pointers(dbias.data, mask.data);
+  cublasLtMatmulAlgo_t algo;
+  REQUIRE(call.heuristic(algo) == CUBLAS_STATUS_SUCCESS);
+  REQUIRE(call.matmul(algo, dA.data, dB.data, dD.data) == CUBLAS_STATUS_SUCCESS);
+  const auto D = to_host(dD.data, m * n);
+  const auto bits = to_host(mask.data, m / 8 * n);
+  int agree = 0;
+  for (int j = 0; j < n; ++j)
+    for (int i = 0; i < m; ++i) {
+      const int bit = j * m + i;  // the naive reading: bit i of column j
+      agree += ((bits[bit / 8] >> (bit % 8)) & 1) == (at(D, m, i, j) > 0.0f);
+    }
+  CHECK(agree < m * n * 3 / 4);  // a chance agreement, not the mask: code that decodes it is wrong
+}
+
+TEST_CASE("cuBLASLt's heuristic can be told to offer no algorithm") {
+  DeviceBuffer<float> bias(32);
+  LtCall call(32, 8, 16, false, false, CUBLASLT_EPILOGUE_BIAS);
+  call.pointers(bias.data, nullptr);
+  cublasLtMatmulAlgo_t algo;
+  ::setenv("EMBER_SIM_LT_ALGOS", "0", 1);
+  CHECK(call.heuristic(algo) == CUBLAS_STATUS_NOT_SUPPORTED);
+  ::unsetenv("EMBER_SIM_LT_ALGOS");
+  CHECK(call.heuristic(algo) == CUBLAS_STATUS_SUCCESS);
+}
+
+namespace {
+
+struct Conv {
+  int n = 2, c = 3, h = 7, w = 6, k = 4, kh = 3, kw = 3, pad = 1, stride = 2;
+  int oh() const { return (h + 2 * pad - kh) / stride + 1; }
+  int ow() const { return (w + 2 * pad - kw) / stride + 1; }
+  cudnnHandle_t handle = nullptr;
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t f = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  Conv() {
+    REQUIRE(cudnnCreate(&handle) == CUDNN_STATUS_SUCCESS);
+    cudnnCreateTensorDescriptor(&x);
+    cudnnCreateTensorDescriptor(&y);
+    cudnnCreateFilterDescriptor(&f);
+    cudnnCreateConvolutionDescriptor(&conv);
+    REQUIRE(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, h, w) == CUDNN_STATUS_SUCCESS);
+    REQUIRE(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, k, oh(), ow()) ==
+            CUDNN_STATUS_SUCCESS);
+    REQUIRE(cudnnSetFilter4dDescriptor(f, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, k, c, kh, kw) == CUDNN_STATUS_SUCCESS);
+    REQUIRE(cudnnSetConvolution2dDescriptor(conv, pad, pad, stride, stride, 1, 1, CUDNN_CROSS_CORRELATION,
+                                            CUDNN_DATA_FLOAT) == CUDNN_STATUS_SUCCESS);
+  }
+  ~Conv() {
+    cudnnDestroyTensorDescriptor(x);
+    cudnnDestroyTensorDescriptor(y);
+    cudnnDestroyFilterDescriptor(f);
+    cudnnDestroyConvolutionDescriptor(conv);
+    cudnnDestroy(handle);
+  }
+  // The naive cross-correlation's taps: (y index, x index, w index).
+  template <class F>
+  void taps(F visit) const {
+    for (int b = 0; b < n; ++b)
+      for (int o = 0; o < k; ++o)
+        for (int i = 0; i < oh(); ++i)
+          for (int j = 0; j < ow(); ++j)
+            for (int ch = 0; ch < c; ++ch)
+              for (int u = 0; u < kh; ++u)
+                for (int v = 0; v < kw; ++v) {
+                  const int iy = i * stride - pad + u, ix = j * stride - pad + v;
+                  if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+                  visit(((b * k + o) * oh() + i) * ow() + j, ((b * c + ch) * h + iy) * w + ix,
+                        ((o * c + ch) * kh + u) * kw + v);
+                }
+  }
+};
+
+}  // namespace
+
+TEST_CASE("cuDNN's convolutions match a naive cross-correlation, forward and both gradients") {
+  Conv g;
+  const std::size_t nx = g.n * g.c * g.h * g.w, ny = g.n * g.k * g.oh() * g.ow(), nw = g.k * g.c * g.kh * g.kw;
+  const auto x = random_values(nx, 6), w = random_values(nw, 7), dy = random_values(ny, 8);
+  DeviceBuffer<float> dx(nx), dw(nw), dyb(ny), out_y(ny), out_dx(nx), out_dw(nw), ws(1 << 16);
+  to_device(dx.data, x);
+  to_device(dw.data, w);
+  to_device(dyb.data, dy);
+  std::vector<double> y(ny, 0), gx(nx, 0), gw(nw, 0);
+  g.taps([&](int yi, int xi, int wi) {
+    y[yi] += x[xi] * w[wi];
+    gx[xi] += dy[yi] * w[wi];
+    gw[wi] += dy[yi] * x[xi];
+  });
+  const float one = 1.0f, zero = 0.0f;
+  cudnnConvolutionFwdAlgoPerf_t fwd[4];
+  int found = 0;
+  REQUIRE(cudnnGetConvolutionForwardAlgorithm_v7(g.handle, g.x, g.f, g.conv, g.y, 4, &found, fwd) ==
+          CUDNN_STATUS_SUCCESS);
+  REQUIRE(found > 0);
+  for (int a = 0; a < found; ++a) {
+    std::size_t need = 0;
+    REQUIRE(cudnnGetConvolutionForwardWorkspaceSize(g.handle, g.x, g.f, g.conv, g.y, fwd[a].algo, &need) ==
+            CUDNN_STATUS_SUCCESS);
+    REQUIRE(need <= (1u << 16) * sizeof(float));
+    REQUIRE(cudnnConvolutionForward(g.handle, &one, g.x, dx.data, g.f, dw.data, g.conv, fwd[a].algo, ws.data,
+                                    (1u << 16) * sizeof(float), &zero, g.y, out_y.data) == CUDNN_STATUS_SUCCESS);
+    const auto got = to_host(out_y.data, ny);
+    for (std::size_t i = 0; i < ny; ++i) REQUIRE(got[i] == Approx(y[i]).margin(1e-5));
+  }
+  REQUIRE(cudnnConvolutionBackwardData(g.handle, &one, g.f, dw.data, g.y, dyb.data, g.conv,
+                                       CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, ws.data, (1u << 16) * sizeof(float), &zero,
+                                       g.x, out_dx.data) == CUDNN_STATUS_SUCCESS);
+  const auto got_dx = to_host(out_dx.data, nx);
+  for (std::size_t i = 0; i < nx; ++i) REQUIRE(got_dx[i] == Approx(gx[i]).margin(1e-5));
+  REQUIRE(cudnnConvolutionBackwardFilter(g.handle, &one, g.x, dx.data, g.y, dyb.data, g.conv,
+                                         CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, ws.data, (1u << 16) * sizeof(float),
+                                         &zero, g.f, out_dw.data) == CUDNN_STATUS_SUCCESS);
+  const auto got_dw = to_host(out_dw.data, nw);
+  for (std::size_t i = 0; i < nw; ++i) REQUIRE(got_dw[i] == Approx(gw[i]).margin(1e-5));
+}
+
+TEST_CASE("cuDNN refuses descriptors that disagree and a workspace smaller than its algorithm's") {
+  Conv g;
+  cudnnFilterDescriptor_t wrong = nullptr;
+  cudnnCreateFilterDescriptor(&wrong);
+  cudnnSetFilter4dDescriptor(wrong, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, g.k, g.c + 1, g.kh, g.kw);  // channels differ
+  cudnnConvolutionFwdAlgoPerf_t perf[4];
+  int found = 0;
+  CHECK(cudnnGetConvolutionForwardAlgorithm_v7(g.handle, g.x, wrong, g.conv, g.y, 4, &found, perf) ==
+        CUDNN_STATUS_BAD_PARAM);
+  cudnnDestroyFilterDescriptor(wrong);
+  std::size_t need = 0;
+  REQUIRE(cudnnGetConvolutionForwardWorkspaceSize(g.handle, g.x, g.f, g.conv, g.y, CUDNN_CONVOLUTION_FWD_ALGO_GEMM,
+                                                  &need) == CUDNN_STATUS_SUCCESS);
+  REQUIRE(need > 0);
+  DeviceBuffer<float> x(g.n * g.c * g.h * g.w), w(g.k * g.c * g.kh * g.kw), y(g.n * g.k * g.oh() * g.ow()), ws(need);
+  const float one = 1.0f, zero = 0.0f;
+  CHECK(cudnnConvolutionForward(g.handle, &one, g.x, x.data, g.f, w.data, g.conv, CUDNN_CONVOLUTION_FWD_ALGO_GEMM,
+                                ws.data, need - 4, &zero, g.y, y.data) == CUDNN_STATUS_BAD_PARAM);
+  CHECK(cudnnConvolutionForward(g.handle, &one, g.x, x.data, g.f, w.data, g.conv, CUDNN_CONVOLUTION_FWD_ALGO_GEMM,
+                                nullptr, 0, &zero, g.y, y.data) == CUDNN_STATUS_BAD_PARAM);
+}
+
+TEST_CASE("cuDNN's ALGO_0 weight gradient is non-deterministic, as documented; ALGO_1 is not") {
+  Conv g;
+  g.n = 16;
+  REQUIRE(cudnnSetTensor4dDescriptor(g.x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, g.n, g.c, g.h, g.w) ==
+          CUDNN_STATUS_SUCCESS);
+  REQUIRE(cudnnSetTensor4dDescriptor(g.y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, g.n, g.k, g.oh(), g.ow()) ==
+          CUDNN_STATUS_SUCCESS);
+  cudnnConvolutionBwdFilterAlgoPerf_t perf[4];
+  int found = 0;
+  REQUIRE(cudnnGetConvolutionBackwardFilterAlgorithm_v7(g.handle, g.x, g.y, g.conv, g.f, 4, &found, perf) ==
+          CUDNN_STATUS_SUCCESS);
+  REQUIRE(found >= 2);
+  CHECK(perf[0].algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0);
+  CHECK(perf[0].determinism == CUDNN_NON_DETERMINISTIC);
+  const std::size_t nx = g.n * g.c * g.h * g.w, ny = g.n * g.k * g.oh() * g.ow(), nw = g.k * g.c * g.kh * g.kw;
+  DeviceBuffer<float> x(nx), dy(ny), dw(nw), ws(1 << 16);
+  to_device(x.data, random_values(nx, 9));
+  to_device(dy.data, random_values(ny, 10));
+  const auto gradient = [&](cudnnConvolutionBwdFilterAlgo_t algo) {
+    const float one = 1.0f, zero = 0.0f;
+    REQUIRE(cudnnConvolutionBackwardFilter(g.handle, &one, g.x, x.data, g.y, dy.data, g.conv, algo, ws.data,
+                                           (1u << 16) * sizeof(float), &zero, g.f, dw.data) == CUDNN_STATUS_SUCCESS);
+    return to_host(dw.data, nw);
+  };
+  bool differed = false;
+  const auto first = gradient(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0);
+  for (int run = 0; run < 8 && !differed; ++run) differed = gradient(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0) != first;
+  CHECK(differed);
+  const auto deterministic = gradient(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1);
+  for (int run = 0; run < 3; ++run) CHECK(gradient(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1) == deterministic);
+}
