@@ -17,6 +17,7 @@
 #include "data/dataset.h"
 #include "data/idx.h"
 #include "data/loader.h"
+#include "layers/activations.h"
 #include "layers/conv.h"
 #include "layers/layers.h"
 #include "layers/leaky_relu.h"

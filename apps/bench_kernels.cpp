@@ -121,7 +121,7 @@ class Arena {
 // Runs cpu() or cuda(stream) on the case's device (Note [device dispatch] in core/dispatch.h).
 template <class Cpu, class Cuda>
 void on(Device d, Cpu&& cpu, Cuda&& cuda) {
-  detail::dispatch_device(d, std::forward<Cpu>(cpu), std::forward<Cuda>(cuda));
+  ext::dispatch_device(d, std::forward<Cpu>(cpu), std::forward<Cuda>(cuda));
 }
 
 // Runs the kernel once on set 0 with the output poisoned, and compares with `want`.

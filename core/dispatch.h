@@ -24,7 +24,7 @@
 #include "core/cuda.h"
 #include "core/tensor.h"
 
-namespace ember::detail {
+namespace ember::ext {
 
 [[noreturn]] void throw_built_without_cuda();
 
@@ -109,4 +109,4 @@ auto dispatch_dtype(const Tensor& on, Cpu&& cpu, [[maybe_unused]] Cuda&& cuda) -
   return visit_dtype(on.dtype(), cpu);
 }
 
-}  // namespace ember::detail
+}  // namespace ember::ext

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-namespace ember::detail {
+namespace ember::ext {
 
 void throw_built_without_cuda() {
   throw DeviceError("this build of ember has no CUDA backend (EMBER_CUDA=OFF), so no tensor can be on a CUDA device");
@@ -75,4 +75,4 @@ Tensor new_empty(const Tensor& like, const Shape& shape, DType dtype) {
   return empty(shape, {.dtype = dtype, .device = like.device()});
 }
 
-}  // namespace ember::detail
+}  // namespace ember::ext

@@ -1,6 +1,6 @@
 // What the op implementations share: argument checks with PyTorch-style messages and allocating
-// outputs. (Reaching the kernels is core/dispatch.h's.) Internal to core/ (and to ops written the
-// same way).
+// outputs (reaching the kernels is core/dispatch.h's). Part of the extension API (extension.h):
+// ember's own ops use exactly these, and so may a layer written outside ember.
 #pragma once
 
 #include <cstdint>
@@ -9,7 +9,9 @@
 #include "core/error.h"
 #include "core/tensor.h"
 
-namespace ember::detail {
+namespace ember::ext {
+
+using detail::concat;  // builds a message from any streamable values: concat("got ", n, " dims")
 
 // A named argument of an op, for messages: {"target", t}.
 struct Arg {
@@ -34,4 +36,4 @@ int normalize_dim(const std::string& op, int dim, int ndim);  // negative dims c
 Tensor new_empty(const Tensor& like, const Shape& shape, DType dtype);
 inline Tensor new_empty(const Tensor& like, const Shape& shape) { return new_empty(like, shape, like.dtype()); }
 
-}  // namespace ember::detail
+}  // namespace ember::ext

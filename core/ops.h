@@ -7,6 +7,7 @@
 // sides. Floating-point ops take f32 on every backend and f64 on the CPU.
 #pragma once
 
+#include <concepts>
 #include <span>
 #include <vector>
 
@@ -35,6 +36,27 @@ Tensor tanh(const Tensor& input);
 Tensor relu(const Tensor& input);
 // x for x > 0, negative_slope·x otherwise (PyTorch's leaky_relu; −0 stays −0).
 Tensor leaky_relu(const Tensor& input, double negative_slope = 0.01);
+Tensor erf(const Tensor& input);
+Tensor rsqrt(const Tensor& input);  // 1/√x
+Tensor abs(const Tensor& input);    // gradient sign(x), 0 at 0 (as PyTorch's)
+// Each element limited to [min, max] (either bound may be ±∞); gradient 1 inside, bounds included.
+Tensor clamp(const Tensor& input, double min, double max);
+// Elementwise extremes with broadcasting; NaN propagates; a tie splits the gradient in halves.
+Tensor maximum(const Tensor& input, const Tensor& other);
+Tensor minimum(const Tensor& input, const Tensor& other);
+// cond ? input : other, elementwise with broadcasting; cond is u8 (nonzero: true, as a
+// comparison's result) or any dtype compared with 0. No gradient flows to cond.
+Tensor where(const Tensor& cond, const Tensor& input, const Tensor& other);
+// Comparisons with broadcasting, as u8 masks of 1 and 0 (not differentiable); NaN compares false
+// except in ne.
+Tensor gt(const Tensor& input, const Tensor& other);
+Tensor lt(const Tensor& input, const Tensor& other);
+Tensor ge(const Tensor& input, const Tensor& other);
+Tensor le(const Tensor& input, const Tensor& other);
+Tensor eq(const Tensor& input, const Tensor& other);
+Tensor ne(const Tensor& input, const Tensor& other);
+Tensor gt(const Tensor& input, double other);
+Tensor lt(const Tensor& input, double other);
 
 // Matrix products. matmul: [m, k]·[k, n] → [m, n]. linear: input [..., in] · weightᵀ (weight is
 // [out, in], PyTorch's layout) + bias [out] → [..., out]; bias may be undefined.
@@ -62,6 +84,11 @@ Tensor dropout(const Tensor& input, double p, std::uint64_t seed, std::uint64_t 
 
 // Shapes.
 Tensor reshape(const Tensor& input, Shape shape);
+Tensor unsqueeze(const Tensor& input, int dim);  // a dim of size 1 inserted at dim (a view)
+// The dims reordered: dim i of the result is dim dims[i] of the input (a copy, as transpose).
+Tensor permute(const Tensor& input, const std::vector<int>& dims);
+// The input repeated along broadcast dims to `shape` (NumPy's rules; a copy); gradient sum_to.
+Tensor broadcast_to(const Tensor& input, const Shape& shape);
 Tensor cat(std::span<const Tensor> tensors, int dim = 0);
 Tensor cat(std::initializer_list<Tensor> tensors, int dim = 0);
 // Elements [start, start+length) along any dim, as a copy (narrow shares storage, on dim 0).
@@ -72,10 +99,36 @@ Tensor sum(const Tensor& input);
 Tensor sum(const Tensor& input, std::vector<int> dims, bool keepdim = false);
 Tensor mean(const Tensor& input);
 Tensor mean(const Tensor& input, std::vector<int> dims, bool keepdim = false);
+// Variance and standard deviation: Σ(x − mean)²/(N − correction) over everything (a scalar), or
+// over the dims given (a non-empty list, as sum's), PyTorch's default correction 1 (Bessel's), 0
+// for the biased (population) variance. Call std as ember::std(...): under `using namespace
+// ember` a bare std(...) is ambiguous with namespace std.
+Tensor var(const Tensor& input);
+Tensor std(const Tensor& input);
+Tensor var(const Tensor& input, std::vector<int> dims, int correction = 1, bool keepdim = false);
+Tensor std(const Tensor& input, std::vector<int> dims, int correction = 1, bool keepdim = false);
+// One dim, as PyTorch spells it: sum(x, -1, true), mean(x, 1), var(x, 0). Templates so that a
+// braced list of one, sum(x, {0}), still means the list: a braced list deduces no type.
+template <std::integral Dim>
+Tensor sum(const Tensor& input, Dim dim, bool keepdim = false) {
+  return sum(input, std::vector<int>{static_cast<int>(dim)}, keepdim);
+}
+template <std::integral Dim>
+Tensor mean(const Tensor& input, Dim dim, bool keepdim = false) {
+  return mean(input, std::vector<int>{static_cast<int>(dim)}, keepdim);
+}
+template <std::integral Dim>
+Tensor var(const Tensor& input, Dim dim, int correction = 1, bool keepdim = false) {
+  return var(input, std::vector<int>{static_cast<int>(dim)}, correction, keepdim);
+}
+template <std::integral Dim>
+Tensor std(const Tensor& input, Dim dim, int correction = 1, bool keepdim = false) {
+  return std(input, std::vector<int>{static_cast<int>(dim)}, correction, keepdim);
+}
 // Sums `input` down to `shape` (which it must broadcast from): broadcasting's backward.
 Tensor sum_to(const Tensor& input, const Shape& shape);
 
-// Softmax family over the last dim (dim must be -1 or dim()-1).
+// Softmax family over any dim (the last is the fast path; others go through a permuted copy).
 Tensor softmax(const Tensor& input, int dim = -1);
 Tensor log_softmax(const Tensor& input, int dim = -1);
 // Mean softmax cross-entropy of logits [B, C] against class indices [B] (i32 or i64), fused.

@@ -67,19 +67,19 @@ void conv_backward_cpu(const T* x, const T* w, const T* dy, T* dx, T* dw, const 
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int stride, int padding) {
   const char* op = "conv2d";
-  detail::check_defined(op, {"input", input});
-  detail::check_defined(op, {"weight", weight});
-  detail::check_same_device(op, {{"input", input}, {"weight", weight}, {"bias", bias}});
-  detail::check_same_dtype(op, {"input", input}, {"weight", weight});
-  detail::check_floating(op, {"input", input});
-  detail::check_dim(op, {"input", input}, 4);
-  detail::check_dim(op, {"weight", weight}, 4);
+  ext::check_defined(op, {"input", input});
+  ext::check_defined(op, {"weight", weight});
+  ext::check_same_device(op, {{"input", input}, {"weight", weight}, {"bias", bias}});
+  ext::check_same_dtype(op, {"input", input}, {"weight", weight});
+  ext::check_floating(op, {"input", input});
+  ext::check_dim(op, {"input", input}, 4);
+  ext::check_dim(op, {"weight", weight}, 4);
   EMBER_CHECK(stride >= 1 && padding >= 0, ValueError, op, ": stride must be positive and padding non-negative");
   EMBER_CHECK(input.size(1) == weight.size(1), ShapeError, op, ": 'input' has ", input.size(1), " channels (shape ",
               shape_str(input.shape()), ") but 'weight' expects ", weight.size(1), " (shape ",
               shape_str(weight.shape()), ")");
   if (bias.defined()) {
-    detail::check_same_dtype(op, {"input", input}, {"bias", bias});
+    ext::check_same_dtype(op, {"input", input}, {"bias", bias});
     EMBER_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), ShapeError, op, ": 'bias' must have shape [",
                 weight.size(0), "], but it has shape ", shape_str(bias.shape()));
   }
@@ -94,9 +94,9 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int
                  static_cast<std::size_t>(padding)};
   EMBER_CHECK(g.h + 2 * g.pad >= g.kh && g.w + 2 * g.pad >= g.kw, ShapeError, op, ": a ", g.kh, "x", g.kw,
               " kernel does not fit the ", g.h, "x", g.w, " input with padding ", g.pad);
-  Tensor y = detail::new_empty(input, {static_cast<std::int64_t>(g.n), static_cast<std::int64_t>(g.k),
-                                       static_cast<std::int64_t>(g.oh()), static_cast<std::int64_t>(g.ow())});
-  detail::dispatch(
+  Tensor y = ext::new_empty(input, {static_cast<std::int64_t>(g.n), static_cast<std::int64_t>(g.k),
+                                    static_cast<std::int64_t>(g.oh()), static_cast<std::int64_t>(g.ow())});
+  ext::dispatch(
       input,
       [&](auto zero) {
         using T = decltype(zero);
@@ -112,10 +112,10 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int
         y, op, {&input, &weight, &bias},
         [x = input.detach(), w = weight.detach(), g](const Tensor& dy, NeedsGrad needs) {
           Gradients grads(3);
-          Tensor dx = needs[0] ? detail::new_empty(x, x.shape()) : Tensor();
-          Tensor dw = needs[1] ? detail::new_empty(w, w.shape()) : Tensor();
-          Tensor db = needs[2] ? detail::new_empty(w, {w.size(0)}) : Tensor();
-          detail::dispatch(
+          Tensor dx = needs[0] ? ext::new_empty(x, x.shape()) : Tensor();
+          Tensor dw = needs[1] ? ext::new_empty(w, w.shape()) : Tensor();
+          Tensor db = needs[2] ? ext::new_empty(w, {w.size(0)}) : Tensor();
+          ext::dispatch(
               x,
               [&](auto zero) {
                 using T = decltype(zero);
@@ -142,9 +142,9 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int
 
 Tensor max_pool2d(const Tensor& input, int kernel, int stride) {
   const char* op = "max_pool2d";
-  detail::check_defined(op, {"input", input});
-  detail::check_floating(op, {"input", input});
-  detail::check_dim(op, {"input", input}, 4);
+  ext::check_defined(op, {"input", input});
+  ext::check_floating(op, {"input", input});
+  ext::check_dim(op, {"input", input}, 4);
   if (stride <= 0) stride = kernel;
   EMBER_CHECK(kernel >= 1, ValueError, op, ": kernel must be positive");
   PoolGeometry g{at(input.shape(), 0),
@@ -157,9 +157,9 @@ Tensor max_pool2d(const Tensor& input, int kernel, int stride) {
               " window does not fit the ", g.h, "x", g.w, " input");
   const Shape out_shape{input.size(0), input.size(1), static_cast<std::int64_t>(g.oh()),
                         static_cast<std::int64_t>(g.ow())};
-  Tensor y = detail::new_empty(input, out_shape);
-  Tensor argmax = detail::new_empty(input, out_shape, DType::i32);
-  detail::dispatch(
+  Tensor y = ext::new_empty(input, out_shape);
+  Tensor argmax = ext::new_empty(input, out_shape, DType::i32);
+  ext::dispatch(
       input,
       [&](auto zero) {
         using T = decltype(zero);
@@ -170,8 +170,8 @@ Tensor max_pool2d(const Tensor& input, int kernel, int stride) {
       });
   if (autograd::needs_recording({&input})) {
     autograd::record(y, op, {&input}, [argmax, g, shape = input.shape()](const Tensor& dy, NeedsGrad) {
-      Tensor dx = detail::new_empty(dy, shape);
-      detail::dispatch(
+      Tensor dx = ext::new_empty(dy, shape);
+      ext::dispatch(
           dy,
           [&](auto zero) {
             using T = decltype(zero);
@@ -189,29 +189,29 @@ Tensor max_pool2d(const Tensor& input, int kernel, int stride) {
 Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
                   Tensor& running_var, bool training, double momentum, double eps) {
   const char* op = "batch_norm";
-  detail::check_defined(op, {"input", input});
-  detail::check_same_device(op, {{"input", input},
-                                 {"weight", weight},
-                                 {"bias", bias},
-                                 {"running_mean", running_mean},
-                                 {"running_var", running_var}});
-  detail::check_floating(op, {"input", input});
+  ext::check_defined(op, {"input", input});
+  ext::check_same_device(op, {{"input", input},
+                              {"weight", weight},
+                              {"bias", bias},
+                              {"running_mean", running_mean},
+                              {"running_var", running_var}});
+  ext::check_floating(op, {"input", input});
   EMBER_CHECK(input.dim() == 4 || input.dim() == 2, ShapeError, op, ": expects [N, C, H, W] or [N, C], got ",
               shape_str(input.shape()));
   const std::size_t n = at(input.shape(), 0), c = at(input.shape(), 1);
   const std::size_t hw = input.dim() == 4 ? at(input.shape(), 2) * at(input.shape(), 3) : 1;
-  for (const detail::Arg& a : {detail::Arg{"weight", weight}, detail::Arg{"bias", bias},
-                               detail::Arg{"running_mean", running_mean}, detail::Arg{"running_var", running_var}}) {
-    detail::check_same_dtype(op, {"input", input}, a);
+  for (const ext::Arg& a : {ext::Arg{"weight", weight}, ext::Arg{"bias", bias}, ext::Arg{"running_mean", running_mean},
+                            ext::Arg{"running_var", running_var}}) {
+    ext::check_same_dtype(op, {"input", input}, a);
     EMBER_CHECK(a.tensor.dim() == 1 && at(a.tensor.shape(), 0) == c, ShapeError, op, ": '", a.name,
                 "' must have shape [", c, "], it has ", shape_str(a.tensor.shape()));
   }
   EMBER_CHECK(!training || n * hw > 1, ValueError, op, ": training needs more than one value per channel, got shape ",
               shape_str(input.shape()));
-  Tensor y = detail::new_empty(input, input.shape());
-  Tensor mean = detail::new_empty(input, {static_cast<std::int64_t>(c)});
-  Tensor invstd = detail::new_empty(input, {static_cast<std::int64_t>(c)});
-  detail::dispatch(
+  Tensor y = ext::new_empty(input, input.shape());
+  Tensor mean = ext::new_empty(input, {static_cast<std::int64_t>(c)});
+  Tensor invstd = ext::new_empty(input, {static_cast<std::int64_t>(c)});
+  ext::dispatch(
       input,
       [&](auto zero) {
         using T = decltype(zero);
@@ -258,10 +258,10 @@ Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
     autograd::record(
         y, op, {&input, &weight, &bias},
         [x = input.detach(), gamma = weight.detach(), mean, invstd, n, c, hw](const Tensor& dy, NeedsGrad) {
-          Tensor dx = detail::new_empty(x, x.shape());
-          Tensor dgamma = detail::new_empty(x, {static_cast<std::int64_t>(c)});
-          Tensor dbeta = detail::new_empty(x, {static_cast<std::int64_t>(c)});
-          detail::dispatch(
+          Tensor dx = ext::new_empty(x, x.shape());
+          Tensor dgamma = ext::new_empty(x, {static_cast<std::int64_t>(c)});
+          Tensor dbeta = ext::new_empty(x, {static_cast<std::int64_t>(c)});
+          ext::dispatch(
               x,
               [&](auto zero) {
                 using T = decltype(zero);

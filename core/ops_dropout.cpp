@@ -9,14 +9,14 @@
 namespace ember {
 
 Tensor dropout(const Tensor& input, double p, std::uint64_t seed, std::uint64_t offset) {
-  detail::check_defined("dropout", {"input", input});
-  detail::check_floating("dropout", {"input", input});
+  ext::check_defined("dropout", {"input", input});
+  ext::check_floating("dropout", {"input", input});
   EMBER_CHECK(p >= 0.0 && p <= 1.0, ValueError, "dropout: p must be in [0, 1], got ", p);
-  Tensor y = detail::new_empty(input, input.shape());
-  Tensor mask = detail::new_empty(input, input.shape(), DType::u8);
+  Tensor y = ext::new_empty(input, input.shape());
+  Tensor mask = ext::new_empty(input, input.shape(), DType::u8);
   const std::size_t n = static_cast<std::size_t>(input.numel());
   const float pf = static_cast<float>(p);
-  detail::dispatch(
+  ext::dispatch(
       input,
       [&](auto zero) {
         using T = decltype(zero);
@@ -28,9 +28,9 @@ Tensor dropout(const Tensor& input, double p, std::uint64_t seed, std::uint64_t 
       });
   if (autograd::needs_recording({&input})) {
     autograd::record(y, "dropout", {&input}, [mask, pf](const Tensor& g, autograd::NeedsGrad) {
-      Tensor dx = detail::new_empty(g, g.shape());
+      Tensor dx = ext::new_empty(g, g.shape());
       const std::size_t n = static_cast<std::size_t>(g.numel());
-      detail::dispatch(
+      ext::dispatch(
           g,
           [&](auto zero) {
             using T = decltype(zero);

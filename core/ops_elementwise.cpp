@@ -13,7 +13,7 @@ namespace {
 
 using autograd::Gradients;
 using autograd::NeedsGrad;
-using detail::Arg;
+using ext::Arg;
 using kernels::ActivationGrad;
 using kernels::BinaryOp;
 using kernels::UnaryOp;
@@ -45,11 +45,11 @@ kernels::BroadcastLayout broadcast_layout(const char* op, const Shape& a, const 
 }
 
 void check_binary(const char* op, const Tensor& a, const Tensor& b) {
-  detail::check_defined(op, {"input", a});
-  detail::check_defined(op, {"other", b});
-  detail::check_same_device(op, {{"input", a}, {"other", b}});
-  detail::check_same_dtype(op, {"input", a}, {"other", b});
-  detail::check_floating(op, {"input", a});
+  ext::check_defined(op, {"input", a});
+  ext::check_defined(op, {"other", b});
+  ext::check_same_device(op, {{"input", a}, {"other", b}});
+  ext::check_same_dtype(op, {"input", a}, {"other", b});
+  ext::check_floating(op, {"input", a});
 }
 
 // out = a ∘ b, into `out` when given (in-place updates), else into a new tensor.
@@ -66,10 +66,10 @@ Tensor binary_kernel(BinaryOp op, const char* name, const Tensor& a, const Tenso
     EMBER_CHECK(out.shape() == out_shape, ShapeError, name, ": the result has shape ", shape_str(out_shape),
                 " but the in-place target has shape ", shape_str(out.shape()));
   } else {
-    out = detail::new_empty(a, out_shape);
+    out = ext::new_empty(a, out_shape);
   }
   const std::size_t n = static_cast<std::size_t>(out.numel());
-  detail::dispatch(
+  ext::dispatch(
       a,
       [&](auto zero) {
         using T = decltype(zero);
@@ -89,11 +89,11 @@ Tensor binary_kernel(BinaryOp op, const char* name, const Tensor& a, const Tenso
 
 // y = op(x) into `out` when given (in place), else into a new tensor; args as kernels::OpArgs.
 Tensor unary_kernel(UnaryOp op, const char* name, const Tensor& x, double a = 0, double b = 0, Tensor out = Tensor()) {
-  detail::check_defined(name, {"input", x});
-  detail::check_floating(name, {"input", x});
-  if (!out.defined()) out = detail::new_empty(x, x.shape());
+  ext::check_defined(name, {"input", x});
+  ext::check_floating(name, {"input", x});
+  if (!out.defined()) out = ext::new_empty(x, x.shape());
   const std::size_t n = static_cast<std::size_t>(x.numel());
-  detail::dispatch(
+  ext::dispatch(
       x,
       [&](auto zero) {
         using T = decltype(zero);
@@ -110,21 +110,21 @@ Tensor affine_kernel(const Tensor& x, double scale, double shift, Tensor out = T
   return unary_kernel(UnaryOp::affine, "affine", x, scale, shift, out);
 }
 
-// dx from the upstream gradient and the saved tensor (the output, or the input for leaky_relu).
-Tensor activation_backward(ActivationGrad op, const Tensor& dy, const Tensor& saved, double a = 0) {
-  Tensor dx = detail::new_empty(saved, saved.shape());
+// dx from the upstream gradient and the saved tensor (the output, or the input: see ActivationGrad).
+Tensor activation_backward(ActivationGrad op, const Tensor& dy, const Tensor& saved, double a = 0, double b = 0) {
+  Tensor dx = ext::new_empty(saved, saved.shape());
   const std::size_t n = static_cast<std::size_t>(saved.numel());
   constexpr auto overwrite = kernels::WriteMode::overwrite;
-  detail::dispatch(
+  ext::dispatch(
       saved,
       [&](auto zero) {
         using T = decltype(zero);
         kernels::cpu::activation_grad<T>(op, dy.raw<T>(), saved.raw<T>(), dx.raw<T>(), n, overwrite,
-                                         {static_cast<T>(a), T(0)});
+                                         {static_cast<T>(a), static_cast<T>(b)});
       },
       [&](auto stream) {
         kernels::cuda::activation_grad(op, dy.raw<float>(), saved.raw<float>(), dx.raw<float>(), n, overwrite,
-                                       {static_cast<float>(a), 0.0f}, stream);
+                                       {static_cast<float>(a), static_cast<float>(b)}, stream);
       });
   return dx;
 }
@@ -137,6 +137,55 @@ Tensor activation(UnaryOp op, ActivationGrad grad_op, const char* name, const Te
     });
   }
   return y;
+}
+
+// An op whose derivative comes from its input x and the op's arguments (activation_grad).
+Tensor from_input(UnaryOp op, ActivationGrad grad_op, const char* name, const Tensor& x, double a = 0, double b = 0) {
+  Tensor out = unary_kernel(op, name, x, a, b);
+  if (autograd::needs_recording({&x})) {
+    autograd::record(out, name, {&x}, [grad_op, x_saved = x.detach(), a, b](const Tensor& g, NeedsGrad) {
+      return Gradients{activation_backward(grad_op, g, x_saved, a, b)};
+    });
+  }
+  return out;
+}
+
+// maximum/minimum: the value, and each operand's share of the gradient (½ at ties).
+Tensor extreme(BinaryOp op, BinaryOp share, const char* name, const Tensor& a, const Tensor& b) {
+  Tensor out = binary_kernel(op, name, a, b);
+  if (autograd::needs_recording({&a, &b})) {
+    autograd::record(
+        out, name, {&a, &b},
+        [share, name, a_saved = a.detach(), b_saved = b.detach()](const Tensor& g, NeedsGrad needs) {
+          const auto part = [&](const Tensor& self, const Tensor& other) {
+            return sum_to(mul(g, binary_kernel(share, name, self, other)), self.shape());
+          };
+          return Gradients{needs[0] ? part(a_saved, b_saved) : Tensor(), needs[1] ? part(b_saved, a_saved) : Tensor()};
+        });
+  }
+  return out;
+}
+
+// out = cond ? a : b for same-shape, dense operands (cond u8).
+Tensor select_kernel(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  Tensor out = ext::new_empty(a, a.shape());
+  const std::size_t n = static_cast<std::size_t>(a.numel());
+  ext::dispatch(
+      a,
+      [&](auto zero) {
+        using T = decltype(zero);
+        kernels::cpu::select<T>(cond.raw<std::uint8_t>(), a.raw<T>(), b.raw<T>(), out.raw<T>(), n);
+      },
+      [&](auto stream) {
+        kernels::cuda::select(cond.raw<std::uint8_t>(), a.raw<float>(), b.raw<float>(), out.raw<float>(), n, stream);
+      });
+  return out;
+}
+
+// A comparison as a u8 mask (the formula's 1 and 0, converted).
+Tensor compare(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
+  NoGradGuard no_grad;
+  return binary_kernel(op, name, a, b).to(DType::u8);
 }
 
 }  // namespace
@@ -255,6 +304,56 @@ Tensor leaky_relu(const Tensor& x, double negative_slope) {
   }
   return out;
 }
+
+Tensor erf(const Tensor& x) { return from_input(UnaryOp::erf, ActivationGrad::erf, "erf", x); }
+Tensor abs(const Tensor& x) { return from_input(UnaryOp::abs, ActivationGrad::abs, "abs", x); }
+Tensor rsqrt(const Tensor& x) { return activation(UnaryOp::rsqrt, ActivationGrad::rsqrt, "rsqrt", x); }
+
+Tensor clamp(const Tensor& x, double min, double max) {
+  EMBER_CHECK(!(min > max), ValueError, "clamp: min (", min, ") is greater than max (", max, ")");
+  return from_input(UnaryOp::clamp, ActivationGrad::clamp, "clamp", x, min, max);
+}
+
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  return extreme(BinaryOp::maximum, BinaryOp::maximum_share, "maximum", a, b);
+}
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  return extreme(BinaryOp::minimum, BinaryOp::minimum_share, "minimum", a, b);
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  check_binary("where", a, b);
+  ext::check_defined("where", {"condition", cond});
+  ext::check_same_device("where", {{"input", a}, {"condition", cond}});
+  Shape ab_shape, shape;
+  broadcast_layout("where", a.shape(), b.shape(), ab_shape);
+  broadcast_layout("where", cond.shape(), ab_shape, shape);
+  Tensor mask, out;
+  {
+    NoGradGuard no_grad;
+    // Nonzero is true, as PyTorch reads a condition: 1 or 0 in a's dtype, broadcast, then u8.
+    const Tensor zero = zeros({}, {.dtype = a.dtype(), .device = a.device()});
+    mask = broadcast_to(binary_kernel(BinaryOp::ne, "where", cond.to(a.dtype()), zero), shape).to(DType::u8);
+    out = select_kernel(mask, broadcast_to(a, shape), broadcast_to(b, shape));
+  }
+  if (autograd::needs_recording({&a, &b})) {
+    autograd::record(out, "where", {&a, &b}, [mask, sa = a.shape(), sb = b.shape()](const Tensor& g, NeedsGrad needs) {
+      const Tensor zero = zeros(g.shape(), {.dtype = g.dtype(), .device = g.device()});
+      return Gradients{needs[0] ? sum_to(select_kernel(mask, g, zero), sa) : Tensor(),
+                       needs[1] ? sum_to(select_kernel(mask, zero, g), sb) : Tensor()};
+    });
+  }
+  return out;
+}
+
+Tensor gt(const Tensor& a, const Tensor& b) { return compare(BinaryOp::gt, "gt", a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return compare(BinaryOp::lt, "lt", a, b); }
+Tensor ge(const Tensor& a, const Tensor& b) { return compare(BinaryOp::ge, "ge", a, b); }
+Tensor le(const Tensor& a, const Tensor& b) { return compare(BinaryOp::le, "le", a, b); }
+Tensor eq(const Tensor& a, const Tensor& b) { return compare(BinaryOp::eq, "eq", a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return compare(BinaryOp::ne, "ne", a, b); }
+Tensor gt(const Tensor& a, double b) { return gt(a, full({}, b, {.dtype = a.dtype(), .device = a.device()})); }
+Tensor lt(const Tensor& a, double b) { return lt(a, full({}, b, {.dtype = a.dtype(), .device = a.device()})); }
 
 Tensor sigmoid(const Tensor& x) { return activation(UnaryOp::sigmoid, ActivationGrad::sigmoid, "sigmoid", x); }
 Tensor tanh(const Tensor& x) { return activation(UnaryOp::tanh, ActivationGrad::tanh, "tanh", x); }

@@ -24,7 +24,7 @@ void gemm_into(Transpose ta, Transpose tb, const Tensor& a, const Tensor& b, Ten
   const std::size_t k = static_cast<std::size_t>(ta == Transpose::no ? a.shape()[1] : a.shape()[0]);
   const std::size_t lda = static_cast<std::size_t>(a.shape()[1]);
   const std::size_t ldb = static_cast<std::size_t>(b.shape()[1]);
-  detail::dispatch(
+  ext::dispatch(
       a,
       [&](auto zero) {
         using T = decltype(zero);
@@ -40,21 +40,21 @@ void gemm_into(Transpose ta, Transpose tb, const Tensor& a, const Tensor& b, Ten
 Tensor gemm(Transpose ta, Transpose tb, const Tensor& a, const Tensor& b) {
   const std::int64_t m = ta == Transpose::no ? a.shape()[0] : a.shape()[1];
   const std::int64_t n = tb == Transpose::no ? b.shape()[1] : b.shape()[0];
-  Tensor c = detail::new_empty(a, {m, n});
+  Tensor c = ext::new_empty(a, {m, n});
   gemm_into(ta, tb, a, b, c, 0.0);
   return c;
 }
 
 // bias [n] repeated over m rows, as the starting value of a GEMM with beta = 1.
 Tensor rows_of(const Tensor& bias, std::int64_t m) {
-  Tensor out = detail::new_empty(bias, {m, bias.shape()[0]});
+  Tensor out = ext::new_empty(bias, {m, bias.shape()[0]});
   kernels::BroadcastLayout layout;
   layout.ndim = 2;
   layout.out_shape[0] = m;
   layout.out_shape[1] = bias.shape()[0];
   layout.a_stride[0] = 0;
   layout.a_stride[1] = 1;
-  detail::dispatch(
+  ext::dispatch(
       bias,
       [&](auto zero) {
         using T = decltype(zero);
@@ -67,13 +67,13 @@ Tensor rows_of(const Tensor& bias, std::int64_t m) {
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
-  detail::check_defined("matmul", {"input", a});
-  detail::check_defined("matmul", {"other", b});
-  detail::check_same_device("matmul", {{"input", a}, {"other", b}});
-  detail::check_same_dtype("matmul", {"input", a}, {"other", b});
-  detail::check_floating("matmul", {"input", a});
-  detail::check_dim("matmul", {"input", a}, 2);
-  detail::check_dim("matmul", {"other", b}, 2);
+  ext::check_defined("matmul", {"input", a});
+  ext::check_defined("matmul", {"other", b});
+  ext::check_same_device("matmul", {{"input", a}, {"other", b}});
+  ext::check_same_dtype("matmul", {"input", a}, {"other", b});
+  ext::check_floating("matmul", {"input", a});
+  ext::check_dim("matmul", {"input", a}, 2);
+  ext::check_dim("matmul", {"other", b}, 2);
   EMBER_CHECK(a.shape()[1] == b.shape()[0], ShapeError, "matmul: shapes ", shape_str(a.shape()), " and ",
               shape_str(b.shape()), " cannot be multiplied (", a.shape()[1], " != ", b.shape()[0], ")");
   Tensor out = gemm(Transpose::no, Transpose::no, a, b);
@@ -91,17 +91,17 @@ namespace {
 
 // The checks linear and linear_relu share; returns the number of rows of the flattened input.
 std::int64_t check_linear(const char* op, const Tensor& input, const Tensor& weight, const Tensor& bias) {
-  detail::check_defined(op, {"input", input});
-  detail::check_defined(op, {"weight", weight});
-  detail::check_same_device(op, {{"input", input}, {"weight", weight}, {"bias", bias}});
-  detail::check_same_dtype(op, {"input", input}, {"weight", weight});
-  detail::check_floating(op, {"input", input});
-  detail::check_dim(op, {"weight", weight}, 2);
+  ext::check_defined(op, {"input", input});
+  ext::check_defined(op, {"weight", weight});
+  ext::check_same_device(op, {{"input", input}, {"weight", weight}, {"bias", bias}});
+  ext::check_same_dtype(op, {"input", input}, {"weight", weight});
+  ext::check_floating(op, {"input", input});
+  ext::check_dim(op, {"weight", weight}, 2);
   EMBER_CHECK(input.dim() >= 1 && input.shape().back() == weight.shape()[1], ShapeError, op, ": 'input' of shape ",
               shape_str(input.shape()), " does not match 'weight' of shape ", shape_str(weight.shape()),
               " (expected input's last dim to be ", weight.shape()[1], ")");
   if (bias.defined()) {
-    detail::check_same_dtype(op, {"input", input}, {"bias", bias});
+    ext::check_same_dtype(op, {"input", input}, {"bias", bias});
     EMBER_CHECK(bias.dim() == 1 && bias.shape()[0] == weight.shape()[0], ShapeError, op, ": 'bias' must have shape [",
                 weight.shape()[0], "], but it has shape ", shape_str(bias.shape()));
   }
@@ -153,7 +153,7 @@ Tensor linear_relu(const Tensor& input, const Tensor& weight, const Tensor& bias
   // y = max(0, x·Wᵀ + b): the GEMM, then bias and ReLU in one pass over its output.
   Tensor y = gemm(Transpose::no, Transpose::yes, x2, weight);
   const auto r = static_cast<std::size_t>(rows), c = static_cast<std::size_t>(out_features);
-  detail::dispatch(
+  ext::dispatch(
       y,
       [&](auto zero) {
         using T = decltype(zero);
@@ -170,9 +170,9 @@ Tensor linear_relu(const Tensor& input, const Tensor& weight, const Tensor& bias
                        const std::size_t cols = static_cast<std::size_t>(w_saved.shape()[0]);
                        const Tensor g2 = g.dim() == 2 ? g : g.reshape({x_saved.shape()[0], w_saved.shape()[0]});
                        // The ReLU mask and the bias gradient in one pass.
-                       Tensor masked = detail::new_empty(g, {x_saved.shape()[0], w_saved.shape()[0]});
-                       Tensor dbias = detail::new_empty(g, {w_saved.shape()[0]});
-                       detail::dispatch(
+                       Tensor masked = ext::new_empty(g, {x_saved.shape()[0], w_saved.shape()[0]});
+                       Tensor dbias = ext::new_empty(g, {w_saved.shape()[0]});
+                       ext::dispatch(
                            g,
                            [&](auto zero) {
                              using T = decltype(zero);
@@ -182,7 +182,7 @@ Tensor linear_relu(const Tensor& input, const Tensor& weight, const Tensor& bias
                            [&](auto stream) {
                              const std::size_t ws = kernels::sum_workspace_size(1, rows, cols);
                              const Tensor workspace =
-                                 ws ? detail::new_empty(g, {static_cast<std::int64_t>(ws)}) : Tensor();
+                                 ws ? ext::new_empty(g, {static_cast<std::int64_t>(ws)}) : Tensor();
                              kernels::cuda::bias_relu_backward(g2.raw<float>(), y_saved.raw<float>(),
                                                                masked.raw<float>(), dbias.raw<float>(), rows, cols,
                                                                ws ? workspace.raw<float>() : nullptr, stream);
@@ -201,15 +201,15 @@ Tensor linear_relu(const Tensor& input, const Tensor& weight, const Tensor& bias
 }
 
 Tensor transpose(const Tensor& x) {
-  detail::check_defined("transpose", {"input", x});
+  ext::check_defined("transpose", {"input", x});
   EMBER_CHECK(x.dim() >= 2, ShapeError, "transpose: needs at least 2 dims, got shape ", shape_str(x.shape()));
   Shape out_shape = x.shape();
   std::swap(out_shape[out_shape.size() - 1], out_shape[out_shape.size() - 2]);
-  Tensor out = detail::new_empty(x, out_shape);
+  Tensor out = ext::new_empty(x, out_shape);
   const std::size_t rows = static_cast<std::size_t>(x.shape()[x.shape().size() - 2]);
   const std::size_t cols = static_cast<std::size_t>(x.shape().back());
   const std::size_t batch = rows * cols == 0 ? 0 : static_cast<std::size_t>(x.numel()) / (rows * cols);
-  detail::dispatch_dtype(
+  ext::dispatch_dtype(
       x,
       [&](auto zero) {
         using T = decltype(zero);

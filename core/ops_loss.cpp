@@ -33,10 +33,10 @@ void rows_cols(const Tensor& x, std::size_t& rows, std::size_t& cols) {
 }
 
 Tensor softmax_backward(SoftmaxKind kind, const Tensor& dy, const Tensor& y) {
-  Tensor dx = detail::new_empty(y, y.shape());
+  Tensor dx = ext::new_empty(y, y.shape());
   std::size_t rows = 0, cols = 0;
   rows_cols(y, rows, cols);
-  detail::dispatch(
+  ext::dispatch(
       y,
       [&](auto zero) {
         using T = decltype(zero);
@@ -50,14 +50,14 @@ Tensor softmax_backward(SoftmaxKind kind, const Tensor& dy, const Tensor& y) {
 }
 
 Tensor softmax_op(SoftmaxKind kind, const char* name, const Tensor& x, int dim) {
-  detail::check_defined(name, {"input", x});
-  detail::check_floating(name, {"input", x});
-  EMBER_CHECK(x.dim() >= 1 && detail::normalize_dim(name, dim, x.dim()) == x.dim() - 1, ValueError, name,
+  ext::check_defined(name, {"input", x});
+  ext::check_floating(name, {"input", x});
+  EMBER_CHECK(x.dim() >= 1 && ext::normalize_dim(name, dim, x.dim()) == x.dim() - 1, ValueError, name,
               ": only the last dim is supported (dim=-1); move the dim last with transpose() or reshape()");
-  Tensor y = detail::new_empty(x, x.shape());
+  Tensor y = ext::new_empty(x, x.shape());
   std::size_t rows = 0, cols = 0;
   rows_cols(x, rows, cols);
-  detail::dispatch(
+  ext::dispatch(
       x,
       [&](auto zero) {
         using T = decltype(zero);
@@ -72,30 +72,41 @@ Tensor softmax_op(SoftmaxKind kind, const char* name, const Tensor& x, int dim) 
   return y;
 }
 
+// Another dim than the last: moved last by a permuted copy, and back.
+Tensor softmax_along(SoftmaxKind kind, const char* name, const Tensor& x, int dim) {
+  ext::check_defined(name, {"input", x});
+  const int d = x.dim() == 0 ? 0 : ext::normalize_dim(name, dim, x.dim());
+  if (x.dim() == 0 || d == x.dim() - 1) return softmax_op(kind, name, x, -1);
+  std::vector<int> order(static_cast<std::size_t>(x.dim()));
+  for (int i = 0; i < x.dim(); ++i) order[static_cast<std::size_t>(i)] = i;
+  std::swap(order[static_cast<std::size_t>(d)], order.back());  // a swap is its own inverse
+  return permute(softmax_op(kind, name, permute(x, order), -1), order);
+}
+
 }  // namespace
 
-Tensor softmax(const Tensor& x, int dim) { return softmax_op(SoftmaxKind::softmax, "softmax", x, dim); }
-Tensor log_softmax(const Tensor& x, int dim) { return softmax_op(SoftmaxKind::log_softmax, "log_softmax", x, dim); }
+Tensor softmax(const Tensor& x, int dim) { return softmax_along(SoftmaxKind::softmax, "softmax", x, dim); }
+Tensor log_softmax(const Tensor& x, int dim) { return softmax_along(SoftmaxKind::log_softmax, "log_softmax", x, dim); }
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target) {
   const char* name = "cross_entropy";
-  detail::check_defined(name, {"input", input});
-  detail::check_defined(name, {"target", target});
-  detail::check_same_device(name, {{"input", input}, {"target", target}});
-  detail::check_floating(name, {"input", input});
-  detail::check_dim(name, {"input", input}, 2);
-  detail::check_dtype(name, {"target", target}, {DType::i64, DType::i32});
+  ext::check_defined(name, {"input", input});
+  ext::check_defined(name, {"target", target});
+  ext::check_same_device(name, {{"input", input}, {"target", target}});
+  ext::check_floating(name, {"input", input});
+  ext::check_dim(name, {"input", input}, 2);
+  ext::check_dtype(name, {"target", target}, {DType::i64, DType::i32});
   const std::int64_t batch = input.shape()[0], classes = input.shape()[1];
   EMBER_CHECK(target.dim() == 1 && target.shape()[0] == batch, ShapeError, name, ": 'target' must have shape [", batch,
               "] (one class index per row of 'input', which has shape ", shape_str(input.shape()),
               "), but it has shape ", shape_str(target.shape()));
   EMBER_CHECK(classes > 0, ShapeError, name, ": 'input' has no classes (shape ", shape_str(input.shape()), ")");
   const std::size_t rows = static_cast<std::size_t>(batch), cols = static_cast<std::size_t>(classes);
-  Tensor losses = detail::new_empty(input, {batch});
+  Tensor losses = ext::new_empty(input, {batch});
   // Each row's maximum and Σ exp(x − max), for the backward pass (Note [softmax from max and sum]).
-  Tensor row_max = detail::new_empty(input, {batch}), row_sum = detail::new_empty(input, {batch});
+  Tensor row_max = ext::new_empty(input, {batch}), row_sum = ext::new_empty(input, {batch});
   kernels::DeviceErrorRecord error;
-  detail::dispatch(
+  ext::dispatch(
       input,
       [&](auto zero) {
         using T = decltype(zero);
@@ -124,10 +135,10 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target) {
   if (autograd::needs_recording({&input})) {
     autograd::record(
         loss, name, {&input}, [x = input.detach(), t = target.detach(), row_max, row_sum](const Tensor& g, NeedsGrad) {
-          Tensor dx = detail::new_empty(x, x.shape());
+          Tensor dx = ext::new_empty(x, x.shape());
           const std::size_t rows = static_cast<std::size_t>(x.shape()[0]),
                             cols = static_cast<std::size_t>(x.shape()[1]);
-          detail::dispatch(
+          ext::dispatch(
               x,
               [&](auto zero) {
                 using T = decltype(zero);
@@ -155,22 +166,22 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target) {
 }
 
 Tensor normalize_u8(const Tensor& input, float mean, float std) {
-  detail::check_defined("normalize_u8", {"input", input});
-  Tensor out = detail::new_empty(input, input.shape(), DType::f32);
+  ext::check_defined("normalize_u8", {"input", input});
+  Tensor out = ext::new_empty(input, input.shape(), DType::f32);
   normalize_u8(input, out, mean, std);
   return out;
 }
 
 void normalize_u8(const Tensor& input, const Tensor& out, float mean, float std) {
-  detail::check_defined("normalize_u8", {"input", input});
-  detail::check_dtype("normalize_u8", {"input", input}, {DType::u8});
-  detail::check_dtype("normalize_u8", {"out", out}, {DType::f32});
-  detail::check_same_device("normalize_u8", {{"input", input}, {"out", out}});
+  ext::check_defined("normalize_u8", {"input", input});
+  ext::check_dtype("normalize_u8", {"input", input}, {DType::u8});
+  ext::check_dtype("normalize_u8", {"out", out}, {DType::f32});
+  ext::check_same_device("normalize_u8", {{"input", input}, {"out", out}});
   EMBER_CHECK(std > 0.0f, ValueError, "normalize_u8: std must be positive, got ", std);
   EMBER_CHECK(out.numel() == input.numel(), ShapeError, "normalize_u8: 'out' has ", out.numel(),
               " elements but 'input' has ", input.numel());
   const std::size_t n = static_cast<std::size_t>(input.numel());
-  detail::dispatch_device(
+  ext::dispatch_device(
       input, [&] { kernels::cpu::normalize_u8(input.raw<std::uint8_t>(), out.raw<float>(), n, mean, std); },
       [&](auto stream) {
         kernels::cuda::normalize_u8(input.raw<std::uint8_t>(), out.raw<float>(), n, mean, std, stream);
@@ -180,17 +191,17 @@ void normalize_u8(const Tensor& input, const Tensor& out, float mean, float std)
 void gather_batch(const Tensor& images, const Tensor& labels, const Tensor& index, Tensor& x, Tensor& y, float mean,
                   float std) {
   const char* op = "gather_batch";
-  detail::check_same_device(op, {{"images", images}, {"labels", labels}, {"index", index}, {"x", x}, {"y", y}});
-  detail::check_dtype(op, {"images", images}, {DType::u8});
-  detail::check_dtype(op, {"labels", labels}, {DType::i32});
-  detail::check_dtype(op, {"index", index}, {DType::i32});
-  detail::check_dtype(op, {"x", x}, {DType::f32});
-  detail::check_dtype(op, {"y", y}, {DType::i32});
+  ext::check_same_device(op, {{"images", images}, {"labels", labels}, {"index", index}, {"x", x}, {"y", y}});
+  ext::check_dtype(op, {"images", images}, {DType::u8});
+  ext::check_dtype(op, {"labels", labels}, {DType::i32});
+  ext::check_dtype(op, {"index", index}, {DType::i32});
+  ext::check_dtype(op, {"x", x}, {DType::f32});
+  ext::check_dtype(op, {"y", y}, {DType::i32});
   const auto rows = static_cast<std::size_t>(index.numel());
   const auto cols = images.size(0) ? static_cast<std::size_t>(images.numel() / images.size(0)) : 0;
   EMBER_CHECK(x.numel() == static_cast<std::int64_t>(rows * cols) && y.numel() == static_cast<std::int64_t>(rows),
               ShapeError, op, ": 'x' must hold ", rows, " rows of ", cols, " values and 'y' ", rows, " labels");
-  detail::dispatch_device(
+  ext::dispatch_device(
       x,
       [&] {
         kernels::cpu::gather_batch(images.raw<std::uint8_t>(), labels.raw<std::int32_t>(), index.raw<std::int32_t>(),

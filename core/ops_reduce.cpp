@@ -18,8 +18,8 @@ using autograd::NeedsGrad;
 // One pass of the sum kernel over x viewed as [outer, reduce, inner].
 Tensor sum_pass(const Tensor& x, const Shape& out_shape, std::size_t outer, std::size_t reduce, std::size_t inner,
                 double scale) {
-  Tensor out = detail::new_empty(x, out_shape);
-  detail::dispatch(
+  Tensor out = ext::new_empty(x, out_shape);
+  ext::dispatch(
       x,
       [&](auto zero) {
         using T = decltype(zero);
@@ -27,7 +27,7 @@ Tensor sum_pass(const Tensor& x, const Shape& out_shape, std::size_t outer, std:
       },
       [&](auto stream) {
         const std::size_t ws = kernels::sum_workspace_size(outer, reduce, inner);
-        Tensor workspace = ws ? detail::new_empty(x, {static_cast<std::int64_t>(ws)}) : Tensor();
+        Tensor workspace = ws ? ext::new_empty(x, {static_cast<std::int64_t>(ws)}) : Tensor();
         kernels::cuda::sum(x.raw<float>(), out.raw<float>(), outer, reduce, inner, static_cast<float>(scale),
                            ws ? workspace.raw<float>() : nullptr, stream);
       });
@@ -63,7 +63,7 @@ Tensor sum_keepdim(const Tensor& x, const std::vector<bool>& mask, double scale)
 
 // Broadcasts `g` (whose shape broadcasts to `shape`) up to `shape`, times `scale`.
 Tensor expand_to(const Tensor& g, const Shape& shape, double scale) {
-  Tensor out = detail::new_empty(g, shape);
+  Tensor out = ext::new_empty(g, shape);
   kernels::BroadcastLayout layout;
   layout.ndim = static_cast<int>(shape.size());
   const Shape& gs = g.shape();
@@ -75,7 +75,7 @@ Tensor expand_to(const Tensor& g, const Shape& shape, double scale) {
     layout.a_stride[d] = gd == 1 ? 0 : stride;
     stride *= gd;
   }
-  detail::dispatch(
+  ext::dispatch(
       g,
       [&](auto zero) {
         using T = decltype(zero);
@@ -88,12 +88,12 @@ Tensor expand_to(const Tensor& g, const Shape& shape, double scale) {
 }
 
 Tensor reduce(const char* name, const Tensor& x, std::vector<int> dims, bool keepdim, bool mean) {
-  detail::check_defined(name, {"input", x});
-  detail::check_floating(name, {"input", x});
+  ext::check_defined(name, {"input", x});
+  ext::check_floating(name, {"input", x});
   const int nd = x.dim();
   std::vector<bool> mask(static_cast<std::size_t>(nd), dims.empty());
   for (int d : dims) {
-    const int n = detail::normalize_dim(name, d, nd);
+    const int n = ext::normalize_dim(name, d, nd);
     EMBER_CHECK(!mask[static_cast<std::size_t>(n)], ValueError, name, ": dim ", d, " appears more than once");
     mask[static_cast<std::size_t>(n)] = true;
   }
@@ -137,6 +137,32 @@ Tensor mean(const Tensor& x, std::vector<int> dims, bool keepdim) {
   return reduce("mean", x, std::move(dims), keepdim, true);
 }
 
+namespace {
+// From existing ops (dims empty: everything), so that autograd and both devices come with them.
+Tensor variance(const Tensor& x, const std::vector<int>& dims, int correction, bool keepdim) {
+  ext::check_defined("var", {"input", x});
+  ext::check_floating("var", {"input", x});
+  EMBER_CHECK(correction >= 0, ValueError, "var: correction must be non-negative, got ", correction);
+  std::int64_t count = dims.empty() ? x.numel() : 1;
+  for (int d : dims) count *= x.size(d);
+  const Tensor centered = dims.empty() ? x - mean(x) : x - mean(x, dims, true);
+  const Tensor squares = centered * centered;
+  const Tensor total = dims.empty() ? sum(squares) : sum(squares, dims, keepdim);
+  // N ≤ correction: the result is inf or NaN, as in PyTorch.
+  return total / static_cast<double>(count - correction);
+}
+}  // namespace
+
+Tensor var(const Tensor& x) { return variance(x, {}, 1, false); }
+Tensor std(const Tensor& x) { return sqrt(var(x)); }
+Tensor var(const Tensor& x, std::vector<int> dims, int correction, bool keepdim) {
+  EMBER_CHECK(!dims.empty(), ValueError, "var: the list of dims is empty; call var(x) for everything");
+  return variance(x, dims, correction, keepdim);
+}
+Tensor std(const Tensor& x, std::vector<int> dims, int correction, bool keepdim) {
+  return sqrt(var(x, std::move(dims), correction, keepdim));
+}
+
 Tensor sum_to(const Tensor& x, const Shape& shape) {
   if (x.shape() == shape) return x;
   const Shape& xs = x.shape();
@@ -159,15 +185,15 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
 }
 
 Tensor max(const Tensor& x, int dim) {
-  detail::check_defined("max", {"input", x});
-  detail::check_floating("max", {"input", x});
-  EMBER_CHECK(x.dim() >= 1 && detail::normalize_dim("max", dim, x.dim()) == x.dim() - 1, ValueError,
+  ext::check_defined("max", {"input", x});
+  ext::check_floating("max", {"input", x});
+  EMBER_CHECK(x.dim() >= 1 && ext::normalize_dim("max", dim, x.dim()) == x.dim() - 1, ValueError,
               "max: only the last dim is supported (dim=-1)");
   const std::size_t cols = static_cast<std::size_t>(x.shape().back());
   EMBER_CHECK(cols > 0, ShapeError, "max: cannot reduce an empty last dim (shape ", shape_str(x.shape()), ")");
   const std::size_t rows = static_cast<std::size_t>(x.numel()) / cols;
-  Tensor values = detail::new_empty(x, Shape(x.shape().begin(), x.shape().end() - 1));
-  detail::dispatch(
+  Tensor values = ext::new_empty(x, Shape(x.shape().begin(), x.shape().end() - 1));
+  ext::dispatch(
       x,
       [&](auto zero) {
         using T = decltype(zero);
@@ -180,15 +206,15 @@ Tensor max(const Tensor& x, int dim) {
 }
 
 Tensor argmax(const Tensor& x, int dim) {
-  detail::check_defined("argmax", {"input", x});
-  detail::check_floating("argmax", {"input", x});
-  EMBER_CHECK(x.dim() >= 1 && detail::normalize_dim("argmax", dim, x.dim()) == x.dim() - 1, ValueError,
+  ext::check_defined("argmax", {"input", x});
+  ext::check_floating("argmax", {"input", x});
+  EMBER_CHECK(x.dim() >= 1 && ext::normalize_dim("argmax", dim, x.dim()) == x.dim() - 1, ValueError,
               "argmax: only the last dim is supported (dim=-1)");
   const std::size_t cols = static_cast<std::size_t>(x.shape().back());
   EMBER_CHECK(cols > 0, ShapeError, "argmax: cannot reduce an empty last dim (shape ", shape_str(x.shape()), ")");
   const std::size_t rows = static_cast<std::size_t>(x.numel()) / cols;
-  Tensor indices = detail::new_empty(x, Shape(x.shape().begin(), x.shape().end() - 1), DType::i64);
-  detail::dispatch(
+  Tensor indices = ext::new_empty(x, Shape(x.shape().begin(), x.shape().end() - 1), DType::i64);
+  ext::dispatch(
       x,
       [&](auto zero) {
         using T = decltype(zero);
@@ -201,22 +227,22 @@ Tensor argmax(const Tensor& x, int dim) {
 }
 
 Tensor count_equal(const Tensor& a, const Tensor& b) {
-  detail::check_defined("count_equal", {"input", a});
-  detail::check_defined("count_equal", {"other", b});
-  detail::check_same_device("count_equal", {{"input", a}, {"other", b}});
-  detail::check_dtype("count_equal", {"input", a}, {DType::i64, DType::i32});
-  detail::check_dtype("count_equal", {"other", b}, {DType::i64, DType::i32});
+  ext::check_defined("count_equal", {"input", a});
+  ext::check_defined("count_equal", {"other", b});
+  ext::check_same_device("count_equal", {{"input", a}, {"other", b}});
+  ext::check_dtype("count_equal", {"input", a}, {DType::i64, DType::i32});
+  ext::check_dtype("count_equal", {"other", b}, {DType::i64, DType::i32});
   EMBER_CHECK(a.numel() == b.numel(), ShapeError, "count_equal: 'input' has ", a.numel(), " elements (shape ",
               shape_str(a.shape()), ") but 'other' has ", b.numel(), " (shape ", shape_str(b.shape()), ")");
   // The kernels are instantiated for (i64, i32), (i64, i64) and (i32, i32); order the pair so.
   const Tensor& wide = a.dtype() == DType::i64 ? a : b;
   const Tensor& narrow = a.dtype() == DType::i64 ? b : a;
-  Tensor count = detail::new_empty(a, {}, DType::i64);
+  Tensor count = ext::new_empty(a, {}, DType::i64);
   const std::size_t n = static_cast<std::size_t>(a.numel());
   auto run = [&](auto x_zero, auto y_zero) {
     using X = decltype(x_zero);
     using Y = decltype(y_zero);
-    detail::dispatch_device(
+    ext::dispatch_device(
         a, [&] { kernels::cpu::count_equal<X, Y>(wide.raw<X>(), narrow.raw<Y>(), count.raw<std::int64_t>(), n); },
         [&](auto stream) {
           kernels::cuda::count_equal<X, Y>(wide.raw<X>(), narrow.raw<Y>(), count.raw<std::int64_t>(), n, stream);
@@ -232,10 +258,10 @@ Tensor count_equal(const Tensor& a, const Tensor& b) {
 }
 
 Tensor accuracy(const Tensor& logits, const Tensor& target) {
-  detail::check_defined("accuracy", {"input", logits});
-  detail::check_defined("accuracy", {"target", target});
-  detail::check_same_device("accuracy", {{"input", logits}, {"target", target}});
-  detail::check_dim("accuracy", {"input", logits}, 2);
+  ext::check_defined("accuracy", {"input", logits});
+  ext::check_defined("accuracy", {"target", target});
+  ext::check_same_device("accuracy", {{"input", logits}, {"target", target}});
+  ext::check_dim("accuracy", {"input", logits}, 2);
   EMBER_CHECK(target.dim() == 1 && target.shape()[0] == logits.shape()[0], ShapeError,
               "accuracy: 'target' must have "
               "shape [",

@@ -5,6 +5,7 @@
 #include "core/dispatch.h"
 #include "core/op_helpers.h"
 #include "core/ops.h"
+#include "kernels/elementwise.h"
 #include "kernels/layout.h"
 
 namespace ember {
@@ -17,7 +18,7 @@ using autograd::NeedsGrad;
 // src_off) into dst (row stride dst_ld, starting at dst_off).
 void copy_block(const Tensor& src, std::size_t src_off, std::size_t src_ld, const Tensor& dst, std::size_t dst_off,
                 std::size_t dst_ld, std::size_t rows, std::size_t cols) {
-  detail::dispatch_dtype(
+  ext::dispatch_dtype(
       src,
       [&](auto zero) {
         using T = decltype(zero);
@@ -35,9 +36,99 @@ std::size_t product(const Shape& shape, std::size_t begin, std::size_t end) {
   return p;
 }
 
+// out[i] = x[Σ index_d · strides[d]] over `shape`: the expand kernel's strided gather, which
+// broadcasts (stride 0) or permutes (the input's strides reordered).
+Tensor gather_strided(const Tensor& x, const Shape& shape, const std::vector<long long>& strides) {
+  Tensor out = ext::new_empty(x, shape);
+  kernels::BroadcastLayout layout;
+  layout.ndim = static_cast<int>(shape.size());
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    layout.out_shape[d] = shape[d];
+    layout.a_stride[d] = strides[d];
+  }
+  ext::dispatch(
+      x,
+      [&](auto zero) {
+        using T = decltype(zero);
+        kernels::cpu::expand<T>(x.raw<T>(), out.raw<T>(), layout, T(1));
+      },
+      [&](auto stream) { kernels::cuda::expand(x.raw<float>(), out.raw<float>(), layout, 1.0f, stream); });
+  return out;
+}
+
+std::vector<long long> row_major_strides(const Shape& shape) {
+  std::vector<long long> strides(shape.size());
+  long long stride = 1;
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    strides[d] = stride;
+    stride *= shape[d];
+  }
+  return strides;
+}
+
 }  // namespace
 
 Tensor reshape(const Tensor& input, Shape shape) { return input.reshape(std::move(shape)); }
+
+Tensor unsqueeze(const Tensor& input, int dim) {
+  ext::check_defined("unsqueeze", {"input", input});
+  const int d = ext::normalize_dim("unsqueeze", dim, input.dim() + 1);
+  Shape shape = input.shape();
+  shape.insert(shape.begin() + d, 1);
+  return input.reshape(shape);
+}
+
+Tensor permute(const Tensor& input, const std::vector<int>& dims) {
+  ext::check_defined("permute", {"input", input});
+  ext::check_floating("permute", {"input", input});
+  const int nd = input.dim();
+  EMBER_CHECK(static_cast<int>(dims.size()) == nd, ShapeError, "permute: ", dims.size(), " dims given for a tensor of ",
+              nd, " dims (shape ", shape_str(input.shape()), ")");
+  EMBER_CHECK(nd <= kernels::kMaxDims, ShapeError, "permute: at most ", kernels::kMaxDims, " dims");
+  const std::vector<long long> in_strides = row_major_strides(input.shape());
+  std::vector<bool> seen(static_cast<std::size_t>(nd), false);
+  std::vector<int> inverse(static_cast<std::size_t>(nd));
+  Shape shape(static_cast<std::size_t>(nd));
+  std::vector<long long> strides(static_cast<std::size_t>(nd));
+  for (int i = 0; i < nd; ++i) {
+    const int d = ext::normalize_dim("permute", dims[static_cast<std::size_t>(i)], nd);
+    EMBER_CHECK(!seen[static_cast<std::size_t>(d)], ValueError, "permute: dim ", dims[static_cast<std::size_t>(i)],
+                " appears more than once");
+    seen[static_cast<std::size_t>(d)] = true;
+    shape[static_cast<std::size_t>(i)] = input.shape()[static_cast<std::size_t>(d)];
+    strides[static_cast<std::size_t>(i)] = in_strides[static_cast<std::size_t>(d)];
+    inverse[static_cast<std::size_t>(d)] = i;
+  }
+  Tensor out = gather_strided(input, shape, strides);
+  if (autograd::needs_recording({&input})) {
+    autograd::record(out, "permute", {&input},
+                     [inverse](const Tensor& g, NeedsGrad) { return Gradients{permute(g, inverse)}; });
+  }
+  return out;
+}
+
+Tensor broadcast_to(const Tensor& input, const Shape& shape) {
+  ext::check_defined("broadcast_to", {"input", input});
+  ext::check_floating("broadcast_to", {"input", input});
+  const Shape& in = input.shape();
+  EMBER_CHECK(in.size() <= shape.size() && shape.size() <= static_cast<std::size_t>(kernels::kMaxDims), ShapeError,
+              "broadcast_to: cannot broadcast shape ", shape_str(in), " to ", shape_str(shape));
+  if (in == shape) return input;
+  const std::vector<long long> in_strides = row_major_strides(in);
+  std::vector<long long> strides(shape.size(), 0);
+  const std::size_t lead = shape.size() - in.size();
+  for (std::size_t d = 0; d < in.size(); ++d) {
+    EMBER_CHECK(in[d] == shape[lead + d] || in[d] == 1, ShapeError, "broadcast_to: cannot broadcast shape ",
+                shape_str(in), " to ", shape_str(shape), " (dim ", d, ": ", in[d], " vs ", shape[lead + d], ")");
+    strides[lead + d] = in[d] == 1 ? 0 : in_strides[d];
+  }
+  Tensor out = gather_strided(input, shape, strides);
+  if (autograd::needs_recording({&input})) {
+    autograd::record(out, "broadcast_to", {&input},
+                     [in](const Tensor& g, NeedsGrad) { return Gradients{sum_to(g, in)}; });
+  }
+  return out;
+}
 
 Tensor cat(std::initializer_list<Tensor> tensors, int dim) {
   return cat(std::span<const Tensor>(tensors.begin(), tensors.size()), dim);
@@ -46,17 +137,17 @@ Tensor cat(std::initializer_list<Tensor> tensors, int dim) {
 Tensor cat(std::span<const Tensor> tensors, int dim) {
   EMBER_CHECK(!tensors.empty(), ValueError, "cat: expected a non-empty list of tensors");
   const Tensor& first = tensors[0];
-  detail::check_defined("cat", {"tensors[0]", first});
+  ext::check_defined("cat", {"tensors[0]", first});
   EMBER_CHECK(first.dim() >= 1, ShapeError, "cat: zero-dimensional tensors cannot be concatenated");
-  const std::size_t d = static_cast<std::size_t>(detail::normalize_dim("cat", dim, first.dim()));
+  const std::size_t d = static_cast<std::size_t>(ext::normalize_dim("cat", dim, first.dim()));
   Shape out_shape = first.shape();
   out_shape[d] = 0;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
     const std::string name = "tensors[" + std::to_string(i) + "]";
-    detail::check_defined("cat", {name.c_str(), t});
-    detail::check_same_device("cat", {{"tensors[0]", first}, {name.c_str(), t}});
-    detail::check_same_dtype("cat", {"tensors[0]", first}, {name.c_str(), t});
+    ext::check_defined("cat", {name.c_str(), t});
+    ext::check_same_device("cat", {{"tensors[0]", first}, {name.c_str(), t}});
+    ext::check_same_dtype("cat", {"tensors[0]", first}, {name.c_str(), t});
     bool compatible = t.dim() == first.dim();
     for (std::size_t k = 0; compatible && k < first.shape().size(); ++k)
       compatible = k == d || t.shape()[k] == first.shape()[k];
@@ -64,7 +155,7 @@ Tensor cat(std::span<const Tensor> tensors, int dim) {
                 "tensors[0]'s ", shape_str(first.shape()), " outside dim ", d);
     out_shape[d] += t.shape()[d];
   }
-  Tensor out = detail::new_empty(first, out_shape);
+  Tensor out = ext::new_empty(first, out_shape);
   const std::size_t rows = product(out_shape, 0, d), inner = product(out_shape, d + 1, out_shape.size());
   const std::size_t out_cols = static_cast<std::size_t>(out_shape[d]) * inner;
   std::size_t col = 0;
@@ -89,15 +180,15 @@ Tensor cat(std::span<const Tensor> tensors, int dim) {
 }
 
 Tensor slice(const Tensor& input, int dim, std::int64_t start, std::int64_t length) {
-  detail::check_defined("slice", {"input", input});
+  ext::check_defined("slice", {"input", input});
   EMBER_CHECK(input.dim() >= 1, ShapeError, "slice: cannot slice a 0-dimensional tensor");
-  const std::size_t d = static_cast<std::size_t>(detail::normalize_dim("slice", dim, input.dim()));
+  const std::size_t d = static_cast<std::size_t>(ext::normalize_dim("slice", dim, input.dim()));
   const std::int64_t extent = input.shape()[d];
   EMBER_CHECK(start >= 0 && length >= 0 && start + length <= extent, IndexError, "slice: [", start, ", ",
               start + length, ") is out of range for dim ", d, " of size ", extent);
   Shape out_shape = input.shape();
   out_shape[d] = length;
-  Tensor out = detail::new_empty(input, out_shape);
+  Tensor out = ext::new_empty(input, out_shape);
   const std::size_t rows = product(out_shape, 0, d), inner = product(out_shape, d + 1, out_shape.size());
   copy_block(input, static_cast<std::size_t>(start) * inner, static_cast<std::size_t>(extent) * inner, out, 0,
              static_cast<std::size_t>(length) * inner, rows, static_cast<std::size_t>(length) * inner);

@@ -61,6 +61,7 @@ void check_no_grad_inplace(const Tensor& t, const char* op) {
               "update in NoGradGuard (as optimizers do), or detach() the tensor first");
 }
 
+#if EMBER_WITH_CUDA
 // Device memory a copy on a side stream uses records the copy (an event after it); work on the
 // memory's own compute stream needs no record. Note [stream ownership of device memory].
 void record_copy(cudaStream_t stream, Device stream_device, std::initializer_list<const Tensor*> tensors,
@@ -74,6 +75,7 @@ void record_copy(cudaStream_t stream, Device stream_device, std::initializer_lis
     t->storage()->record_use(stream, done);
   }
 }
+#endif
 
 // Copies src's bytes into dst (same byte count), whatever their devices (Note [stream ownership of
 // device memory] in core/storage.h for what each copy records).
@@ -88,7 +90,7 @@ void copy_bytes(const Tensor& dst, const Tensor& src, bool non_blocking) {
   }
 #if EMBER_WITH_CUDA
   if (src.device().is_cpu()) {  // host → device
-    detail::CudaScope scope(dst.device());
+    ext::CudaScope scope(dst.device());
     const bool async = non_blocking && src.is_pinned();
     // Made before the copy is queued: if it cannot be made, nothing reads the source unguarded.
     auto done = async ? std::make_shared<cuda::Event>(dst.device()) : nullptr;
@@ -106,7 +108,7 @@ void copy_bytes(const Tensor& dst, const Tensor& src, bool non_blocking) {
     return;
   }
   if (dst.device().is_cpu()) {  // device → host
-    detail::CudaScope scope(src.device());
+    ext::CudaScope scope(src.device());
     CUDA_CHECK(cudaMemcpyAsync(byte_ptr(dst), byte_ptr(src), bytes, cudaMemcpyDeviceToHost, scope.stream()));
     if (non_blocking && dst.is_pinned()) {
       auto done = std::make_shared<cuda::Event>(src.device());
@@ -120,7 +122,7 @@ void copy_bytes(const Tensor& dst, const Tensor& src, bool non_blocking) {
     return;
   }
   // device → device
-  detail::CudaScope scope(src.device());
+  ext::CudaScope scope(src.device());
   if (src.device() == dst.device()) {
     CUDA_CHECK(cudaMemcpyAsync(byte_ptr(dst), byte_ptr(src), bytes, cudaMemcpyDeviceToDevice, scope.stream()));
     record_copy(scope.stream(), src.device(), {&src, &dst});
@@ -140,7 +142,7 @@ void copy_bytes(const Tensor& dst, const Tensor& src, bool non_blocking) {
   dst.storage()->record_use(scope.stream(), done);
 #else
   (void)non_blocking;
-  detail::throw_built_without_cuda();
+  ext::throw_built_without_cuda();
 #endif
 }
 
@@ -279,7 +281,7 @@ Tensor Tensor::reshape(Shape new_shape) const {
 }
 
 Tensor Tensor::flatten(int start_dim) const {
-  const int d = detail::normalize_dim("flatten", start_dim, dim() == 0 ? 1 : dim());
+  const int d = ext::normalize_dim("flatten", start_dim, dim() == 0 ? 1 : dim());
   Shape s(shape().begin(), shape().begin() + std::min<std::ptrdiff_t>(d, dim()));
   s.push_back(-1);
   if (numel() == 0) {  // -1 cannot be inferred from zero elements
@@ -291,7 +293,7 @@ Tensor Tensor::flatten(int start_dim) const {
 
 Tensor Tensor::narrow(int dim, std::int64_t start, std::int64_t length) const {
   EMBER_CHECK(this->dim() > 0, ShapeError, "narrow: cannot narrow a 0-dimensional tensor");
-  const int d = detail::normalize_dim("narrow", dim, this->dim());
+  const int d = ext::normalize_dim("narrow", dim, this->dim());
   EMBER_CHECK(d == 0, ShapeError,
               "narrow: only dim 0 shares storage in ember (storage is dense row-major); use "
               "ember::slice(t, ",
@@ -339,17 +341,17 @@ Tensor Tensor::to(DType target) const {
   Tensor out(make_impl(shape(), target, device(), is_cuda() ? MemoryKind::device : MemoryKind::pageable));
   const std::size_t n = static_cast<std::size_t>(numel());
   // The outer visit picks From, the inner one To (the cast kernel's instantiation).
-  detail::dispatch_dtype(
+  ext::dispatch_dtype(
       *this,
       [&](auto from) {
         using From = decltype(from);
         storage()->wait_until_ready();
-        detail::visit_dtype(
+        ext::visit_dtype(
             target, [&](auto to) { kernels::cpu::cast<From, decltype(to)>(raw<From>(), out.raw<decltype(to)>(), n); });
       },
       [&](auto from, auto stream) {
         using From = decltype(from);
-        detail::visit_dtype(target, [&](auto to) {
+        ext::visit_dtype(target, [&](auto to) {
           kernels::cuda::cast<From, decltype(to)>(raw<From>(), out.raw<decltype(to)>(), n, stream);
         });
       });
@@ -404,7 +406,7 @@ Tensor& Tensor::fill_(double value) {
   check_no_grad_inplace(*this, "fill_");
   const std::size_t n = static_cast<std::size_t>(numel());
   // The value converts as any element does (kernels::cast_formula: NaN to 0 for integers, saturating).
-  detail::dispatch_dtype(
+  ext::dispatch_dtype(
       *this,
       [&](auto zero) {
         using T = decltype(zero);

@@ -1,6 +1,7 @@
-// Elementwise kernels: unary maps (neg, exp, ..., relu, leaky_relu, pow, affine), binary maps with
-// NumPy-style broadcasting, the gradients of activations, fill, dtype casts and uint8 image
-// normalization. The formulas are those of kernels/elementwise_math.h (Note [one formula per op]).
+// Elementwise kernels: unary maps (neg, exp, ..., relu, leaky_relu, pow, affine, erf, rsqrt, abs,
+// clamp), binary maps with NumPy-style broadcasting (add ... div, maximum, minimum), the gradients
+// of activations, select (where), fill, dtype casts and uint8 image normalization. The formulas are those of
+// kernels/elementwise_math.h (Note [one formula per op]).
 //
 // Contract: pointers are dense buffers of `n` elements (or the broadcast layout below) on the
 // backend's own memory; outputs may alias an input of the same size (in-place is allowed).
@@ -46,10 +47,14 @@ void binary_broadcast(BinaryOp op, const T* a, const T* b, T* out, const Broadca
 template <class T>
 void activation_grad(ActivationGrad op, const T* dy, const T* saved, T* dx, std::size_t n, WriteMode mode,
                      OpArgs<T> args = {});
+// out[i] = cond[i] ? a[i] : b[i] (cond nonzero), all dense and of n elements.
+template <class T>
+void select(const std::uint8_t* cond, const T* a, const T* b, T* out, std::size_t n);
 template <class T>
 void fill(T* y, T value, std::size_t n);
 // out[i] = x[broadcast source of i]·scale, using layout.a_stride (b_stride is ignored):
-// broadcasting a tensor to a larger shape, e.g. the backward of sum and mean.
+// broadcasting a tensor to a larger shape, e.g. the backward of sum and mean; with strides that
+// permute the input's dims, a permuted copy.
 template <class T>
 void expand(const T* x, T* out, const BroadcastLayout& layout, T scale);
 // Any of f32, f64, i32, i64, u8 to any other, with cast_formula's rules (floats to integers
@@ -69,6 +74,7 @@ void binary_broadcast(BinaryOp op, const float* a, const float* b, float* out, c
                       cudaStream_t stream);
 void activation_grad(ActivationGrad op, const float* dy, const float* saved, float* dx, std::size_t n, WriteMode mode,
                      OpArgs<float> args, cudaStream_t stream);
+void select(const std::uint8_t* cond, const float* a, const float* b, float* out, std::size_t n, cudaStream_t stream);
 template <class T>
 void fill(T* y, T value, std::size_t n, cudaStream_t stream);
 void expand(const float* x, float* out, const BroadcastLayout& layout, float scale, cudaStream_t stream);

@@ -28,14 +28,48 @@
 
 namespace ember::kernels {
 
-enum class UnaryOp : std::uint8_t { neg, exp, log, sqrt, sigmoid, tanh, relu, leaky_relu, pow, affine };
-enum class BinaryOp : std::uint8_t { add, sub, mul, div };
+enum class UnaryOp : std::uint8_t {
+  neg,
+  exp,
+  log,
+  sqrt,
+  sigmoid,
+  tanh,
+  relu,
+  leaky_relu,
+  pow,
+  affine,
+  erf,
+  rsqrt,
+  abs,
+  clamp
+};
+// maximum and minimum propagate NaN (as PyTorch's do); the *_share ops are their derivatives'
+// weights for the first operand: 1 where it alone is the extreme, ½ where the two tie, 0 otherwise.
+// gt ... ne give 1 or 0 (comparisons with NaN give 0, ne gives 1).
+enum class BinaryOp : std::uint8_t {
+  add,
+  sub,
+  mul,
+  div,
+  maximum,
+  minimum,
+  maximum_share,
+  minimum_share,
+  gt,
+  lt,
+  ge,
+  le,
+  eq,
+  ne
+};
 // The derivative of an activation from the upstream gradient dy and a saved tensor: the
-// activation's output y for relu, sigmoid and tanh; its input x for leaky_relu (whose output
-// loses the sign when the slope is negative or zero).
-enum class ActivationGrad : std::uint8_t { relu, sigmoid, tanh, leaky_relu };
+// activation's output y for relu, sigmoid, tanh and rsqrt; its input x for leaky_relu (whose
+// output loses the sign when the slope is negative or zero), erf, abs and clamp.
+enum class ActivationGrad : std::uint8_t { relu, sigmoid, tanh, leaky_relu, erf, rsqrt, abs, clamp };
 
-// The ops' parameters: leaky_relu a = negative slope; pow a = exponent; affine x·a + b.
+// The ops' parameters: leaky_relu a = negative slope; pow a = exponent; affine x·a + b; clamp to
+// [a, b] (±∞ for a bound not given).
 template <class T>
 struct OpArgs {
   T a = 0, b = 0;
@@ -53,6 +87,8 @@ EMBER_HOST_DEVICE float tanh(float x) { return ::tanhf(x); }
 EMBER_HOST_DEVICE double tanh(double x) { return ::tanh(x); }
 EMBER_HOST_DEVICE float pow(float x, float y) { return ::powf(x, y); }
 EMBER_HOST_DEVICE double pow(double x, double y) { return ::pow(x, y); }
+EMBER_HOST_DEVICE float erf(float x) { return ::erff(x); }
+EMBER_HOST_DEVICE double erf(double x) { return ::erf(x); }
 }  // namespace math
 
 template <UnaryOp Op, class T>
@@ -77,6 +113,14 @@ EMBER_HOST_DEVICE T unary_formula(T x, OpArgs<T> args) {
     return x * (x > T(0) ? T(1) : args.a);
   else if constexpr (Op == UnaryOp::pow)
     return args.a == T(2) ? x * x : math::pow(x, args.a);
+  else if constexpr (Op == UnaryOp::erf)
+    return math::erf(x);
+  else if constexpr (Op == UnaryOp::rsqrt)
+    return T(1) / math::sqrt(x);  // not the device's approximate rsqrtf: the CPU twin's value
+  else if constexpr (Op == UnaryOp::abs)
+    return x < T(0) ? -x : (x == T(0) ? T(0) : x);  // −0 gives +0, NaN stays NaN
+  else if constexpr (Op == UnaryOp::clamp)
+    return x != x ? x : (x < args.a ? args.a : (x > args.b ? args.b : x));  // NaN stays NaN
   else
     return x * args.a + args.b;  // affine
 }
@@ -89,8 +133,28 @@ EMBER_HOST_DEVICE T binary_formula(T a, T b) {
     return a - b;
   else if constexpr (Op == BinaryOp::mul)
     return a * b;
-  else
+  else if constexpr (Op == BinaryOp::div)
     return a / b;
+  else if constexpr (Op == BinaryOp::maximum)
+    return a != a ? a : (b != b ? b : (a > b ? a : b));
+  else if constexpr (Op == BinaryOp::minimum)
+    return a != a ? a : (b != b ? b : (a < b ? a : b));
+  else if constexpr (Op == BinaryOp::maximum_share)
+    return a > b ? T(1) : (a == b ? T(0.5) : T(0));
+  else if constexpr (Op == BinaryOp::minimum_share)
+    return a < b ? T(1) : (a == b ? T(0.5) : T(0));
+  else if constexpr (Op == BinaryOp::gt)
+    return a > b ? T(1) : T(0);
+  else if constexpr (Op == BinaryOp::lt)
+    return a < b ? T(1) : T(0);
+  else if constexpr (Op == BinaryOp::ge)
+    return a >= b ? T(1) : T(0);
+  else if constexpr (Op == BinaryOp::le)
+    return a <= b ? T(1) : T(0);
+  else if constexpr (Op == BinaryOp::eq)
+    return a == b ? T(1) : T(0);
+  else
+    return a != b ? T(1) : T(0);  // ne
 }
 
 template <ActivationGrad Op, class T>
@@ -101,8 +165,22 @@ EMBER_HOST_DEVICE T activation_grad_formula(T dy, T saved, OpArgs<T> args) {
     return dy * saved * (T(1) - saved);
   else if constexpr (Op == ActivationGrad::tanh)
     return dy * (T(1) - saved * saved);
+  else if constexpr (Op == ActivationGrad::leaky_relu)
+    return dy * (saved > T(0) ? T(1) : args.a);  // from x
+  else if constexpr (Op == ActivationGrad::erf)
+    return dy * T(1.1283791670955126) * math::exp(-saved * saved);  // 2/√π·e^(−x²), from x
+  else if constexpr (Op == ActivationGrad::rsqrt)
+    return dy * T(-0.5) * saved * saved * saved;  // −½·y³, from y = x^(−½)
+  else if constexpr (Op == ActivationGrad::abs)
+    return saved > T(0) ? dy : (saved < T(0) ? -dy : T(0));  // sign(x), 0 at 0 (PyTorch's)
   else
-    return dy * (saved > T(0) ? T(1) : args.a);  // leaky_relu, from x
+    return saved >= args.a && saved <= args.b ? dy : T(0);  // clamp: 1 inside [a, b], bounds included
+}
+
+// out = cond ? a : b (where).
+template <class T>
+EMBER_HOST_DEVICE T select_formula(std::uint8_t cond, T a, T b) {
+  return cond ? a : b;
 }
 
 // A conversion between element types. Floating point to an integer type truncates toward zero
@@ -158,6 +236,14 @@ void with_unary_op(UnaryOp op, F&& f) {
       return f(std::integral_constant<U, U::pow>{});
     case U::affine:
       return f(std::integral_constant<U, U::affine>{});
+    case U::erf:
+      return f(std::integral_constant<U, U::erf>{});
+    case U::rsqrt:
+      return f(std::integral_constant<U, U::rsqrt>{});
+    case U::abs:
+      return f(std::integral_constant<U, U::abs>{});
+    case U::clamp:
+      return f(std::integral_constant<U, U::clamp>{});
   }
 }
 
@@ -173,6 +259,26 @@ void with_binary_op(BinaryOp op, F&& f) {
       return f(std::integral_constant<B, B::mul>{});
     case B::div:
       return f(std::integral_constant<B, B::div>{});
+    case B::maximum:
+      return f(std::integral_constant<B, B::maximum>{});
+    case B::minimum:
+      return f(std::integral_constant<B, B::minimum>{});
+    case B::maximum_share:
+      return f(std::integral_constant<B, B::maximum_share>{});
+    case B::minimum_share:
+      return f(std::integral_constant<B, B::minimum_share>{});
+    case B::gt:
+      return f(std::integral_constant<B, B::gt>{});
+    case B::lt:
+      return f(std::integral_constant<B, B::lt>{});
+    case B::ge:
+      return f(std::integral_constant<B, B::ge>{});
+    case B::le:
+      return f(std::integral_constant<B, B::le>{});
+    case B::eq:
+      return f(std::integral_constant<B, B::eq>{});
+    case B::ne:
+      return f(std::integral_constant<B, B::ne>{});
   }
 }
 
@@ -188,6 +294,14 @@ void with_activation_grad(ActivationGrad op, F&& f) {
       return f(std::integral_constant<A, A::tanh>{});
     case A::leaky_relu:
       return f(std::integral_constant<A, A::leaky_relu>{});
+    case A::erf:
+      return f(std::integral_constant<A, A::erf>{});
+    case A::rsqrt:
+      return f(std::integral_constant<A, A::rsqrt>{});
+    case A::abs:
+      return f(std::integral_constant<A, A::abs>{});
+    case A::clamp:
+      return f(std::integral_constant<A, A::clamp>{});
   }
 }
 

@@ -22,6 +22,8 @@ Conv2d::Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t
 }
 
 Tensor Conv2d::forward(const Tensor& input) {
+  check_input_shape(input.dim() == 4 && input.size(1) == in_, input,
+                    detail::concat("[N, ", in_, " (in_channels), H, W]"));
   return conv2d(input, weight_, bias_, static_cast<int>(stride_), static_cast<int>(padding_));
 }
 

@@ -25,10 +25,16 @@ Linear::Linear(std::int64_t in_features, std::int64_t out_features, bool bias, G
   if (bias) bias_ = register_parameter("bias", uniform({out_features}, -bound, bound, {}, &g));
 }
 
-Tensor Linear::forward(const Tensor& input) { return linear(input, weight_, bias_); }
+Tensor Linear::forward(const Tensor& input) {
+  check_input_shape(input.dim() >= 1 && input.size(-1) == in_, input,
+                    detail::concat("an input whose last dim is in_features = ", in_));
+  return linear(input, weight_, bias_);
+}
 
 Tensor Linear::forward_relu(const Tensor& input) {
   check_input_device(input);
+  check_input_shape(input.dim() >= 1 && input.size(-1) == in_, input,
+                    detail::concat("an input whose last dim is in_features = ", in_));
   return bias_.defined() ? linear_relu(input, weight_, bias_) : relu(linear(input, weight_));
 }
 
@@ -100,7 +106,7 @@ Tensor Sequential::forward(const Tensor& input) {
 }
 
 Tensor CrossEntropyLoss::operator()(const Tensor& input, const Tensor& target) const {
-  detail::check_same_device("CrossEntropyLoss", {{"input", input}, {"target", target}});
+  ext::check_same_device("CrossEntropyLoss", {{"input", input}, {"target", target}});
   return cross_entropy(input, target);
 }
 

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 
 #include "core/fusion.h"
 #include "core/random.h"
@@ -81,7 +82,13 @@ using ember::set_fusion_enabled;
 class Sequential : public Module {
  public:
   Sequential() = default;
-  Sequential(std::initializer_list<std::shared_ptr<Module>> modules);
+  Sequential(std::initializer_list<std::shared_ptr<Module>> modules);  // Sequential{a, b, c}
+  // std::make_shared<nn::Sequential>(a, b, c), as the initializer list cannot pass through
+  // make_shared; each argument a shared_ptr to a Module.
+  template <class... Modules>
+  requires(sizeof...(Modules) > 0 &&
+           (std::is_base_of_v<Module, Modules> && ...)) explicit Sequential(std::shared_ptr<Modules>... modules)
+      : Sequential({std::static_pointer_cast<Module>(std::move(modules))...}) {}
   Sequential& append(std::shared_ptr<Module> module);
   Tensor forward(const Tensor& input) override;
   std::string type_name() const override { return "Sequential"; }

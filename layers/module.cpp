@@ -15,13 +15,17 @@ Tensor Module::operator()(const Tensor& input) {
   return forward(input);
 }
 
+std::string Module::describe() const { return name_.empty() ? type_name() : type_name() + " '" + name_ + "'"; }
+
+void Module::check_input_shape(bool ok, const Tensor& input, const std::string& what) const {
+  EMBER_CHECK(ok, ShapeError, describe(), ": expected ", what, ", got an input of shape ", shape_str(input.shape()));
+}
+
 void Module::check_input_device(const Tensor& input) const {
   if (parameters_.empty() || !input.defined()) return;
   const Device expected = parameters_.front().second.device();
-  if (input.device() != expected) {
-    const std::string who = name_.empty() ? type_name() : type_name() + " '" + name_ + "'";
-    throw DeviceError(detail::device_mismatch_message(who, "input", expected, input.device()));
-  }
+  if (input.device() != expected)
+    throw DeviceError(ext::device_mismatch_message(describe(), "input", expected, input.device()));
 }
 
 Tensor Module::register_parameter(const std::string& name, Tensor tensor) {

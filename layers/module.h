@@ -33,6 +33,11 @@ class Module : public std::enable_shared_from_this<Module> {
 
   // The name this module has inside its parent ("0", "fc1"); empty for a top-level module.
   const std::string& name() const { return name_; }
+  // The module as its errors name it: "Linear 'fc1'", or "Linear" at the top level.
+  std::string describe() const;
+  // Throws ShapeError "<describe()>: expected <what>, got an input of shape [...]" unless `ok`:
+  // a layer checks its input's shape so that a mistake names the layer, not an op inside it.
+  void check_input_shape(bool ok, const Tensor& input, const std::string& what) const;
 
   // Each tensor once, in registration order: a layer used in two places of a model (shared
   // weights) contributes its parameters once, under the first name. state_dict() keeps every name.

@@ -128,8 +128,8 @@ void Optimizer::step() {
                   ", ", p.dtype(), ", on ", p.device(), ")");
       if (slots.empty()) device = p.device();
       if (p.device() != device)
-        throw DeviceError(detail::device_mismatch_message(type_name() + ".step", "params[" + std::to_string(i) + "]",
-                                                          device, p.device()));
+        throw DeviceError(ext::device_mismatch_message(type_name() + ".step", "params[" + std::to_string(i) + "]",
+                                                       device, p.device()));
       ParamState& st = state_for(i, p, group.options);
       kernels::ParamSlot slot;
       slot.param = p.raw<float>();
@@ -163,7 +163,7 @@ void Optimizer::step() {
       }
       if (!cache.advance.defined()) cache.advance = zeros({1}, {.dtype = DType::i32, .device = device});
     }
-    detail::dispatch_device(
+    ext::dispatch_device(
         device,
         [&] {
           kernels::cpu::advance_steps(slots.data(), slots.size());
@@ -337,7 +337,7 @@ void SGD::update(const ParamGroup& group, const UpdateBatch& b) {
   config.dampening = static_cast<float>(group.options.dampening);
   config.weight_decay = static_cast<float>(group.options.weight_decay);
   config.nesterov = group.options.nesterov;
-  detail::dispatch_device(
+  ext::dispatch_device(
       b.device, [&] { kernels::cpu::sgd_step(b.slots, b.count, config, b.lr); },
       [&](auto stream) { kernels::cuda::sgd_step(b.slots, b.count, b.max_n, config, b.lr, b.advance, stream); });
 }
@@ -358,7 +358,7 @@ void Adam::update(const ParamGroup& group, const UpdateBatch& b) {
   config.eps = static_cast<float>(group.options.eps);
   config.weight_decay = static_cast<float>(group.options.weight_decay);
   config.decoupled_weight_decay = decoupled_;
-  detail::dispatch_device(
+  ext::dispatch_device(
       b.device, [&] { kernels::cpu::adam_step(b.slots, b.count, config, b.lr); },
       [&](auto stream) { kernels::cuda::adam_step(b.slots, b.count, b.max_n, config, b.lr, b.advance, stream); });
 }

@@ -10,7 +10,7 @@ tests=0
 packages=(cmake g++ make catch2 libopenblas-dev zlib1g-dev libstb-dev libcli11-dev nlohmann-json3-dev libssl-dev)
 for arg in "$@"; do
   case "$arg" in
-    --tests) packages+=(python3-torch python3-numpy python3-venv python3-pip dataset-fashion-mnist clang-format
+    --tests) packages+=(python3-torch python3-numpy python3-venv python3-pip dataset-fashion-mnist clang-format pkgconf
                         clang libclang-rt-dev libboost-context-dev); tests=1 ;;
     -h | --help) sed -n '2,4p' "$0"; exit 0 ;;
     *) echo "install_deps.sh: unknown option '$arg' (expected --tests)" >&2; exit 2 ;;

@@ -116,7 +116,7 @@ struct MlpStep::Impl {
   // Runs cpu() or cuda(stream) for the step's device (Note [device dispatch] in core/dispatch.h).
   template <class Cpu, class Cuda>
   decltype(auto) on_device(Cpu&& cpu, Cuda&& cuda) const {
-    return detail::dispatch_device(device, std::forward<Cpu>(cpu), std::forward<Cuda>(cuda));
+    return ext::dispatch_device(device, std::forward<Cpu>(cpu), std::forward<Cuda>(cuda));
   }
 
   // Kernels and library calls this thread has issued (CUDA; 0 on the CPU).

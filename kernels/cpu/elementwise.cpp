@@ -104,6 +104,11 @@ void activation_grad(ActivationGrad op, const T* dy, const T* saved, T* dx, std:
 }
 
 template <class T>
+void select(const std::uint8_t* cond, const T* a, const T* b, T* out, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) out[i] = select_formula(cond[i], a[i], b[i]);
+}
+
+template <class T>
 void fill(T* y, T value, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) y[i] = value;
 }
@@ -123,6 +128,7 @@ void normalize_u8(const std::uint8_t* __restrict x, float* __restrict y, std::si
   template void binary<T>(BinaryOp, const T*, const T*, T*, std::size_t);                      \
   template void binary_broadcast<T>(BinaryOp, const T*, const T*, T*, const BroadcastLayout&); \
   template void expand<T>(const T*, T*, const BroadcastLayout&, T);                            \
+  template void select<T>(const std::uint8_t*, const T*, const T*, T*, std::size_t);           \
   template void activation_grad<T>(ActivationGrad, const T*, const T*, T*, std::size_t, WriteMode, OpArgs<T>);
 EMBER_INSTANTIATE_FLOAT(float)
 EMBER_INSTANTIATE_FLOAT(double)

@@ -54,6 +54,10 @@ __global__ void expand_kernel(const float* x, float* out, BroadcastLayout layout
   }
 }
 
+__global__ void select_kernel(const std::uint8_t* cond, const float* a, const float* b, float* out, std::size_t n) {
+  for (std::size_t i = global_thread(); i < n; i += grid_stride()) out[i] = select_formula(cond[i], a[i], b[i]);
+}
+
 template <class T>
 __global__ void fill_kernel(T* y, T value, std::size_t n) {
   for (std::size_t i = global_thread(); i < n; i += grid_stride()) y[i] = value;
@@ -95,6 +99,10 @@ void activation_grad(ActivationGrad op, const float* dy, const float* saved, flo
 void expand(const float* x, float* out, const BroadcastLayout& layout, float scale, cudaStream_t stream) {
   const auto n = static_cast<std::size_t>(layout.numel());
   launch_n<expand_kernel>(n, stream, x, out, layout, n, scale);
+}
+
+void select(const std::uint8_t* cond, const float* a, const float* b, float* out, std::size_t n, cudaStream_t stream) {
+  launch_n<select_kernel>(n, stream, cond, a, b, out, n);
 }
 
 template <class T>

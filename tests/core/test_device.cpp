@@ -90,8 +90,7 @@ TEST_CASE("EMBER_DEVICE overrides Device::best()") {
 }
 
 TEST_CASE("the device mismatch message names both devices, the op and the argument") {
-  const std::string message =
-      detail::device_mismatch_message("cross_entropy", "target", Device::cuda(0), Device::cpu());
+  const std::string message = ext::device_mismatch_message("cross_entropy", "target", Device::cuda(0), Device::cpu());
   CHECK_THAT(message, Contains("Expected all tensors to be on the same device, but found cuda:0 and cpu "
                                "(argument 'target' of cross_entropy)"));
 }

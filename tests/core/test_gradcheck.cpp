@@ -9,6 +9,7 @@
 #include "core/gradcheck.h"
 #include "core/ops.h"
 #include "core/random.h"
+#include "layers/activations.h"
 #include "support/helpers.h"
 
 using namespace ember;
@@ -59,6 +60,7 @@ std::vector<OpCase> op_cases() {
   const Tensor logits = input({5, 4}, 6, -3, 3);
   const Tensor targets = from_vector<std::int64_t>({0, 3, 1, 1, 2}, {5});
   const Tensor targets32 = targets.to(DType::i32);
+  const Tensor cond = from_vector<std::uint8_t>({1, 0, 0, 1, 1, 1, 0, 0, 0, 1, 0, 1}, {3, 4});
   // Keep relu's inputs away from its kink at 0, where finite differences are meaningless.
   const Tensor away_from_zero = from_vector<double>({-0.9, 0.3, -0.2, 0.8, 0.5, -0.6}, {2, 3}).set_requires_grad();
   return {
@@ -111,6 +113,37 @@ std::vector<OpCase> op_cases() {
       {"cross_entropy (i32)", [targets32](auto& x) { return cross_entropy(x[0], targets32); }, {logits}},
       {"clone", [](auto& x) { return x[0].clone(); }, {a}},
       {"dropout (fixed seed and offset)", [](auto& x) { return dropout(x[0], 0.3, 7, 100); }, {a}},
+      {"erf", [](auto& x) { return erf(x[0]); }, {a}},
+      {"rsqrt", [](auto& x) { return rsqrt(x[0]); }, {positive}},
+      {"abs", [](auto& x) { return abs(x[0]); }, {away_from_zero}},
+      {"clamp", [](auto& x) { return clamp(x[0], -0.5, 0.4); }, {away_from_zero}},
+      {"maximum (broadcast)", [](auto& x) { return maximum(x[0], x[1]); }, {a, row}},
+      {"minimum (broadcast)", [](auto& x) { return minimum(x[0], x[1]); }, {col, a}},
+      {"where (broadcast)", [cond](auto& x) { return where(cond, x[0], x[1]); }, {a, row}},
+      {"var over a dim", [](auto& x) { return var(x[0], 1); }, {a}},
+      {"var (biased, every dim)",
+       [](auto& x) {
+         return var(x[0], {0, 1}, 0);
+       },
+       {a}},
+      {"std over dims, keepdim",
+       [](auto& x) {
+         return ember::std(x[0], {0, 2}, 1, true);
+       },
+       {input({2, 3, 4}, 15)}},
+      {"unsqueeze", [](auto& x) { return unsqueeze(x[0], 1) * unsqueeze(x[0], 1); }, {a}},
+      {"permute",
+       [](auto& x) {
+         return permute(x[0], {2, 0, 1});
+       },
+       {input({2, 3, 4}, 16)}},
+      {"broadcast_to",
+       [](auto& x) {
+         return broadcast_to(x[0], {2, 3, 4});
+       },
+       {col}},
+      {"softmax over dim 0", [](auto& x) { return softmax(x[0], 0); }, {logits}},
+      {"log_softmax over a middle dim", [](auto& x) { return log_softmax(x[0], 1); }, {input({2, 3, 4}, 17)}},
   };
 }
 
@@ -168,4 +201,42 @@ TEST_CASE("a two-layer MLP written with ember ops: gradients match finite differ
   }
   const double after = loss_fn(params).item<double>();
   CHECK(after < before);
+}
+
+TEST_CASE("the modules written from ops pass gradcheck: LayerNorm, GELU (both), Softmax, LogSoftmax, Tanh, Sigmoid") {
+  Generator g(21);
+  std::vector<std::pair<std::string, std::shared_ptr<nn::Module>>> modules{
+      {"GELU", std::make_shared<nn::GELU>()},
+      {"GELU (tanh)", std::make_shared<nn::GELU>("tanh")},
+      {"Softmax (dim 1)", std::make_shared<nn::Softmax>(1)},
+      {"LogSoftmax", std::make_shared<nn::LogSoftmax>()},
+      {"Tanh", std::make_shared<nn::Tanh>()},
+      {"Sigmoid", std::make_shared<nn::Sigmoid>()},
+  };
+  for (auto& [name, module] : modules) {
+    SECTION(name) {
+      auto m = module;
+      require_gradcheck([m](auto& x) { return (*m)(x[0]); }, {input({3, 4}, 22)});
+    }
+  }
+  SECTION("LayerNorm (its input, weight and bias)") {
+    // The module's parameters are f32; gradcheck runs in f64, so the same formula with f64 leaves.
+    require_gradcheck(
+        [](auto& x) {
+          const Tensor c = x[0] - mean(x[0], -1, true);
+          return c * rsqrt(var(x[0], -1, 0, true) + 1e-5) * x[1] + x[2];
+        },
+        {input({3, 4}, 23), input({4}, 24, 0.5, 1.5), input({4}, 25)});
+    // The module (f32 parameters) computes that formula: rows of mean 0 and biased variance 1.
+    const Tensor x = uniform({3, 4}, -1, 1, {}, &g);
+    nn::LayerNorm norm({4});
+    const Tensor y = norm(x);
+    for (float v : mean(y, -1).to_vector<float>()) CHECK(v == Approx(0.0f).margin(1e-6));
+    // Each row's variance becomes v/(v + eps), not quite 1.
+    const auto v_in = var(x, -1, 0).to_vector<float>(), v_out = var(y, -1, 0).to_vector<float>();
+    for (std::size_t r = 0; r < v_in.size(); ++r) CHECK(v_out[r] == Approx(v_in[r] / (v_in[r] + 1e-5f)).epsilon(1e-5));
+    CHECK(norm.named_parameters().size() == 2);
+    CHECK_THROWS_WITH(norm(zeros({3, 5})),
+                      Catch::Contains("LayerNorm: expected an input ending in normalized_shape [4]"));
+  }
 }

@@ -133,7 +133,10 @@ TEST_CASE("cross_entropy: mean of the per-row losses, and bad targets name the o
   // Ten float exponentials and their float quotients sum to 1 within a few ulp, not exactly.
   for (float row_sum : sum(sm, {1}).to_vector<float>()) CHECK(row_sum == Approx(1.0f).epsilon(1e-6));
   CHECK(log_softmax(logits).at<float>({0, 0}) == Approx(-std::log(3.0)));
-  CHECK_THROWS_AS(softmax(logits, 0), ValueError);
+  // Over another dim: the same as over the last dim of the transposed input.
+  EMBER_REQUIRE_CLOSE(softmax(logits, 0).to_vector<float>(), transpose(softmax(transpose(logits))).to_vector<float>(),
+                      0.0, 0.0);
+  CHECK_THROWS_AS(softmax(logits, 2), IndexError);
 }
 
 TEST_CASE("normalize_u8 maps pixels to (x/255 - mean)/std") {
@@ -145,4 +148,64 @@ TEST_CASE("normalize_u8 maps pixels to (x/255 - mean)/std") {
   const auto n = normalize_u8(pixels, 0.1307f, 0.3081f).to_vector<float>();
   CHECK(n[1] == Approx((1 - 0.1307) / 0.3081).epsilon(1e-6));
   CHECK_THROWS_AS(normalize_u8(zeros({3})), DTypeError);
+}
+
+TEST_CASE("the ops a PyTorch user reaches for: erf, rsqrt, abs, clamp, maximum, minimum, where, comparisons") {
+  const Tensor x = from_vector<float>({-2.0f, -0.0f, 0.5f, 3.0f}, {4});
+  CHECK(erf(x).to_vector<float>()[2] == Approx(0.5204999f));
+  CHECK(rsqrt(from_vector<float>({4.0f}, {1})).item<float>() == 0.5f);
+  const auto absolute = abs(x).to_vector<float>();
+  CHECK(absolute == std::vector<float>{2.0f, 0.0f, 0.5f, 3.0f});
+  CHECK_FALSE(std::signbit(absolute[1]));  // |−0| is +0
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const auto clamped = clamp(from_vector<float>({-5.0f, 0.2f, 9.0f, nan}, {4}), -1.0, 1.0).to_vector<float>();
+  CHECK(clamped[0] == -1.0f);
+  CHECK(clamped[1] == 0.2f);
+  CHECK(clamped[2] == 1.0f);
+  CHECK(std::isnan(clamped[3]));
+  CHECK_THROWS_AS(clamp(x, 1.0, -1.0), ValueError);
+  const Tensor a = from_vector<float>({1.0f, 5.0f, nan, 2.0f}, {4}),
+               b = from_vector<float>({3.0f, 4.0f, 0.0f, 2.0f}, {4});
+  const auto hi = maximum(a, b).to_vector<float>(), lo = minimum(a, b).to_vector<float>();
+  CHECK(hi[0] == 3.0f);
+  CHECK(hi[1] == 5.0f);
+  CHECK(std::isnan(hi[2]));  // NaN propagates, as in PyTorch
+  CHECK(lo[0] == 1.0f);
+  CHECK(std::isnan(lo[2]));
+  // A tie splits the gradient.
+  const Tensor p = from_vector<float>({2.0f}, {1}).set_requires_grad(),
+               q = from_vector<float>({2.0f}, {1}).set_requires_grad();
+  sum(maximum(p, q)).backward();
+  CHECK(p.grad().item<float>() == 0.5f);
+  CHECK(q.grad().item<float>() == 0.5f);
+  CHECK(gt(a, b).to_vector<std::uint8_t>() == std::vector<std::uint8_t>{0, 1, 0, 0});
+  CHECK(ge(a, b).to_vector<std::uint8_t>() == std::vector<std::uint8_t>{0, 1, 0, 1});
+  CHECK(ne(a, b).to_vector<std::uint8_t>() == std::vector<std::uint8_t>{1, 1, 1, 0});  // NaN != anything
+  CHECK(lt(x, 0.0).to_vector<std::uint8_t>() == std::vector<std::uint8_t>{1, 0, 0, 0});
+  // where: u8 or any condition (nonzero: true), broadcast.
+  const Tensor chosen = where(gt(a, b), a, from_vector<float>({-1.0f}, {1}));
+  CHECK(chosen.to_vector<float>() == std::vector<float>{-1.0f, 5.0f, -1.0f, -1.0f});
+  const Tensor float_cond = from_vector<float>({0.0f, 0.3f, -2.0f, 0.0f}, {4});
+  CHECK(where(float_cond, b, a).to_vector<float>()[0] == 1.0f);
+  CHECK(where(float_cond, b, a).to_vector<float>()[1] == 4.0f);
+}
+
+TEST_CASE("var, std, permute, unsqueeze, broadcast_to, and PyTorch's spellings of reductions") {
+  const Tensor x = from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  CHECK(var(x).item<float>() == Approx(3.5f));  // unbiased, as torch.var
+  CHECK(var(x, {0, 1}, 0).item<float>() == Approx(35.0f / 12.0f));
+  CHECK(var(x, 1).to_vector<float>() == std::vector<float>{1.0f, 1.0f});
+  CHECK(ember::std(x, 0, 0).to_vector<float>() == std::vector<float>{1.5f, 1.5f, 1.5f});
+  CHECK(mean(x, -1, true).shape() == Shape{2, 1});
+  CHECK(sum(x, 0).to_vector<float>() == std::vector<float>{5, 7, 9});
+  CHECK(unsqueeze(x, 0).shape() == Shape{1, 2, 3});
+  CHECK(unsqueeze(x, -1).shape() == Shape{2, 3, 1});
+  const Tensor cube = arange(24).to(DType::f32).reshape({2, 3, 4});
+  const Tensor p = permute(cube, {2, 0, 1});
+  CHECK(p.shape() == Shape{4, 2, 3});
+  CHECK(p.at<float>({3, 1, 2}) == cube.at<float>({1, 2, 3}));
+  CHECK_THROWS_AS(permute(cube, {0, 0, 1}), ValueError);
+  const Tensor b = broadcast_to(from_vector<float>({1, 2, 3}, {3}), {2, 3});
+  CHECK(b.to_vector<float>() == std::vector<float>{1, 2, 3, 1, 2, 3});
+  CHECK_THROWS_AS(broadcast_to(x, {3, 3}), ShapeError);
 }

@@ -58,6 +58,14 @@ const char* unary_name(UnaryOp op) {
       return "leaky_relu";
     case UnaryOp::pow:
       return "pow";
+    case UnaryOp::erf:
+      return "erf";
+    case UnaryOp::rsqrt:
+      return "rsqrt";
+    case UnaryOp::abs:
+      return "abs";
+    case UnaryOp::clamp:
+      return "clamp";
     case UnaryOp::affine:
       return "affine";
   }
@@ -114,9 +122,14 @@ TEST_CASE("unary kernels match the CPU twins") {
                           {UnaryOp::leaky_relu, OpArgs<float>{0.01f, 0}},
                           {UnaryOp::pow, OpArgs<float>{2.0f, 0}},
                           {UnaryOp::pow, OpArgs<float>{0.5f, 0}},
-                          {UnaryOp::affine, OpArgs<float>{-1.5f, 0.25f}}}) {
-    const bool positive_only = op == UnaryOp::log || op == UnaryOp::sqrt || op == UnaryOp::pow;
-    const bool plain = op == UnaryOp::neg || op == UnaryOp::relu || op == UnaryOp::leaky_relu || op == UnaryOp::affine;
+                          {UnaryOp::affine, OpArgs<float>{-1.5f, 0.25f}},
+                          {UnaryOp::erf, none},
+                          {UnaryOp::rsqrt, none},
+                          {UnaryOp::abs, none},
+                          {UnaryOp::clamp, OpArgs<float>{-1.0f, 2.5f}}}) {
+    const bool positive_only = op == UnaryOp::log || op == UnaryOp::sqrt || op == UnaryOp::pow || op == UnaryOp::rsqrt;
+    const bool plain = op == UnaryOp::neg || op == UnaryOp::relu || op == UnaryOp::leaky_relu ||
+                       op == UnaryOp::affine || op == UnaryOp::abs || op == UnaryOp::clamp;
     for (std::size_t n : test_sizes())
       for (std::size_t offset : {0, 1}) {
         INFO(unary_name(op) << " n=" << n << " offset=" << offset);
@@ -143,7 +156,9 @@ TEST_CASE("exact formulas agree with their CPU twins bit for bit on special valu
   for (auto [op, args] : {std::pair{UnaryOp::neg, OpArgs<float>{}},
                           {UnaryOp::relu, OpArgs<float>{}},
                           {UnaryOp::leaky_relu, OpArgs<float>{0.01f, 0}},
-                          {UnaryOp::sqrt, OpArgs<float>{}}}) {
+                          {UnaryOp::sqrt, OpArgs<float>{}},
+                          {UnaryOp::abs, OpArgs<float>{}},
+                          {UnaryOp::clamp, OpArgs<float>{-1.0f, 2.5f}}}) {
     INFO(unary_name(op));
     Tensor out = poisoned<float>(n);
     kcuda::unary(op, dx.raw<float>(), out.raw<float>(), n, args, gpu_stream());
@@ -151,7 +166,9 @@ TEST_CASE("exact formulas agree with their CPU twins bit for bit on special valu
     kcpu::unary(op, x.data(), want.data(), n, args);
     require_same_bits(read_back<float>(out), want);
   }
-  for (BinaryOp op : {BinaryOp::add, BinaryOp::sub, BinaryOp::mul, BinaryOp::div}) {
+  for (BinaryOp op : {BinaryOp::add, BinaryOp::sub, BinaryOp::mul, BinaryOp::div, BinaryOp::maximum, BinaryOp::minimum,
+                      BinaryOp::maximum_share, BinaryOp::minimum_share, BinaryOp::gt, BinaryOp::lt, BinaryOp::ge,
+                      BinaryOp::le, BinaryOp::eq, BinaryOp::ne}) {
     INFO("binary op " << int(op));
     Tensor out = poisoned<float>(n);
     kcuda::binary(op, dx.raw<float>(), dy.raw<float>(), out.raw<float>(), n, gpu_stream());
@@ -159,7 +176,7 @@ TEST_CASE("exact formulas agree with their CPU twins bit for bit on special valu
     kcpu::binary(op, x.data(), y.data(), want.data(), n);
     require_same_bits(read_back<float>(out), want);
   }
-  for (ActivationGrad op : {ActivationGrad::relu, ActivationGrad::leaky_relu}) {
+  for (ActivationGrad op : {ActivationGrad::relu, ActivationGrad::leaky_relu, ActivationGrad::abs}) {
     INFO("activation grad " << int(op));
     Tensor out = poisoned<float>(n);
     kcuda::activation_grad(op, dy.raw<float>(), dx.raw<float>(), out.raw<float>(), n, WriteMode::overwrite, {0.01f, 0},
@@ -168,6 +185,14 @@ TEST_CASE("exact formulas agree with their CPU twins bit for bit on special valu
     kcpu::activation_grad(op, y.data(), x.data(), want.data(), n, WriteMode::overwrite, {0.01f, 0});
     require_same_bits(read_back<float>(out), want);
   }
+  // select (where) is exact: the chosen value itself.
+  std::vector<std::uint8_t> cond(n);
+  for (std::size_t i = 0; i < n; ++i) cond[i] = static_cast<std::uint8_t>(i % 3 == 0);
+  Tensor dcond = device_copy(cond), picked = poisoned<float>(n);
+  kcuda::select(dcond.raw<std::uint8_t>(), dx.raw<float>(), dy.raw<float>(), picked.raw<float>(), n, gpu_stream());
+  std::vector<float> want_picked(n);
+  kcpu::select(cond.data(), x.data(), y.data(), want_picked.data(), n);
+  require_same_bits(read_back<float>(picked), want_picked);
   // Float to integer: NaN to 0, out of range saturating, the same on both (kernels::cast_formula).
   Tensor ints = ember::empty({static_cast<std::int64_t>(n)}, {.dtype = ember::DType::i32, .device = kGpu});
   Tensor bytes = ember::empty({static_cast<std::int64_t>(n)}, {.dtype = ember::DType::u8, .device = kGpu});
@@ -182,7 +207,8 @@ TEST_CASE("exact formulas agree with their CPU twins bit for bit on special valu
 }
 
 TEST_CASE("binary kernels, same shape and broadcast, match the CPU twins") {
-  for (BinaryOp op : {BinaryOp::add, BinaryOp::sub, BinaryOp::mul, BinaryOp::div})
+  for (BinaryOp op : {BinaryOp::add, BinaryOp::sub, BinaryOp::mul, BinaryOp::div, BinaryOp::maximum, BinaryOp::minimum,
+                      BinaryOp::maximum_share, BinaryOp::gt, BinaryOp::eq})
     for (std::size_t n : test_sizes()) {
       INFO("op=" << int(op) << " n=" << n);
       const auto a = random_floats(n, n + 1), b = random_floats(n, n + 2, 0.5f, 2.0f);
@@ -219,19 +245,22 @@ TEST_CASE("binary kernels, same shape and broadcast, match the CPU twins") {
 
 TEST_CASE("activation gradients match the CPU twins, overwriting and accumulating") {
   for (ActivationGrad op :
-       {ActivationGrad::relu, ActivationGrad::sigmoid, ActivationGrad::tanh, ActivationGrad::leaky_relu})
+       {ActivationGrad::relu, ActivationGrad::sigmoid, ActivationGrad::tanh, ActivationGrad::leaky_relu,
+        ActivationGrad::erf, ActivationGrad::rsqrt, ActivationGrad::abs, ActivationGrad::clamp})
     for (WriteMode mode : {WriteMode::overwrite, WriteMode::accumulate})
       for (std::size_t n : test_sizes()) {
         INFO("op=" << int(op) << " mode=" << int(mode) << " n=" << n);
         const auto dy = random_floats(n, n + 3), y = random_floats(n, n + 4), start = random_floats(n, n + 5);
         Tensor ddy = device_copy(dy), dyv = device_copy(y, 1);
         Tensor ddx = mode == WriteMode::overwrite ? poisoned<float>(n) : device_copy(start);
-        const OpArgs<float> slope{0.2f, 0};
+        const OpArgs<float> slope{op == ActivationGrad::clamp ? -0.5f : 0.2f, 0.5f};  // clamp: bounds [−½, ½]
         kcuda::activation_grad(op, ddy.raw<float>(), dyv.raw<float>() + 1, ddx.raw<float>(), n, mode, slope,
                                gpu_stream());
         std::vector<float> expected = start;
         kcpu::activation_grad(op, dy.data(), y.data(), expected.data(), n, mode, slope);
-        EMBER_REQUIRE_CLOSE(read_back<float>(ddx), expected, kArithAtol, kArithRtol);
+        const bool transcendental = op == ActivationGrad::erf;  // e^(−x²): CUDA's expf is not glibc's
+        EMBER_REQUIRE_CLOSE(read_back<float>(ddx), expected, transcendental ? kTranscAtol : kArithAtol,
+                            transcendental ? kTranscRtol : kArithRtol);
       }
 }
 

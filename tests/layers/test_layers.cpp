@@ -12,6 +12,8 @@
 
 #include "core/gradcheck.h"
 #include "core/ops.h"
+#include "layers/activations.h"
+#include "layers/conv.h"
 #include "layers/layers.h"
 #include "layers/leaky_relu.h"
 #include "layers/models.h"
@@ -72,6 +74,25 @@ TEST_CASE("a layer shared between two places: parameters once, state_dict under 
   std::vector<float> expected(w.size());
   for (std::size_t i = 0; i < w.size(); ++i) expected[i] = w[i] - 0.5f * grad[i];
   EMBER_REQUIRE_CLOSE(shared->weight().to_vector<float>(), expected, 0.0, 1e-6);
+}
+
+TEST_CASE("PyTorch spellings build a Sequential, and a wrong input shape names the layer") {
+  auto a = std::make_shared<nn::Linear>(4, 3), b = std::make_shared<nn::Linear>(3, 2);
+  auto model = std::make_shared<nn::Sequential>(a, std::make_shared<nn::GELU>("tanh"), b);
+  CHECK(model->size() == 3);
+  nn::Sequential braced{a, std::make_shared<nn::Tanh>(), b};
+  CHECK(braced.size() == 3);
+  CHECK_THAT(message_of<ShapeError>([&] {
+               (*model)(zeros({2, 5}));
+             }),
+             Contains("Linear '0': expected an input whose last dim is in_features = 4, got an input of shape [2, 5]"));
+  CHECK_THAT(message_of<ShapeError>([&] {
+               nn::Conv2d(3, 4, 3)(zeros({1, 2, 8, 8}));
+             }),
+             Contains("Conv2d: expected [N, 3 (in_channels), H, W]"));
+  CHECK(nn::LayerNorm({3}).repr() == "LayerNorm((3,), eps=1e-05, elementwise_affine=True)");
+  CHECK(nn::GELU("tanh").repr() == "GELU(approximate='tanh')");
+  CHECK_THROWS_AS(nn::GELU("fast"), ValueError);
 }
 
 TEST_CASE("an optimizer given the same tensor twice refuses it, naming both places") {

@@ -1,0 +1,80 @@
+// Activation and normalization modules a PyTorch user reaches for, under PyTorch's names and
+// parameter names, so checkpoints interchange: Tanh, Sigmoid, GELU (exact or tanh), Softmax,
+// LogSoftmax and LayerNorm. Each is written with ember's ops (docs/writing-a-layer.md, route 1),
+// so autograd and both devices come with them.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "layers/module.h"
+
+namespace ember::nn {
+
+class Tanh : public Module {
+ public:
+  Tensor forward(const Tensor& input) override;
+  std::string type_name() const override { return "Tanh"; }
+};
+
+class Sigmoid : public Module {
+ public:
+  Tensor forward(const Tensor& input) override;
+  std::string type_name() const override { return "Sigmoid"; }
+};
+
+// x·Φ(x) with Φ the standard normal CDF — exactly, ½x(1 + erf(x/√2)), or with approximate
+// "tanh", ½x(1 + tanh(√(2/π)(x + 0.044715x³))), as torch.nn.GELU(approximate=...).
+class GELU : public Module {
+ public:
+  explicit GELU(std::string approximate = "none");
+  Tensor forward(const Tensor& input) override;
+  std::string type_name() const override { return "GELU"; }
+  std::string extra_repr() const override;
+
+ private:
+  std::string approximate_;
+};
+
+// The exact and the tanh-approximated GELU as functions.
+Tensor gelu(const Tensor& input, const std::string& approximate = "none");
+
+class Softmax : public Module {
+ public:
+  explicit Softmax(int dim = -1) : dim_(dim) {}
+  Tensor forward(const Tensor& input) override;
+  std::string type_name() const override { return "Softmax"; }
+  std::string extra_repr() const override;
+
+ private:
+  int dim_;
+};
+
+class LogSoftmax : public Module {
+ public:
+  explicit LogSoftmax(int dim = -1) : dim_(dim) {}
+  Tensor forward(const Tensor& input) override;
+  std::string type_name() const override { return "LogSoftmax"; }
+  std::string extra_repr() const override;
+
+ private:
+  int dim_;
+};
+
+// Normalizes over the last dims (normalized_shape): (x − mean)/√(var + eps), the variance biased,
+// then weight·x̂ + bias when elementwise_affine (weight ones, bias zeros at first), as
+// torch.nn.LayerNorm.
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(std::vector<std::int64_t> normalized_shape, double eps = 1e-5, bool elementwise_affine = true);
+  Tensor forward(const Tensor& input) override;
+  std::string type_name() const override { return "LayerNorm"; }
+  std::string extra_repr() const override;
+
+ private:
+  std::vector<std::int64_t> shape_;
+  double eps_;
+  Tensor weight_, bias_;
+};
+
+}  // namespace ember::nn
