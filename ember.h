@@ -17,6 +17,8 @@
 #include "data/dataset.h"
 #include "data/idx.h"
 #include "data/loader.h"
+#include "dist/dist.h"
+#include "dist/reducer.h"
 #include "layers/activations.h"
 #include "layers/conv.h"
 #include "layers/layers.h"

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <iomanip>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
@@ -28,6 +29,8 @@
 #include "data/classification.h"
 #include "data/loader.h"
 #include "data/preloaded.h"
+#include "dist/dist.h"
+#include "dist/reducer.h"
 #include "layers/models.h"
 #include "optim/optimizer.h"
 #include "optim/scheduler.h"
@@ -73,6 +76,9 @@ struct Settings {
   bool no_shuffle = false, cuda_graph = true, preload = false;
   std::string step = "auto";
   int threads = 1;
+  bool distributed = false;       // one rank of an mpirun job (docs/distributed.md)
+  std::size_t micro_batches = 1;  // gradient accumulation: the batch split into this many
+  bool log_step_losses = false;
   long long val_size = -1;  // -1: a sixth of the training images
   std::string json_log, save, resume, init, plot;
   bool is_cnn() const { return model == "cnn"; }
@@ -122,6 +128,9 @@ Shapes validate(const Settings& s) {
     throw UsageError("--step " + s.step + ": expected auto, fused or autograd");
   if (s.step == "fused" && s.is_cnn()) throw UsageError("--step fused trains the MLP only; the CNN runs on autograd");
   if (!s.resume.empty() && !s.init.empty()) throw UsageError("--resume and --init cannot be used together");
+  if (s.micro_batches == 0 || r.batch_size % s.micro_batches != 0)
+    throw UsageError("--micro-batches " + std::to_string(s.micro_batches) + ": must divide the batch size (" +
+                     std::to_string(r.batch_size) + ")");
   if (s.data_dir.empty())
     throw UsageError("--dataset " + s.dataset + " has no default folder: give --data FOLDER with its four IDX files");
   if (!s.plot.empty() && (s.plot.size() < 4 || s.plot.substr(s.plot.size() - 4) != ".svg"))
@@ -135,6 +144,14 @@ Shapes validate(const Settings& s) {
 }
 
 Device choose_device(const Settings& s, std::string& reason) {
+  if (s.distributed && (s.device == "auto" || s.device == "cuda")) {  // each rank its own GPU, or the CPU
+    const Device device = s.device == "cuda" ? Device::cuda(dist::local_rank() % std::max(1, cuda::device_count()))
+                                             : dist::default_device();
+    if (device.is_cuda()) require_usable(device);
+    reason = device.str() + " (rank " + std::to_string(dist::rank()) + " of " + std::to_string(dist::world_size()) +
+             ", local rank " + std::to_string(dist::local_rank()) + ")";
+    return device;
+  }
   if (s.device == "auto") {
     reason = Device::best_reason();
     return Device::best();
@@ -167,6 +184,8 @@ struct Run {
   std::optional<data::PreloadedLoader> preloaded;
   data::BatchSource* train_batches = nullptr;
   std::unique_ptr<train::MlpStep> mlp_step;
+  std::unique_ptr<dist::GradientReducer> reducer;  // --distributed, on the autograd path
+  int world = 1;                                   // ranks training together (1 without --distributed)
 };
 
 // The Dropout layers, in order, for their stream positions (an exact resume needs them).
@@ -238,6 +257,15 @@ void build_model(const Settings& s, Run& run) {
     }
   }
   run.model->to(run.device);
+  if (s.distributed) {
+    // One model everywhere: rank 0's initialization. Dropout draws from a stream of its own on
+    // each rank (far apart: 2^40 positions), or every rank would drop the same units.
+    std::vector<Tensor> state;
+    for (const auto& [name, t] : run.model->state_dict()) state.push_back(t);
+    dist::broadcast_parameters(state);
+    for (nn::Dropout* d : dropouts(*run.model))
+      d->set_offset(d->offset() + (static_cast<std::uint64_t>(dist::rank()) << 40));
+  }
   const optim::GroupOptions options{.lr = s.recipe.lr, .momentum = s.momentum, .weight_decay = s.weight_decay};
   if (s.recipe.optimizer == "sgd")
     run.optimizer = std::make_unique<optim::SGD>(run.model->parameters(), options);
@@ -261,6 +289,13 @@ void resume(const Settings& s, Run& run) {
                      " (--dataset)");
   run.start_epoch = meta.count("epoch") ? std::atoi(meta["epoch"].c_str()) : 0;
   if (meta.count("dropout_offsets")) restore_dropout_offsets(*run.model, meta["dropout_offsets"]);
+  if (s.distributed)  // rank 0 saved its own stream positions; each rank's are 2^40 further per rank
+    for (nn::Dropout* d : dropouts(*run.model))
+      d->set_offset(d->offset() + (static_cast<std::uint64_t>(dist::rank()) << 40));
+  const std::string saved_world = meta.count("world_size") ? meta["world_size"] : "1";
+  if (saved_world != std::to_string(run.world))
+    std::printf("note: --resume: the checkpoint was trained on %s rank(s) with batch %s each; this run has %d\n",
+                saved_world.c_str(), meta.count("batch_size") ? meta["batch_size"].c_str() : "?", run.world);
   if (differs("batch_size", std::to_string(s.recipe.batch_size)))
     std::printf("note: --resume: the checkpoint was trained with batch %s, this run uses %zu\n",
                 meta["batch_size"].c_str(), s.recipe.batch_size);
@@ -275,6 +310,9 @@ void build_loaders(const Settings& s, Run& run) {
   const std::optional<data::Normalization> host_norm =
       run.device.is_cpu() ? std::optional<data::Normalization>(run.norm) : std::nullopt;
   const bool flat = !s.is_cnn();  // the MLP takes images as [B, H·W], the CNN as [B, 1, H, W]
+  // --distributed: each rank its share of every epoch (data::Shard): training padded to equal
+  // shares, evaluation not (each image counted once, the sums reduced over ranks).
+  const auto rank = static_cast<std::size_t>(dist::rank()), world = static_cast<std::size_t>(run.world);
   run.train_loader =
       std::make_unique<data::DataLoader>(run.train_set, data::LoaderOptions{.batch_size = s.recipe.batch_size,
                                                                             .shuffle = !s.no_shuffle,
@@ -282,15 +320,22 @@ void build_loaders(const Settings& s, Run& run) {
                                                                             .num_workers = s.workers,
                                                                             .pin_memory = pinned,
                                                                             .flatten = flat,
-                                                                            .normalize = host_norm});
+                                                                            .normalize = host_norm,
+                                                                            .shard = {rank, world, true}});
   auto eval_loader = [&](std::shared_ptr<const data::Dataset> set) {
     return std::make_unique<data::DataLoader>(set, data::LoaderOptions{.batch_size = s.eval_batch_size,
                                                                        .shuffle = false,
                                                                        .num_workers = s.workers,
                                                                        .pin_memory = pinned,
                                                                        .flatten = flat,
-                                                                       .normalize = host_norm});
+                                                                       .normalize = host_norm,
+                                                                       .shard = {rank, world, false}});
   };
+  if (const std::size_t last = run.train_loader->samples_per_epoch() % s.recipe.batch_size;
+      s.micro_batches > 1 && last % s.micro_batches != 0)
+    throw UsageError(detail::concat("--micro-batches ", s.micro_batches, ": the epoch's last batch has ", last,
+                                    " images, which do not split into equal micro-batches; change --val-size or "
+                                    "--batch-size"));
   run.val_loader = eval_loader(run.val_set);
   run.test_loader = eval_loader(run.data.test);
   run.streamed = std::make_unique<data::DeviceLoader>(*run.train_loader, run.device, run.norm);
@@ -304,25 +349,63 @@ void build_loaders(const Settings& s, Run& run) {
   // graph on a GPU) unless --step autograd or EMBER_FUSION=0 asks for the op-by-op path.
   const bool fused = !s.is_cnn() && (s.step == "fused" || (s.step == "auto" && nn::fusion_enabled()));
   if (fused)
-    run.mlp_step = std::make_unique<train::MlpStep>(
-        *run.model, *run.optimizer, s.recipe.batch_size,
-        train::MlpStepOptions{.gemm_epilogues = nn::fusion_enabled(), .cuda_graph = s.cuda_graph});
+    run.mlp_step = std::make_unique<train::MlpStep>(*run.model, *run.optimizer, s.recipe.batch_size,
+                                                    train::MlpStepOptions{.gemm_epilogues = nn::fusion_enabled(),
+                                                                          .cuda_graph = s.cuda_graph,
+                                                                          .reduce_across_ranks = s.distributed,
+                                                                          .micro_batches = s.micro_batches});
+  else if (s.distributed)
+    run.reducer = std::make_unique<dist::GradientReducer>(run.model->parameters());
+}
+
+// What every rank must agree on before training: the options that shape the model, the data
+// and the arithmetic (the paths of files may differ between machines; their contents are
+// checked by the parameters' hash after loading).
+std::string options_fingerprint(const Settings& s, const Run& run) {
+  std::ostringstream out;
+  out << "model=" << s.model << ";hidden=" << join(run.shapes.hidden) << ";channels=" << join(run.shapes.channels)
+      << ";dataset=" << s.dataset << ";images=" << run.data.train->size() << "+" << run.data.test->size()
+      << ";val_size=" << run.val_size << ";optimizer=" << s.recipe.optimizer << ";lr=" << s.recipe.lr
+      << ";lr_decay=" << s.recipe.lr_decay << ";batch_size=" << s.recipe.batch_size
+      << ";normalize=" << s.recipe.normalize << ";momentum=" << s.momentum << ";weight_decay=" << s.weight_decay
+      << ";seed=" << s.seed << ";epochs=" << s.epochs << ";shuffle=" << !s.no_shuffle << ";step=" << s.step
+      << ";fused=" << (run.mlp_step != nullptr) << ";micro_batches=" << s.micro_batches
+      << ";cuda_graph=" << s.cuda_graph << ";preload=" << s.preload
+      << ";device=" << (run.device.is_cuda() ? "cuda" : "cpu") << ";resume=" << !s.resume.empty()
+      << ";init=" << !s.init.empty();
+  return out.str();
 }
 
 Run build_run(const Settings& s, const Shapes& shapes) {
   Run run;
+  run.world = s.distributed ? dist::world_size() : 1;
   run.shapes = shapes;
   run.device = choose_device(s, run.device_reason);
   load_data(s, run);
   build_model(s, run);
   if (!s.resume.empty()) resume(s, run);
   build_loaders(s, run);
+  if (s.distributed) {
+    try {
+      dist::check_same_on_all_ranks("options", options_fingerprint(s, run));
+    } catch (const dist::DistError& e) {
+      throw UsageError(std::string("--distributed: ") + e.what());
+    }
+    dist::check_identical("the parameters at the start", run.model->parameters());
+  }
   return run;
 }
 
 void print_header(const Settings& s, const Run& run) {
   const std::size_t n_all = run.data.train->size();
   std::printf("device: %s\n", run.device_reason.c_str());
+  if (run.world > 1)
+    std::printf("distributed: %d ranks, batch %zu each (%zu in all per step), gradients averaged %s\n", run.world,
+                s.recipe.batch_size, s.recipe.batch_size * static_cast<std::size_t>(run.world),
+                run.mlp_step ? "between backward and update" : "in buckets during backward");
+  if (s.micro_batches > 1)
+    std::printf("micro-batches: each batch of %zu in %zu micro-batches of %zu, gradients summed\n", s.recipe.batch_size,
+                s.micro_batches, s.recipe.batch_size / s.micro_batches);
   std::printf("data: %s, %zu training images (%zu for training, %s), %zu test images, %lld classes, from %s\n",
               run.data.spec.title.c_str(), n_all, run.train_set->size(),
               run.val_size > 0 ? (std::to_string(run.val_size) + " for validation").c_str()
@@ -350,8 +433,9 @@ struct EvalResult {
   double loss = 0, accuracy = 0;
 };
 
-// Mean loss and accuracy over a loader; sums stay on the device and are read once.
-EvalResult evaluate(nn::Module& model, data::BatchSource& loader, std::size_t count) {
+// Mean loss and accuracy over a loader; sums stay on the device and are read once (summed over
+// the ranks first when distributed: each evaluated its share).
+EvalResult evaluate(nn::Module& model, data::BatchSource& loader, std::size_t count, bool distributed) {
   NoGradGuard no_grad;
   model.eval();
   loader.start_epoch(0);
@@ -362,6 +446,10 @@ EvalResult evaluate(nn::Module& model, data::BatchSource& loader, std::size_t co
     const double rows = static_cast<double>(batch->x.size(0));
     add_(loss_sum, cross_entropy(logits, batch->y) * rows);
     add_(correct, count_equal(argmax(logits), batch->y).to(DType::f32));
+  }
+  if (distributed) {
+    dist::all_reduce(loss_sum);
+    dist::all_reduce(correct);
   }
   return {loss_sum.item<double>() / static_cast<double>(count), correct.item<double>() / static_cast<double>(count)};
 }
@@ -379,16 +467,77 @@ struct NonFiniteLoss : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Trains one epoch and returns its summed training loss (on the device; read once by the caller).
-// `at_step` names the step of a non-finite loss where the device lets it be known at once.
-Tensor train_epoch(Run& run, int epoch, bool tty, std::function<NonFiniteLoss(const std::string&)> non_finite) {
+// Rows m, m + k, m + 2k, ... of a batch: micro-batch m of k, the rows rank m of k ranks takes.
+Tensor strided_rows(const Tensor& t, std::size_t m, std::size_t k) {
+  Shape split = t.shape(), out = t.shape();
+  out[0] = split[0] / static_cast<std::int64_t>(k);
+  split[0] = out[0];
+  split.insert(split.begin() + 1, static_cast<std::int64_t>(k));
+  return slice(t.reshape(split), 1, static_cast<std::int64_t>(m), 1).reshape(out);
+}
+
+// One step through autograd: forward, backward, the gradients averaged over the ranks (in
+// buckets during backward), the update. With --micro-batches K each micro-batch's backward adds
+// into .grad and the sum is divided by K. Returns the step's mean loss (a scalar on the device)
+// and adds the batch's summed loss to `loss_sum`.
+Tensor autograd_step(Run& run, const data::DeviceBatch& batch, std::size_t k, Tensor& loss_sum) {
+  run.optimizer->zero_grad();
+  Tensor step_loss = zeros({}, {.device = run.device});
+  for (std::size_t m = 0; m < k; ++m) {
+    const Tensor x = k > 1 ? strided_rows(batch.x, m, k) : batch.x;
+    const Tensor y = k > 1 ? strided_rows(batch.y, m, k) : batch.y;
+    if (run.reducer) run.reducer->set_enabled(m + 1 == k);  // one reduction, of the sum, at the last
+    Tensor loss;
+    {
+      ProfileRange range("forward");
+      loss = cross_entropy((*run.model)(x), y);
+    }
+    {
+      ProfileRange range("backward");
+      loss.backward();
+    }
+    NoGradGuard no_grad;
+    add_(loss_sum, loss.detach() * static_cast<double>(x.size(0)));
+    add_(step_loss, loss.detach());
+  }
+  if (run.reducer) {
+    ProfileRange range("gradient reduction");
+    run.reducer->finish();
+  }
+  if (k > 1) {
+    NoGradGuard no_grad;
+    for (const Tensor& p : run.model->parameters()) {
+      Tensor g = p.grad();
+      if (g.defined()) mul_(g, 1.0 / static_cast<double>(k));
+    }
+    mul_(step_loss, 1.0 / static_cast<double>(k));
+  }
+  {
+    ProfileRange range("optimizer");
+    run.optimizer->step();
+  }
+  return step_loss;
+}
+
+// What an epoch's training left to report: the summed loss (on the device; read once by the
+// caller) and, with --log-step-losses, each step's mean loss on this rank.
+struct EpochTraining {
+  Tensor loss_sum;
+  std::vector<double> step_losses;
+};
+
+// Trains one epoch. `non_finite` names the step of a non-finite loss where the device lets it be
+// known at once.
+EpochTraining train_epoch(const Settings& s, Run& run, int epoch, bool tty,
+                          std::function<NonFiniteLoss(const std::string&)> non_finite) {
   run.model->train();
   run.train_batches->start_epoch(epoch);
-  Tensor loss_sum = zeros({}, {.device = run.device});
+  EpochTraining out{zeros({}, {.device = run.device}), {}};
   if (run.mlp_step) run.mlp_step->reset_loss_sum();
   const std::size_t total_steps = run.train_loader->batches_per_epoch();
   std::size_t step = 0;
   while (auto batch = run.train_batches->next()) {
+    Tensor step_loss;
     if (run.mlp_step) {
       try {
         ProfileRange range("fused step");
@@ -396,33 +545,20 @@ Tensor train_epoch(Run& run, int epoch, bool tty, std::function<NonFiniteLoss(co
       } catch (const NonFiniteError&) {  // the CPU finds it at its step; CUDA at the epoch's end
         throw non_finite(detail::concat(", step ", step));
       }
+      step_loss = run.mlp_step->batch_loss();
     } else {
-      Tensor loss;
-      {
-        ProfileRange range("forward");
-        loss = cross_entropy((*run.model)(batch->x), batch->y);
-      }
-      run.optimizer->zero_grad();
-      {
-        ProfileRange range("backward");
-        loss.backward();
-      }
-      {
-        ProfileRange range("optimizer");
-        run.optimizer->step();
-      }
-      {
-        NoGradGuard no_grad;
-        add_(loss_sum, loss.detach() * static_cast<double>(batch->x.size(0)));
-      }
+      step_loss = autograd_step(run, *batch, s.micro_batches, out.loss_sum);
       // On the CPU reading the loss costs nothing, so a non-finite one is caught at its step; on
       // CUDA the sum is checked once per epoch instead of synchronizing every step.
-      if (run.device.is_cpu() && !std::isfinite(loss.item<double>())) throw non_finite(detail::concat(", step ", step));
+      if (run.device.is_cpu() && !std::isfinite(step_loss.item<double>()))
+        throw non_finite(detail::concat(", step ", step));
     }
+    if (s.log_step_losses) out.step_losses.push_back(step_loss.item<double>());
     ++step;
     if (tty) progress(step, total_steps);
   }
-  return run.mlp_step ? run.mlp_step->loss_sum() : loss_sum;
+  if (run.mlp_step) out.loss_sum = run.mlp_step->loss_sum().clone();
+  return out;
 }
 
 // ---- saving -------------------------------------------------------------------------------------
@@ -446,7 +582,9 @@ void save(const Settings& s, Run& run, int epochs_done) {
                                   {"shuffle", s.no_shuffle ? "0" : "1"},
                                   {"lr", detail::concat(s.recipe.lr)},
                                   {"lr_decay", detail::concat(s.recipe.lr_decay)},
-                                  {"dropout_offsets", dropout_offsets(*run.model)}};
+                                  {"dropout_offsets", dropout_offsets(*run.model)},
+                                  {"world_size", std::to_string(run.world)},
+                                  {"micro_batches", std::to_string(s.micro_batches)}};
   apps::save_checkpoint(s.save, *run.model, *run.optimizer, model_meta, state_meta);
 }
 
@@ -478,13 +616,27 @@ int run_training(const Settings& s) {
     const auto non_finite = non_finite_at(epoch);
     const std::string unknown_step =
         " (on " + run.device.str() + " the loss is checked once per epoch, so the step is not known)";
-    const Tensor loss_sum = train_epoch(run, epoch, tty, non_finite);
+    if (run.reducer) run.reducer->reset_wait_seconds();
+    if (run.mlp_step) run.mlp_step->reset_communication_seconds();
+    EpochTraining trained = train_epoch(s, run, epoch, tty, non_finite);
+    // Images this epoch, over all ranks (with padded shares, a few seen twice: data::Shard).
+    const double images =
+        static_cast<double>(run.train_loader->samples_per_epoch() * static_cast<std::size_t>(run.world));
     double train_loss = 0;
     try {
-      train_loss = loss_sum.item<double>() / static_cast<double>(run.train_set->size());
+      if (s.distributed) dist::all_reduce(trained.loss_sum);
+      train_loss = trained.loss_sum.item<double>() / images;
     } catch (const NonFiniteError&) {  // raised on the device, read here once per epoch
       throw non_finite(unknown_step);
     }
+    if (s.distributed && !trained.step_losses.empty()) {  // each step's loss over all ranks: their mean
+      Tensor losses = from_vector(trained.step_losses, {static_cast<std::int64_t>(trained.step_losses.size())});
+      dist::all_reduce(losses);
+      trained.step_losses = mul_(losses, 1.0 / run.world).to_vector<double>();
+    }
+    const double comm_wait_s = run.reducer    ? run.reducer->wait_seconds()
+                               : run.mlp_step ? run.mlp_step->communication_seconds()
+                                              : 0.0;
     if (run.mlp_step && epoch == run.start_epoch) {
       std::printf("training step: fused MLP step, %s\n", run.mlp_step->describe().c_str());
       std::fflush(stdout);
@@ -493,15 +645,23 @@ int run_training(const Settings& s) {
     if (tty) std::printf("\r%60s\r", "");
     if (!std::isfinite(train_loss)) throw non_finite(unknown_step);
     const data::LoaderStats stats = run.train_batches->epoch_stats();
-    const EvalResult val = evaluate(*run.model, *run.val_batches, run.val_set->size());
+    const EvalResult val = evaluate(*run.model, *run.val_batches, run.val_set->size(), s.distributed);
     const double train_s = std::chrono::duration<double>(t_train - t0).count();
     const double epoch_s = std::chrono::duration<double>(Clock::now() - t0).count();
-    const double images_per_s = static_cast<double>(run.train_set->size()) / train_s;
+    const double images_per_s = images / train_s;
     std::printf(
         "Epoch [%d], val_loss: %.4f, val_acc: %.4f, train_loss: %.4f, epoch_s: %.2f, images/s: %.0f, "
-        "data wait: %.1f%%\n",
-        epoch, val.loss, val.accuracy, train_loss, epoch_s, images_per_s, 100 * stats.wait_s / train_s);
+        "data wait: %.1f%%%s\n",
+        epoch, val.loss, val.accuracy, train_loss, epoch_s, images_per_s, 100 * stats.wait_s / train_s,
+        s.distributed ? detail::concat(", communication wait: ", std::fixed, std::setprecision(1),
+                                       100 * comm_wait_s / train_s, "%")
+                            .c_str()
+                      : "");
     std::fflush(stdout);
+    // Every rank must hold the same parameters after every epoch; a hash of them says so.
+    const std::uint64_t params_hash = dist::hash_tensors(run.model->parameters());
+    if (s.distributed)
+      dist::check_identical(detail::concat("the parameters after epoch ", epoch), run.model->parameters());
     log_lines.push_back({{"epoch", epoch},
                          {"train_loss", train_loss},
                          {"val_loss", val.loss},
@@ -512,24 +672,29 @@ int run_training(const Settings& s) {
                          {"step", run.mlp_step ? "fused" : "autograd"},
                          {"graph_kernels", run.mlp_step ? run.mlp_step->graph_kernel_nodes() : 0},
                          {"step_launches", run.mlp_step ? run.mlp_step->step_launches() : 0},
-                         {"graph_replays", run.mlp_step ? run.mlp_step->graph_replays() : 0}});
+                         {"graph_replays", run.mlp_step ? run.mlp_step->graph_replays() : 0},
+                         {"ranks", run.world},
+                         {"communication_wait_s", comm_wait_s},
+                         {"params_hash", detail::concat(std::hex, params_hash)}});
+    if (s.log_step_losses) log_lines.back()["step_losses"] = trained.step_losses;
     records.push_back({epoch, train_loss, val.loss, val.accuracy});
-    if (!s.json_log.empty()) write_json_lines(s.json_log, log_lines);
+    // Rank 0 alone writes files (the others hold the same parameters: checked above).
+    if (!s.json_log.empty() && dist::is_main()) write_json_lines(s.json_log, log_lines);
     if (!s.save.empty()) {
-      save(s, run, epoch + 1);
+      if (dist::is_main()) save(s, run, epoch + 1);
       last_saved = epoch + 1;
     }
     schedule.step();
-    if (!s.plot.empty())
+    if (!s.plot.empty() && dist::is_main())
       apps::write_svg_plot(
           s.plot, records,
           run.data.spec.title + " " + s.model + " " + join(shapes.hidden) + " (" + run.device.str() + ")");
   }
 
-  const EvalResult result = evaluate(*run.model, *run.test_batches, run.data.test->size());
+  const EvalResult result = evaluate(*run.model, *run.test_batches, run.data.test->size(), s.distributed);
   std::printf("test_loss: %.4f, test_acc: %.4f\n", result.loss, result.accuracy);
   log_lines.push_back({{"test_loss", result.loss}, {"test_acc", result.accuracy}, {"device", run.device.str()}});
-  if (!s.json_log.empty()) write_json_lines(s.json_log, log_lines);
+  if (!s.json_log.empty() && dist::is_main()) write_json_lines(s.json_log, log_lines);
   return 0;
 }
 
@@ -613,6 +778,16 @@ int main(int argc, char** argv) {
   app.add_flag("--preload", s.preload,
                "keep the training images on the device and gather each batch there, "
                "instead of streaming batches from host memory");
+  app.add_flag("--distributed", s.distributed,
+               "one rank of a data-parallel run started by mpirun (e.g. mpirun -np 2 --bind-to none "
+               "mnist_train --distributed): each rank trains on its share of every batch, gradients averaged; "
+               "rank 0 prints and writes the files");
+  app.add_option("--micro-batches", s.micro_batches,
+                 "split each batch into this many micro-batches (rows m, m+K, ...) and sum their gradients: "
+                 "one process doing what K ranks do")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--log-step-losses", s.log_step_losses, "add each step's loss to the epoch's --json-log line");
   app.add_option("--json-log", s.json_log, "write one JSON object per epoch, then the test result, to this file");
   app.add_option("--save", s.save,
                  "after every epoch save the model to this safetensors file (it loads in PyTorch "
@@ -634,6 +809,18 @@ int main(int argc, char** argv) {
       else if (spec)
         s.data_dir = spec->default_folder;
     }
-    return run_training(s);
+    if (s.distributed) {
+      try {
+        dist::init();
+      } catch (const dist::DistError& e) {
+        throw UsageError(std::string("--distributed: ") + e.what());
+      }
+      // Rank 0 alone prints; the others keep stderr for their errors.
+      if (!dist::is_main() && !std::freopen("/dev/null", "w", stdout))
+        throw IoError("--distributed: cannot silence this rank's output");
+    }
+    const int code = run_training(s);
+    dist::finalize();
+    return code;
   });
 }

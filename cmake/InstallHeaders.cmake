@@ -4,7 +4,7 @@
 # project's own core/ or data/) can shadow one of ember's. Run at install time:
 #   cmake -DSOURCE=<ember's tree> -DGENERATED=<build>/generated -DDESTINATION=<prefix>/include
 #         -P InstallHeaders.cmake
-set(folders core kernels layers optim data train)
+set(folders core kernels layers optim data dist train)
 set(headers ember.h extension.h extension_cuda.cuh extension_version.h)
 foreach(folder ${folders})
   file(GLOB found RELATIVE ${SOURCE} ${SOURCE}/${folder}/*.h)

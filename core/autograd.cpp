@@ -1,6 +1,7 @@
 // The autograd engine: recording, the backward walk and gradient accumulation.
 #include "core/autograd.h"
 
+#include <atomic>
 #include <unordered_map>
 
 #include "core/ops.h"
@@ -44,7 +45,7 @@ void attach(Tensor& output, std::shared_ptr<Node> node) {
 
 // A gradient that nobody else references can become the leaf's .grad as it is; otherwise it is
 // copied, so that a later in-place accumulation cannot change another tensor.
-void accumulate_into_leaf(TensorImpl& leaf, Tensor grad) {
+void add_into_grad(TensorImpl& leaf, Tensor grad) {
   if (!leaf.grad) {
     const bool sole_owner =
         grad.impl_ptr().use_count() == 1 && grad.storage().use_count() == 1 && grad.impl()->grad_fn == nullptr;
@@ -56,6 +57,18 @@ void accumulate_into_leaf(TensorImpl& leaf, Tensor grad) {
   add_(existing, grad);
 }
 
+void accumulate_into_leaf(TensorImpl& leaf, Tensor grad) {
+  add_into_grad(leaf, std::move(grad));
+  // A copy: a hook may remove itself (or another) while it runs.
+  const auto hooks = leaf.grad_accumulated_hooks;
+  for (const auto& [id, hook] : hooks) hook();
+}
+
+std::uint64_t next_hook_id() {
+  static std::atomic<std::uint64_t> next{1};
+  return next++;
+}
+
 void check_gradient(const Node& node, std::size_t i, const Tensor& grad) {
   const InputInfo& info = node.inputs[i];
   EMBER_CHECK(grad.shape() == info.shape && grad.dtype() == info.dtype && grad.device() == info.device, AutogradError,
@@ -65,6 +78,30 @@ void check_gradient(const Node& node, std::size_t i, const Tensor& grad) {
 }
 
 }  // namespace
+
+HookHandle on_grad_accumulated(const Tensor& leaf, std::function<void()> hook) {
+  EMBER_CHECK(leaf.defined() && leaf.requires_grad() && !leaf.grad_fn(), AutogradError,
+              "on_grad_accumulated: the tensor must be a leaf that requires grad (a parameter)");
+  const std::uint64_t id = next_hook_id();
+  leaf.impl()->grad_accumulated_hooks.emplace_back(id, std::move(hook));
+  return HookHandle(leaf.impl_ptr(), id);
+}
+
+void HookHandle::remove() {
+  if (id_ == 0) return;
+  if (const auto leaf = leaf_.lock())
+    std::erase_if(leaf->grad_accumulated_hooks, [this](const auto& entry) { return entry.first == id_; });
+  id_ = 0;
+}
+
+HookHandle& HookHandle::operator=(HookHandle&& other) noexcept {
+  if (this != &other) {
+    remove();
+    leaf_ = std::move(other.leaf_);
+    id_ = std::exchange(other.id_, 0);
+  }
+  return *this;
+}
 
 bool is_grad_enabled() { return t_grad_enabled; }
 NoGradGuard::NoGradGuard() : previous_(t_grad_enabled) { t_grad_enabled = false; }

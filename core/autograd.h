@@ -11,6 +11,7 @@
 #include <initializer_list>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
@@ -82,6 +83,27 @@ bool needs_recording(std::span<const Tensor> inputs);
 // get edges). Call only when needs_recording() said so.
 void record(Tensor& output, const char* name, std::initializer_list<const Tensor*> inputs, DerivativeRule rule);
 void record(Tensor& output, const char* name, std::span<const Tensor> inputs, DerivativeRule rule);
+
+// Runs `hook` each time backward() has added a gradient into the leaf's .grad — the moment a
+// data-parallel reducer may start sending it (dist::GradientReducer), as PyTorch's
+// register_post_accumulate_grad_hook. A leaf used twice in one graph gets two calls. The hook runs
+// on the thread that called backward(), with recording off; it stays until the handle is gone.
+class HookHandle {
+ public:
+  HookHandle() = default;
+  HookHandle(std::weak_ptr<TensorImpl> leaf, std::uint64_t id) : leaf_(std::move(leaf)), id_(id) {}
+  HookHandle(HookHandle&& other) noexcept : leaf_(std::move(other.leaf_)), id_(std::exchange(other.id_, 0)) {}
+  HookHandle& operator=(HookHandle&& other) noexcept;
+  HookHandle(const HookHandle&) = delete;
+  HookHandle& operator=(const HookHandle&) = delete;
+  ~HookHandle() { remove(); }
+  void remove();
+
+ private:
+  std::weak_ptr<TensorImpl> leaf_;
+  std::uint64_t id_ = 0;
+};
+[[nodiscard]] HookHandle on_grad_accumulated(const Tensor& leaf, std::function<void()> hook);
 
 // The engine behind Tensor::backward: walks the graph from `root` in reverse topological order
 // (iteratively), adding into each leaf's .grad. `gradient` defaults to 1 for a scalar root.

@@ -5,10 +5,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <iosfwd>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/device.h"
@@ -44,6 +46,8 @@ struct TensorImpl {
   bool requires_grad = false;
   std::shared_ptr<autograd::Node> grad_fn;  // null for leaves
   std::shared_ptr<TensorImpl> grad;         // accumulated by backward() into leaves
+  // Called after backward() added into this leaf's .grad (autograd::on_grad_accumulated).
+  std::vector<std::pair<std::uint64_t, std::function<void()>>> grad_accumulated_hooks;
 };
 
 class Tensor {

@@ -74,6 +74,11 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, LoaderOptions opt
   EMBER_CHECK(options_.batch_size > 0, ValueError, "DataLoader: batch_size must be positive");
   EMBER_CHECK(!options_.normalize || options_.normalize->std > 0, ValueError,
               "DataLoader: the normalization's std must be positive");
+  EMBER_CHECK(options_.shard.count >= 1 && options_.shard.rank < options_.shard.count, ValueError,
+              "DataLoader: shard rank ", options_.shard.rank, " of ", options_.shard.count,
+              " (the rank must be below the count)");
+  EMBER_CHECK(!options_.shard.pad || options_.shard.count == 1 || dataset_->size() > 0, ValueError,
+              "DataLoader: an empty dataset cannot be padded into shards");
   // Enough slots for every worker to fill one while the consumer uses one, the previous step may
   // still hold one (a graph that saved its inputs), and one waits ready.
   const std::size_t slot_count = options_.num_workers + 3;
@@ -98,20 +103,34 @@ DataLoader::~DataLoader() {
   for (std::thread& t : workers_) t.join();
 }
 
+std::size_t DataLoader::samples_per_epoch() const {
+  const std::size_t n = dataset_->size(), count = options_.shard.count, rank = options_.shard.rank;
+  if (options_.shard.pad) return (n + count - 1) / count;
+  return rank < n ? (n - rank + count - 1) / count : 0;
+}
+
 std::size_t DataLoader::batches_per_epoch() const {
-  const std::size_t n = dataset_->size(), b = options_.batch_size;
+  const std::size_t n = samples_per_epoch(), b = options_.batch_size;
   return options_.drop_last ? n / b : (n + b - 1) / b;
 }
 
 std::size_t DataLoader::batch_rows(std::size_t batch) const {
-  return std::min(options_.batch_size, dataset_->size() - batch * options_.batch_size);
+  return std::min(options_.batch_size, samples_per_epoch() - batch * options_.batch_size);
 }
 
 std::vector<std::size_t> DataLoader::epoch_order(std::int64_t epoch) const {
-  if (options_.shuffle) return random_permutation(dataset_->size(), epoch_seed(options_.seed, epoch));
   std::vector<std::size_t> order(dataset_->size());
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  return order;
+  if (options_.shuffle)
+    order = random_permutation(dataset_->size(), epoch_seed(options_.seed, epoch));
+  else
+    std::iota(order.begin(), order.end(), std::size_t{0});
+  const Shard& shard = options_.shard;
+  if (shard.count == 1) return order;
+  const std::size_t n = order.size(), padded = shard.pad ? (n + shard.count - 1) / shard.count * shard.count : n;
+  std::vector<std::size_t> share;
+  share.reserve(samples_per_epoch());
+  for (std::size_t i = shard.rank; i < padded; i += shard.count) share.push_back(order[i % n]);
+  return share;
 }
 
 void DataLoader::start_epoch(std::int64_t epoch) {

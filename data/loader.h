@@ -19,6 +19,20 @@
 
 namespace ember::data {
 
+// The share of every epoch's order one rank of a data-parallel run takes, as PyTorch's
+// DistributedSampler: every rank computes the same permutation (the seed and the epoch), and rank
+// r of `count` takes its positions r, r + count, r + 2·count, ... With `pad` (training) the order
+// is first lengthened by repeating its beginning until its length divides by `count`, so every
+// rank takes the same number of samples and batches — its collectives stay matched — and the last
+// (count − N mod count) mod count samples of the epoch are seen twice. Without it (evaluation)
+// nothing repeats: the shares differ by at most one sample and each sample is counted once.
+// The striding also means that batch k of every rank together is batch k of one process with
+// a batch count times larger, row for row.
+struct Shard {
+  std::size_t rank = 0, count = 1;
+  bool pad = true;
+};
+
 struct LoaderOptions {
   std::size_t batch_size = 128;
   bool shuffle = true;
@@ -30,6 +44,7 @@ struct LoaderOptions {
   // Hand out f32 images normalized by the worker threads instead of u8 pixels: for training on
   // the CPU, so the training thread does no conversion (DeviceLoader on the CPU passes them on).
   std::optional<Normalization> normalize = std::nullopt;
+  Shard shard{};  // all of every epoch, unless a data-parallel rank's share
 };
 
 // How the consumer spent an epoch: waiting for batches, or working between them.
@@ -66,10 +81,11 @@ class DataLoader {
 
   std::size_t batches_per_epoch() const;
   std::size_t dataset_size() const { return dataset_->size(); }
+  std::size_t samples_per_epoch() const;  // this loader's share of the dataset (Shard)
   const Dataset& dataset() const { return *dataset_; }
   const LoaderOptions& options() const { return options_; }
   LoaderStats epoch_stats() const;
-  std::vector<std::size_t> epoch_order(std::int64_t epoch) const;  // the sample order of an epoch
+  std::vector<std::size_t> epoch_order(std::int64_t epoch) const;  // the sample order of an epoch (this share)
 
  private:
   struct Ring;  // the slots and their bookkeeping, shared with the batches' release hooks

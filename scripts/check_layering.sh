@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks the direction of ember's include arrows: apps → train → layers/optim/data → core → kernels.
+# Checks the direction of ember's include arrows: apps → train → layers/optim/data/dist → core → kernels.
 # Nothing includes a folder above its own; nothing outside tests/ includes tests/; only apps/ and
 # its tests include apps/. kernels/ may use only core/error.h and the generated core/config.h
 # from core/, and is itself included only where kernels must be called (the exceptions below,
@@ -34,7 +34,7 @@ allowed() {  # allowed <including file> <included path>
     core/error.h | core/config.h) return 0 ;;
     core/*) [ "$from" != kernels ] ;;
     train/*) [ "$from" = apps ] || [ "$from" = tests ] || [ "$from" = train ] ;;
-    layers/* | optim/* | data/*) [ "$from" = apps ] || [ "$from" = tests ] || [ "$from" = train ] || [ "$from" = "${inc%%/*}" ] ;;
+    layers/* | optim/* | data/* | dist/*) [ "$from" = apps ] || [ "$from" = tests ] || [ "$from" = train ] || [ "$from" = "${inc%%/*}" ] ;;
     *) return 0 ;;
   esac
 }
@@ -43,11 +43,11 @@ bad=0
 while IFS= read -r file; do
   while IFS= read -r inc; do
     if ! allowed "$file" "$inc"; then
-      echo "layering: $file includes $inc (arrows point down only: apps → train → layers/optim/data → core → kernels; kernels/ only from core, optim's .cpp files, train/, bench_kernels and tests; sim/ from nowhere)"
+      echo "layering: $file includes $inc (arrows point down only: apps → train → layers/optim/data/dist → core → kernels; kernels/ only from core, optim's .cpp files, train/, bench_kernels and tests; sim/ from nowhere)"
       bad=1
     fi
   done < <(sed -nE 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"([^"]+)".*/\1/p' "$file")
 done < <({ ls ember.h extension.h extension_cuda.cuh extension_version.h 2>/dev/null
-           find apps train layers optim data core kernels tests examples -type f \( -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '*.cuh' \) 2>/dev/null; } | sort)
+           find apps train layers optim data dist core kernels tests examples -type f \( -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '*.cuh' \) 2>/dev/null; } | sort)
 [ $bad = 0 ] && echo "layering: ok"
 exit $bad

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs the Debian packages ember builds with (idempotent: installs only what is missing).
-#   scripts/install_deps.sh           what the library and programs need
+#   scripts/install_deps.sh           what the library and programs need (Open MPI: training across processes)
 #   scripts/install_deps.sh --tests   also what the tests need (PyTorch for interop and parity, Fashion-MNIST,
 #                                     clang and boost.context for the software GPU, and .venv: PyPI's
 #                                     safetensors over Debian's Python)
 set -euo pipefail
 tests=0
 
-packages=(cmake g++ make catch2 libopenblas-dev zlib1g-dev libstb-dev libcli11-dev nlohmann-json3-dev libssl-dev)
+packages=(cmake g++ make catch2 libopenblas-dev zlib1g-dev libstb-dev libcli11-dev nlohmann-json3-dev libssl-dev
+          openmpi-bin libopenmpi-dev)
 for arg in "$@"; do
   case "$arg" in
     --tests) packages+=(python3-torch python3-numpy python3-venv python3-pip dataset-fashion-mnist clang-format pkgconf

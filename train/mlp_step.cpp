@@ -3,6 +3,7 @@
 //   backward: dW = dzᵀ·a, db = Σ_rows dz, da = dz·W, and dz of the layer below = da ⊙ [h > 0].
 #include "train/mlp_step.h"
 
+#include <chrono>
 #include <cstdio>
 #include <optional>
 #include <vector>
@@ -14,6 +15,8 @@
 #include "core/dispatch.h"
 #include "core/error.h"
 #include "core/kernel_errors.h"
+#include "core/ops.h"
+#include "dist/dist.h"
 #include "kernels/bias_activation.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_epilogue.h"
@@ -27,7 +30,9 @@ using kernels::GemmEpilogue;
 using kernels::Transpose;
 
 struct Layer {
-  Tensor weight, bias, weight_grad, bias_grad;
+  Tensor weight, bias;
+  Tensor weight_grad, bias_grad;        // views of the step's one flat gradient buffer
+  Tensor weight_scratch, bias_scratch;  // views of the second: a micro-batch's gradients after the first
   std::size_t in = 0, out = 0;
   bool relu = false;  // followed by a ReLU (every layer but the last)
   Tensor h;           // [batch, out]: relu output, or the logits
@@ -72,7 +77,10 @@ struct MlpStep::Impl {
   std::size_t batch = 0, classes = 0;
   std::vector<Layer> layers;
   Tensor row_loss, batch_loss, loss_sum, blocks_done;  // blocks_done: the fused loss kernel's counter
-  Tensor x_static, y_static;                           // a replayed graph reads its batch from here
+  Tensor grads, scratch;       // every layer's gradients in one buffer (one reduction across ranks), and a second
+  bool into_scratch = false;   // backward writes into `scratch` (the micro-batches after the first)
+  double communication_s = 0;  // host time in the reduction across ranks (blocking on the CPU)
+  Tensor x_static, y_static;   // a replayed graph reads its batch from here
   kernels::DeviceErrorRecord cpu_error;
   std::unique_ptr<cuda::Graph> graph = std::make_unique<cuda::Graph>();
   bool graph_failed = false;
@@ -216,15 +224,56 @@ struct MlpStep::Impl {
     return l.sum_workspace.defined() ? l.sum_workspace.raw<float>() : nullptr;
   }
 
+  float* weight_grad(const Layer& l) const { return (into_scratch ? l.weight_scratch : l.weight_grad).raw<float>(); }
+  float* bias_grad(const Layer& l) const { return (into_scratch ? l.bias_scratch : l.bias_grad).raw<float>(); }
+
   void bias_grad_sum(Layer& l, std::size_t rows) {
-    on_device([&] { kernels::cpu::sum(l.g.raw<float>(), l.bias_grad.raw<float>(), 1, rows, l.out, 1.0f); },
+    on_device([&] { kernels::cpu::sum(l.g.raw<float>(), bias_grad(l), 1, rows, l.out, 1.0f); },
               [&](auto stream) {
-                kernels::cuda::sum(l.g.raw<float>(), l.bias_grad.raw<float>(), 1, rows, l.out, 1.0f, sum_workspace(l),
-                                   stream);
+                kernels::cuda::sum(l.g.raw<float>(), bias_grad(l), 1, rows, l.out, 1.0f, sum_workspace(l), stream);
               });
   }
 
+  // The whole step on one batch: gradients, their average over ranks, the update.
   void run(const Tensor& x, const Tensor& y, std::size_t rows) {
+    forward_backward(x, y, rows);
+    reduce_and_update();
+  }
+
+  // Across ranks (distributed): the sum of every rank's gradients, one collective over the flat
+  // buffer (on CUDA, NCCL on the stream being captured, so the graph holds it), then ÷ ranks.
+  void reduce_and_update() {
+    if (options.reduce_across_ranks && dist::is_initialized()) {  // (a world of one too: the same calls)
+      const auto t0 = std::chrono::steady_clock::now();
+      dist::all_reduce(grads);
+      communication_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      mul_(grads, 1.0 / static_cast<double>(dist::world_size()));
+    }
+    optimizer->step();
+  }
+
+  // Gradient accumulation (micro_batches = K): micro-batch m takes rows m, m + K, m + 2K, ... of
+  // the batch, the rows rank m of K would take (data::Shard), so that one process reproduces K
+  // ranks' arithmetic: the gradients summed, then ÷ K. The step loss is the micro-batches' mean.
+  void run_micro_batches(const Tensor& x, const Tensor& y, std::size_t rows) {
+    const auto k = static_cast<std::int64_t>(options.micro_batches);
+    const std::int64_t per = static_cast<std::int64_t>(rows) / k, in = x.size(1);
+    Tensor loss_total = zeros({}, {.device = device});
+    for (std::int64_t m = 0; m < k; ++m) {
+      const Tensor xm = slice(x.reshape({per, k, in}), 1, m, 1).reshape({per, in});
+      const Tensor ym = slice(y.reshape({per, k}), 1, m, 1).reshape({per});
+      into_scratch = m > 0;
+      forward_backward(xm, ym, static_cast<std::size_t>(per));
+      into_scratch = false;
+      if (m > 0) add_(grads, scratch);
+      add_(loss_total, batch_loss);
+    }
+    mul_(grads, 1.0 / static_cast<double>(k));
+    batch_loss.copy_(mul_(loss_total, 1.0 / static_cast<double>(k)));
+    reduce_and_update();
+  }
+
+  void forward_backward(const Tensor& x, const Tensor& y, std::size_t rows) {
     const float* input = x.raw<float>();
     std::vector<bool> masked(layers.size(), false);
     const float* a = input;
@@ -250,14 +299,13 @@ struct MlpStep::Impl {
                                                   .lda = l.out,
                                                   .b = below,
                                                   .ldb = l.in,
-                                                  .c = l.weight_grad.raw<float>(),
+                                                  .c = weight_grad(l),
                                                   .ldc = l.in,
-                                                  .vec = l.bias_grad.raw<float>()};
+                                                  .vec = bias_grad(l)};
       if (!bias_grad_done && lt(weight_and_bias)) {
         gemm_epilogue(weight_and_bias);
       } else {
-        gemm(Transpose::yes, Transpose::no, l.out, l.in, rows, dz, l.out, below, l.in, l.weight_grad.raw<float>(),
-             l.in);
+        gemm(Transpose::yes, Transpose::no, l.out, l.in, rows, dz, l.out, below, l.in, weight_grad(l), l.in);
         if (!bias_grad_done) bias_grad_sum(l, rows);
       }
       bias_grad_done = false;
@@ -276,7 +324,7 @@ struct MlpStep::Impl {
                                                     .ldb = l.in,
                                                     .c = dprev,
                                                     .ldc = prev.out,
-                                                    .vec = prev.bias_grad.raw<float>(),
+                                                    .vec = bias_grad(prev),
                                                     .aux = prev.mask.defined() ? prev.mask.raw_bytes() : nullptr};
       if (masked[i - 1] && lt(masked_input_grad)) {
         gemm_epilogue(masked_input_grad);
@@ -286,17 +334,20 @@ struct MlpStep::Impl {
       gemm(Transpose::no, Transpose::no, rows, prev.out, l.out, dz, l.out, l.weight.raw<float>(), l.in, dprev,
            prev.out);
       on_device(
-          [&] {
-            kernels::cpu::bias_relu_backward(dprev, prev.h.raw<float>(), dprev, prev.bias_grad.raw<float>(), rows,
-                                             prev.out);
-          },
+          [&] { kernels::cpu::bias_relu_backward(dprev, prev.h.raw<float>(), dprev, bias_grad(prev), rows, prev.out); },
           [&](auto stream) {
-            kernels::cuda::bias_relu_backward(dprev, prev.h.raw<float>(), dprev, prev.bias_grad.raw<float>(), rows,
-                                              prev.out, sum_workspace(prev), stream);
+            kernels::cuda::bias_relu_backward(dprev, prev.h.raw<float>(), dprev, bias_grad(prev), rows, prev.out,
+                                              sum_workspace(prev), stream);
           });
       bias_grad_done = true;
     }
-    optimizer->step();
+  }
+
+  void fall_back_to_eager(const std::string& why) {
+    graph = std::make_unique<cuda::Graph>();
+    graph_failed = true;
+    graph_note = "eager (" + why + ")";
+    std::fprintf(stderr, "ember: warning: MlpStep: %s; every step runs eagerly from now on\n", graph_note.c_str());
   }
 
   // The parameters' .grad must be this step's buffers (a zero_grad(set_to_none) may have dropped them).
@@ -318,6 +369,8 @@ MlpStep::MlpStep(nn::Sequential& model, optim::Optimizer& optimizer, std::size_t
   EMBER_CHECK(why.empty(), ValueError, "MlpStep: ", why,
               " (it trains Sequentials of Linear and ReLU, as nn::mlp makes)");
   EMBER_CHECK(batch_size > 0, ValueError, "MlpStep: batch_size must be positive");
+  EMBER_CHECK(options.micro_batches >= 1 && batch_size % options.micro_batches == 0, ValueError,
+              "MlpStep: micro_batches must divide the batch size (", batch_size, "), got ", options.micro_batches);
   EMBER_CHECK(options.eager_steps >= 1, ValueError,
               "MlpStep: eager_steps must be at least 1 (the buffers a captured "
               "step uses must exist before capture), got ",
@@ -344,9 +397,22 @@ MlpStep::MlpStep(nn::Sequential& model, optim::Optimizer& optimizer, std::size_t
                 "MlpStep: the model's parameters are on more than one device; call model.to(device) first");
   const TensorOptions on_device{.device = s.device};
   const auto B = static_cast<std::int64_t>(batch_size);
+  std::int64_t total = 0;
+  for (const Layer& l : s.layers) total += l.weight.numel() + l.bias.numel();
+  s.grads = zeros({total}, on_device);
+  if (options.micro_batches > 1) s.scratch = zeros({total}, on_device);
+  std::int64_t offset = 0;
+  auto view = [&](const Tensor& flat, const Tensor& like, std::int64_t at) {
+    return flat.narrow(0, at, like.numel()).reshape(like.shape());
+  };
   for (Layer& l : s.layers) {
-    l.weight_grad = zeros(l.weight.shape(), on_device);
-    l.bias_grad = zeros(l.bias.shape(), on_device);
+    l.weight_grad = view(s.grads, l.weight, offset);
+    l.bias_grad = view(s.grads, l.bias, offset + l.weight.numel());
+    if (s.scratch.defined()) {
+      l.weight_scratch = view(s.scratch, l.weight, offset);
+      l.bias_scratch = view(s.scratch, l.bias, offset + l.weight.numel());
+    }
+    offset += l.weight.numel() + l.bias.numel();
     l.h = zeros({B, static_cast<std::int64_t>(l.out)}, on_device);
     l.g = zeros({B, static_cast<std::int64_t>(l.out)}, on_device);
     if (const std::size_t ws = kernels::sum_workspace_size(1, batch_size, l.out); ws > 0)
@@ -393,6 +459,13 @@ void MlpStep::step(const Tensor& x, const Tensor& y) {
   std::optional<cuda::DeviceGuard> guard;
   if (s.cuda()) guard.emplace(s.device);
   s.attach_grads();
+  if (s.options.micro_batches > 1) {
+    EMBER_CHECK(rows % s.options.micro_batches == 0, ShapeError, "MlpStep::step: a batch of ", rows,
+                " rows cannot be split into ", s.options.micro_batches, " equal micro-batches");
+    s.run_micro_batches(x, y, rows);
+    ++s.steps;
+    return;
+  }
   const bool graphable = s.cuda() && s.options.cuda_graph && !s.graph_failed && !cuda::sync_debug() && rows == s.batch;
   if (!graphable) {
     s.run(x, y, rows);
@@ -433,14 +506,15 @@ void MlpStep::step(const Tensor& x, const Tensor& y) {
       // Something in the step cannot be captured: run eagerly from now on, and say why — here,
       // when it happens, and in describe().
       s.graph->abandon_capture();
-      s.graph = std::make_unique<cuda::Graph>();
-      s.graph_failed = true;
-      s.graph_note = std::string("eager (graph capture failed: ") + e.what() + ")";
-      std::fprintf(stderr, "ember: warning: MlpStep: %s; every step runs eagerly from now on\n", s.graph_note.c_str());
+      s.fall_back_to_eager(std::string("graph capture failed: ") + e.what());
     } catch (...) {
       s.graph->abandon_capture();  // leave the stream usable, then let the error go on
       throw;
     }
+    // A replayed graph holds a collective, so it is collective too: every rank replays, or none
+    // does (the step then runs eagerly everywhere, this one included).
+    if (s.options.reduce_across_ranks && !dist::all_agree(s.graph->ready()) && s.graph->ready())
+      s.fall_back_to_eager("the capture failed on another rank");
   }
   if (s.graph->ready()) {
     s.graph->replay(s.stream());
@@ -462,6 +536,8 @@ bool MlpStep::graph_captured() const { return impl_->graph->ready(); }
 std::size_t MlpStep::graph_kernel_nodes() const { return impl_->graph->kernel_nodes(); }
 std::size_t MlpStep::step_launches() const { return impl_->step_launches; }
 std::size_t MlpStep::graph_replays() const { return impl_->replays; }
+double MlpStep::communication_seconds() const { return impl_->communication_s; }
+void MlpStep::reset_communication_seconds() { impl_->communication_s = 0; }
 
 std::string MlpStep::describe() const {
   const Impl& s = *impl_;

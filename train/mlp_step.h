@@ -36,6 +36,13 @@ struct MlpStepOptions {
   // its state (load_state_dict), drops the graph and captures again.
   bool cuda_graph = true;
   int eager_steps = 3;
+  // Data-parallel: average the gradients over the ranks of dist:: (one collective over all of
+  // them, between backward and update; inside the graph on CUDA) before every update.
+  bool reduce_across_ranks = false;
+  // Gradient accumulation: each step's batch is split into this many micro-batches, rows m, m + K,
+  // ... (the rows rank m of K ranks would take), their gradients summed in order and divided by K
+  // — one process reproducing K ranks bit for bit. Eager (never captured) when above 1.
+  std::size_t micro_batches = 1;
 };
 
 // Why `model` cannot be trained by MlpStep, or an empty string when it can.
@@ -65,6 +72,10 @@ class MlpStep {
   // step issued (kernels::cuda::launches_issued; CUDA only, 0 before a full batch).
   std::size_t step_launches() const;
   std::size_t graph_replays() const;  // steps run by replaying the graph so far
+  // Host seconds spent in the reduction across ranks since the last reset (reduce_across_ranks;
+  // on the CPU the whole exchange, on CUDA only the host's share of issuing it).
+  double communication_seconds() const;
+  void reset_communication_seconds();
   // How the step runs, for logs: "CUDA graph, 8 kernels per step; cuBLASLt epilogues: ...".
   std::string describe() const;
 

@@ -4,12 +4,19 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "dist/dist.h"
 
 namespace ember::apps {
 
 int run_program(const std::function<int()>& body) {
   auto report = [](const std::exception& e, int code) {
     std::fflush(stdout);
+    if (dist::is_initialized() && dist::world_size() > 1) {
+      // The other ranks would wait in their next collective: end them all, now.
+      std::fprintf(stderr, "error (rank %d of %d): %s\n", dist::rank(), dist::world_size(), e.what());
+      std::fflush(stderr);
+      dist::abort_all(code);
+    }
     std::fprintf(stderr, "error: %s\n", e.what());
     return code;
   };

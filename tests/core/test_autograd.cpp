@@ -122,3 +122,23 @@ TEST_CASE("a derivative rule that returns a wrong shape is reported with the op'
   CHECK_THAT(message_of<AutogradError>([&] { sum(broken).backward(); }),
              Contains("the derivative rule of 'broken_op' returned a gradient of shape [4]"));
 }
+
+TEST_CASE("on_grad_accumulated runs after each addition into a leaf's .grad, until its handle goes") {
+  Tensor w = from_vector<double>({1, 2}, {2}).set_requires_grad();
+  std::vector<double> seen;
+  {
+    autograd::HookHandle handle =
+        autograd::on_grad_accumulated(w, [&] { seen.push_back(w.grad().to_vector<double>()[0]); });
+    sum(w * 3.0).backward();
+    CHECK(seen == std::vector<double>{3});
+    sum(w * w + w).backward();  // w three times in the graph: three additions, three calls
+    REQUIRE(seen.size() == 4);
+    CHECK(seen.back() == 3 + 2 * 1 + 1);
+    autograd::HookHandle moved = std::move(handle);
+    sum(w).backward();
+    CHECK(seen.size() == 5);
+  }
+  sum(w).backward();  // both handles gone: no call
+  CHECK(seen.size() == 5);
+  CHECK_THROWS_AS(autograd::on_grad_accumulated(w * 2.0, [] {}), AutogradError);  // not a leaf
+}

@@ -222,3 +222,48 @@ TEST_CASE("PreloadedLoader yields exactly the streamed batches, in the DataLoade
       }
     }
 }
+
+TEST_CASE("shards: rank r takes positions r, r + R, ... of the epoch's order; padded shares are equal") {
+  const auto dataset = numbered(10);
+  const data::LoaderOptions whole{.batch_size = 4, .seed = 7, .num_workers = 0};
+  data::DataLoader all(dataset, whole);
+  for (const bool pad : {true, false}) {
+    std::vector<std::vector<std::size_t>> shares;
+    for (std::size_t rank = 0; rank < 3; ++rank) {
+      data::LoaderOptions options = whole;
+      options.shard = {rank, 3, pad};
+      data::DataLoader loader(dataset, options);
+      shares.push_back(epoch_samples(loader, 2));
+      CHECK(shares.back().size() == loader.samples_per_epoch());
+    }
+    const std::vector<std::size_t> order = all.epoch_order(2);
+    // 10 over 3 ranks: padded, 4 each, the order's first two repeated at its end; else 4, 3, 3.
+    CHECK(shares[0].size() == 4);
+    CHECK(shares[1].size() == (pad ? 4u : 3u));
+    CHECK(shares[2].size() == (pad ? 4u : 3u));
+    for (std::size_t rank = 0; rank < 3; ++rank)
+      for (std::size_t i = 0; i < shares[rank].size(); ++i) CHECK(shares[rank][i] == order[(rank + 3 * i) % 10]);
+    std::multiset<std::size_t> union_of_shares;
+    for (const auto& share : shares) union_of_shares.insert(share.begin(), share.end());
+    CHECK(union_of_shares.size() == (pad ? 12u : 10u));
+    for (std::size_t i = 0; i < 10; ++i) CHECK(union_of_shares.count(i) >= 1);
+  }
+}
+
+TEST_CASE("batch k of every rank together is batch k of one loader with a batch R times larger") {
+  const auto dataset = numbered(64);
+  data::DataLoader one(dataset, {.batch_size = 16, .seed = 3, .num_workers = 0});
+  const std::vector<std::size_t> big = epoch_samples(one, 1);
+  std::vector<std::vector<std::size_t>> ranks;
+  for (std::size_t rank = 0; rank < 2; ++rank) {
+    data::DataLoader loader(dataset, {.batch_size = 8, .seed = 3, .num_workers = 0, .shard = {rank, 2, true}});
+    ranks.push_back(epoch_samples(loader, 1));
+  }
+  for (std::size_t k = 0; k < 4; ++k)
+    for (std::size_t j = 0; j < 8; ++j)
+      for (std::size_t rank = 0; rank < 2; ++rank) CHECK(ranks[rank][8 * k + j] == big[16 * k + 2 * j + rank]);
+}
+
+TEST_CASE("a shard's rank must be below the count") {
+  CHECK_THROWS_AS(data::DataLoader(numbered(4), {.num_workers = 0, .shard = {2, 2, true}}), ValueError);
+}
