@@ -9,6 +9,8 @@ namespace ember::dist {
 
 GradientReducer::GradientReducer(std::vector<Tensor> parameters, ReducerOptions options)
     : parameters_(std::move(parameters)), bucket_of_(parameters_.size()), arrived_(parameters_.size(), false) {
+  EMBER_CHECK(is_initialized(), DistError,
+              "GradientReducer: no process group; call dist::init() first (in a program started by mpirun)");
   EMBER_CHECK(!parameters_.empty(), ValueError, "GradientReducer: no parameters");
   const Device device = parameters_.front().device();
   const DType dtype = parameters_.front().dtype();

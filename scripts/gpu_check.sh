@@ -17,7 +17,7 @@ cd "$root"
 
 # name:budget-seconds, in order
 # The budgets add up to 6 minutes.
-all_sections=(facts:10 build:90 test:50 sanitize:40 train:45 compare:60 loader:15 bench:30 devices:20)
+all_sections=(facts:10 build:90 test:50 sanitize:40 train:45 compare:60 loader:15 bench:30 devices:20 distributed:30)
 dry_run=0
 only=""
 while [ $# -gt 0 ]; do
@@ -79,6 +79,12 @@ find_cudnn() {
   echo "not found"
 }
 
+# NCCL: the toolkit's, else a Python environment's nvidia/nccl package (the root for EMBER_NCCL_ROOT).
+find_nccl_root() {
+  [ -f /usr/local/cuda/include/nccl.h ] && { echo /usr/local/cuda; return; }
+  python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null || true
+}
+
 section_facts() {
   {
     echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -92,6 +98,8 @@ section_facts() {
     echo "nvcc: $(nvcc --version 2>/dev/null | tail -1 || echo 'not on PATH')"
     echo "cublas: $(ls /usr/local/cuda/lib64/libcublas.so* 2>/dev/null | head -1 || echo 'not in /usr/local/cuda')"
     echo "cudnn: $(find_cudnn)"
+    echo "nccl: $(find_nccl_root | grep . || echo 'not found')"
+    echo "mpi: $(mpirun --version 2>/dev/null | head -1 | grep . || echo 'not found (distributed tests run a world of one)')"
     echo "compute-sanitizer: $(compute-sanitizer --version 2>/dev/null | head -1 || echo 'not found')"
     echo "cmake: $(cmake --version | head -1)"
     echo "c++: $(c++ --version | head -1)"
@@ -138,7 +146,8 @@ section_build() {
     cmake -S "$0" -B "$1" "${@:3}" &&
     cmake --build "$1" -j "$2"' "$root" "$build" "$jobs" "${generator[@]}" \
     -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90-real -DEMBER_CUDA=ON \
-    -DEMBER_DEPS_ROOT="$deps" -DCMAKE_PREFIX_PATH="$deps/usr" >>"$out/build.log" 2>&1
+    -DEMBER_DEPS_ROOT="$deps" -DCMAKE_PREFIX_PATH="$deps/usr" -DEMBER_NCCL_ROOT="$(find_nccl_root)" \
+    >>"$out/build.log" 2>&1
   local rc=$?
   grep -E "ember: |error|Error" "$out/build.log" | grep -v "ptxas info" | head -20
   if [ $rc -ne 0 ]; then
@@ -274,6 +283,31 @@ section_devices() {
   cat "$out/devices.log"
   NOTE="speedup $(grep -E '^(MLP 784-32-10|CNN 64-128-256)' "$out/devices.log" | awk '{print $NF}' | tr '\n' ' ')(smallest MLP, largest CNN)"
   return $rc
+}
+
+# ---- distributed -------------------------------------------------------------------------------
+# Two GPUs with mpirun: 2 ranks × 64 against one GPU with 2 micro-batches of 64 (the same
+# arithmetic: the parameters' hashes after each epoch should agree). One GPU is covered by
+# test_cuda's one-rank NCCL tests.
+section_distributed() {
+  local budget=$1 gpus
+  gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
+  command -v mpirun >/dev/null || { NOTE="no mpirun here: one-rank NCCL tests only (test section)"; return 3; }
+  [ "$gpus" -ge 2 ] || { NOTE="$gpus GPU: one-rank NCCL tests only (test section)"; return 3; }
+  [ -f "$MNIST_DIR/train-images-idx3-ubyte.gz" ] || { NOTE="no MNIST files in $MNIST_DIR"; return 3; }
+  local args=(--data "$MNIST_DIR" --epochs 2 --val-size 7952 --hidden 128 --log-step-losses)
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  timeout $((budget / 2)) mpirun -np 2 --bind-to none "$build/apps/mnist_train" --distributed "${args[@]}" \
+    --batch-size 64 --json-log "$out/dist-2.jsonl" >"$out/distributed.log" 2>&1 || { NOTE="2-GPU run failed"; return 1; }
+  timeout $((budget / 2)) "$build/apps/mnist_train" "${args[@]}" --device cuda --batch-size 128 --micro-batches 2 \
+    --json-log "$out/dist-1.jsonl" >>"$out/distributed.log" 2>&1 || { NOTE="micro-batch run failed"; return 1; }
+  local two one
+  two=$(grep -o '"params_hash":"[0-9a-f]*"' "$out/dist-2.jsonl" | tr '\n' ' ')
+  one=$(grep -o '"params_hash":"[0-9a-f]*"' "$out/dist-1.jsonl" | tr '\n' ' ')
+  grep -E "^(distributed|Epoch|test_)" "$out/distributed.log"
+  rm -f "$out/dist-2.jsonl" "$out/dist-1.jsonl"
+  NOTE="2 GPUs: $two; 1 GPU with 2 micro-batches: $one"
+  [ "$two" = "$one" ]
 }
 
 # ---- main --------------------------------------------------------------------------------------

@@ -369,6 +369,8 @@ MlpStep::MlpStep(nn::Sequential& model, optim::Optimizer& optimizer, std::size_t
   EMBER_CHECK(why.empty(), ValueError, "MlpStep: ", why,
               " (it trains Sequentials of Linear and ReLU, as nn::mlp makes)");
   EMBER_CHECK(batch_size > 0, ValueError, "MlpStep: batch_size must be positive");
+  EMBER_CHECK(!options.reduce_across_ranks || dist::is_initialized(), ValueError,
+              "MlpStep: reduce_across_ranks needs a process group; call dist::init() first");
   EMBER_CHECK(options.micro_batches >= 1 && batch_size % options.micro_batches == 0, ValueError,
               "MlpStep: micro_batches must divide the batch size (", batch_size, "), got ", options.micro_batches);
   EMBER_CHECK(options.eager_steps >= 1, ValueError,
