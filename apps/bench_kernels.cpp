@@ -26,6 +26,7 @@
 #include "core/profile.h"
 #include "core/serialize.h"
 #include "kernels/bias_activation.h"
+#include "kernels/conv.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 #include "kernels/layout.h"
@@ -835,6 +836,70 @@ void add_gemms(std::vector<Case>& cases, const Arena& arena, bool quick) {
   }
 }
 
+// The MNIST CNN's convolutions at batch 64 (CPU): forward, backward data and backward filter as
+// the framework runs them (im2col + GEMM image by image, kernels/conv.h), each next to the bare
+// GEMMs of the same shapes (family conv_gemm), so that the difference is the convolution's own
+// cost. The first convolution's input gradient is never needed (the images need none).
+void add_convolutions(std::vector<Case>& cases, const Arena& arena) {
+  if (arena.device().is_cuda()) return;
+  using kernels::Transpose;
+  struct Layer {
+    const char* name;
+    kernels::ConvGeometry g;
+    bool data_gradient;
+  };
+  for (const Layer& l : {Layer{"conv1 1→32 28²", {64, 1, 28, 28, 32, 3, 3, 1, 0}, false},
+                         Layer{"conv2 32→64 26²", {64, 32, 26, 26, 64, 3, 3, 1, 0}, true}}) {
+    const kernels::ConvGeometry g = l.g;
+    const std::size_t patch = g.c * g.kh * g.kw, out = g.oh() * g.ow(), image = g.c * g.h * g.w;
+    auto x = std::make_shared<std::vector<float>>(random_vector(g.n * image, 1));
+    auto w = std::make_shared<std::vector<float>>(random_vector(g.k * patch, 2));
+    auto b = std::make_shared<std::vector<float>>(random_vector(g.k, 3));
+    auto dy = std::make_shared<std::vector<float>>(random_vector(g.n * g.k * out, 4));
+    auto y = std::make_shared<std::vector<float>>(g.n * g.k * out);
+    auto dx = std::make_shared<std::vector<float>>(g.n * image);
+    auto dw = std::make_shared<std::vector<float>>(g.k * patch);
+    auto columns = std::make_shared<std::vector<float>>(kc::conv2d_workspace_elements(g));
+    const double flops = 2.0 * g.n * g.k * patch * out;
+    const std::string label = l.name;
+    // Bytes: the tensors each pass reads and writes once (the columns stay in cache, or not).
+    auto add = [&](const char* what, double tensors, std::function<void(int)> conv, std::function<void(int)> bare) {
+      const double bytes = 4.0 * tensors;
+      cases.push_back({"conv", std::string(what) + " im2col+gemm", true, arena.device(), label, bytes, flops, 1,
+                       std::move(conv), nullptr});
+      cases.push_back({"conv_gemm", std::string(what) + " gemm only", false, arena.device(), label, bytes, flops, 1,
+                       std::move(bare), nullptr});
+    };
+    const double x_size = static_cast<double>(g.n * image), w_size = static_cast<double>(g.k * patch),
+                 y_size = static_cast<double>(g.n * g.k * out);
+    add(
+        "forward", x_size + w_size + y_size,
+        [=](int) { kc::conv2d_forward(x->data(), w->data(), b->data(), y->data(), g, columns->data()); },
+        [=](int) {
+          for (std::size_t i = 0; i < g.n; ++i)
+            kc::gemm(Transpose::no, Transpose::no, g.k, out, patch, 1.0f, w->data(), patch, columns->data(), out, 0.0f,
+                     y->data() + i * g.k * out, out);
+        });
+    if (l.data_gradient)
+      add(
+          "backward_data", y_size + w_size + x_size,
+          [=](int) { kc::conv2d_backward_data(dy->data(), w->data(), dx->data(), g, columns->data()); },
+          [=](int) {
+            for (std::size_t i = 0; i < g.n; ++i)
+              kc::gemm(Transpose::yes, Transpose::no, patch, out, g.k, 1.0f, w->data(), patch,
+                       dy->data() + i * g.k * out, out, 0.0f, columns->data(), out);
+          });
+    add(
+        "backward_filter", x_size + y_size + w_size,
+        [=](int) { kc::conv2d_backward_filter(x->data(), dy->data(), dw->data(), g, columns->data()); },
+        [=](int) {
+          for (std::size_t i = 0; i < g.n; ++i)
+            kc::gemm(Transpose::no, Transpose::yes, g.k, patch, out, 1.0f, dy->data() + i * g.k * out, out,
+                     columns->data(), out, i == 0 ? 0.0f : 1.0f, dw->data(), patch);
+        });
+  }
+}
+
 // A deliberately wrong version (it forgets the ReLU), so that a test can see the tool refuse it.
 void add_broken(std::vector<Case>& cases, const Arena& arena) {
   const std::size_t n = 4096;
@@ -1099,6 +1164,7 @@ int bench(const Settings& s, const std::string& sizes_text) {
       add_optimizers(cases, arena, n);
     }
     add_gemms(cases, arena, !sizes_text.empty() && *std::max_element(sizes.begin(), sizes.end()) < (1 << 16));
+    add_convolutions(cases, arena);
     if (s.include_broken) add_broken(cases, arena);
     std::string current;
     for (Case& c : cases) {

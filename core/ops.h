@@ -74,6 +74,10 @@ Tensor transpose(const Tensor& input);  // swaps the last two dims (a copy)
 // `momentum`; in evaluation it uses the running statistics.
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(), int stride = 1,
               int padding = 0);
+// relu(conv2d(...)) as one op: on the CPU the ReLU runs on each image's output while it is in
+// cache (Sequential fuses Conv2d→ReLU into it, as Linear→ReLU into linear_relu).
+Tensor conv2d_relu(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(), int stride = 1,
+                   int padding = 0);
 Tensor max_pool2d(const Tensor& input, int kernel, int stride = 0);
 Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
                   Tensor& running_var, bool training, double momentum = 0.1, double eps = 1e-5);

@@ -1,11 +1,12 @@
 // Convolution, max pooling and batch normalization ops: im2col + GEMM on the CPU, cuDNN and
 // ember's kernels on CUDA (kernels/conv.h), each with its derivative rule beside it.
+#include "core/activation_grad.h"
 #include "core/autograd.h"
 #include "core/dispatch.h"
 #include "core/op_helpers.h"
 #include "core/ops.h"
 #include "kernels/conv.h"
-#include "kernels/gemm.h"
+#include "kernels/elementwise.h"
 
 namespace ember {
 namespace {
@@ -14,59 +15,18 @@ using autograd::Gradients;
 using autograd::NeedsGrad;
 using kernels::ConvGeometry;
 using kernels::PoolGeometry;
-using kernels::Transpose;
 
 std::size_t at(const Shape& s, std::size_t i) { return static_cast<std::size_t>(s[i]); }
 
-// y[n] = W·im2col(x[n]) + b, image by image: one GEMM of [K, C·KH·KW]·[C·KH·KW, OH·OW] each.
-// The im2col buffer comes from the host cache (a large std::vector would be fresh pages from the
-// system on every call).
+// The CPU kernels' im2col workspace, from the host cache (a large std::vector would be fresh
+// pages from the system on every call).
 template <class T>
-Tensor column_buffer(const ConvGeometry& g) {
-  return empty({static_cast<std::int64_t>(g.c * g.kh * g.kw * g.oh() * g.ow())}, {.dtype = dtype_of<T>});
+Tensor conv_workspace(const ConvGeometry& g) {
+  return empty({static_cast<std::int64_t>(kernels::cpu::conv2d_workspace_elements(g))}, {.dtype = dtype_of<T>});
 }
 
-template <class T>
-void conv_forward_cpu(const T* x, const T* w, const T* b, T* y, const ConvGeometry& g) {
-  const std::size_t patch = g.c * g.kh * g.kw, out = g.oh() * g.ow();
-  Tensor buffer = column_buffer<T>(g);
-  T* columns = buffer.raw<T>();
-  for (std::size_t i = 0; i < g.n; ++i) {
-    kernels::cpu::im2col(x + i * g.c * g.h * g.w, columns, g);
-    kernels::cpu::gemm<T>(Transpose::no, Transpose::no, g.k, out, patch, T(1), w, patch, columns, out, T(0),
-                          y + i * g.k * out, out);
-  }
-  if (b) kernels::cpu::channel_bias_add(y, b, g.n, g.k, out);
-}
-
-// dW = Σ_n dy[n]·im2col(x[n])ᵀ; dx[n] = col2im(Wᵀ·dy[n]).
-template <class T>
-void conv_backward_cpu(const T* x, const T* w, const T* dy, T* dx, T* dw, const ConvGeometry& g) {
-  const std::size_t patch = g.c * g.kh * g.kw, out = g.oh() * g.ow();
-  Tensor buffer = column_buffer<T>(g);
-  T* columns = buffer.raw<T>();
-  if (dw) std::fill(dw, dw + g.k * patch, T(0));
-  for (std::size_t i = 0; i < g.n; ++i) {
-    const T* dyi = dy + i * g.k * out;
-    if (dw) {
-      kernels::cpu::im2col(x + i * g.c * g.h * g.w, columns, g);
-      kernels::cpu::gemm<T>(Transpose::no, Transpose::yes, g.k, patch, out, T(1), dyi, out, columns, out, T(1), dw,
-                            patch);
-    }
-    if (dx) {
-      kernels::cpu::gemm<T>(Transpose::yes, Transpose::no, patch, out, g.k, T(1), w, patch, dyi, out, T(0), columns,
-                            out);
-      T* dxi = dx + i * g.c * g.h * g.w;
-      std::fill(dxi, dxi + g.c * g.h * g.w, T(0));
-      kernels::cpu::col2im(columns, dxi, g);
-    }
-  }
-}
-
-}  // namespace
-
-Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int stride, int padding) {
-  const char* op = "conv2d";
+ConvGeometry checked_geometry(const char* op, const Tensor& input, const Tensor& weight, const Tensor& bias, int stride,
+                              int padding) {
   ext::check_defined(op, {"input", input});
   ext::check_defined(op, {"weight", weight});
   ext::check_same_device(op, {{"input", input}, {"weight", weight}, {"bias", bias}});
@@ -94,49 +54,85 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int
                  static_cast<std::size_t>(padding)};
   EMBER_CHECK(g.h + 2 * g.pad >= g.kh && g.w + 2 * g.pad >= g.kw, ShapeError, op, ": a ", g.kh, "x", g.kw,
               " kernel does not fit the ", g.h, "x", g.w, " input with padding ", g.pad);
+  return g;
+}
+
+// y = conv(x, w) + b, and with `relu` max(0, y): on the CPU applied image by image while each
+// image's output is in cache, on CUDA as cuDNN's convolution, the channel bias and ReLU in place.
+Tensor conv_forward(const Tensor& input, const Tensor& weight, const Tensor& bias, const ConvGeometry& g, bool relu) {
   Tensor y = ext::new_empty(input, {static_cast<std::int64_t>(g.n), static_cast<std::int64_t>(g.k),
                                     static_cast<std::int64_t>(g.oh()), static_cast<std::int64_t>(g.ow())});
   ext::dispatch(
       input,
       [&](auto zero) {
         using T = decltype(zero);
-        conv_forward_cpu<T>(input.raw<T>(), weight.raw<T>(), bias.defined() ? bias.raw<T>() : nullptr, y.raw<T>(), g);
+        Tensor workspace = conv_workspace<T>(g);
+        kernels::cpu::conv2d_forward<T>(input.raw<T>(), weight.raw<T>(), bias.defined() ? bias.raw<T>() : nullptr,
+                                        y.raw<T>(), g, workspace.raw<T>(), relu);
       },
       [&](auto stream) {
         kernels::cuda::conv2d_forward(input.raw<float>(), weight.raw<float>(), y.raw<float>(), g, stream);
         if (bias.defined())
           kernels::cuda::channel_bias_add(y.raw<float>(), bias.raw<float>(), g.n, g.k, g.oh() * g.ow(), stream);
+        if (relu)
+          kernels::cuda::unary(kernels::UnaryOp::relu, y.raw<float>(), y.raw<float>(),
+                               static_cast<std::size_t>(y.numel()), {}, stream);
       });
-  if (autograd::needs_recording({&input, &weight, &bias})) {
+  return y;
+}
+
+// The gradients of x, w and b from dz, the gradient of the convolution's own output.
+Gradients conv_backward(const Tensor& x, const Tensor& w, const ConvGeometry& g, const Tensor& dz, NeedsGrad needs) {
+  Gradients grads(3);
+  if (needs[0]) grads[0] = ext::new_empty(x, x.shape());
+  if (needs[1]) grads[1] = ext::new_empty(w, w.shape());
+  if (needs[2]) grads[2] = ext::new_empty(w, {w.size(0)});
+  ext::dispatch(
+      x,
+      [&](auto zero) {
+        using T = decltype(zero);
+        Tensor workspace = conv_workspace<T>(g);
+        if (needs[1])
+          kernels::cpu::conv2d_backward_filter<T>(x.raw<T>(), dz.raw<T>(), grads[1].raw<T>(), g, workspace.raw<T>());
+        if (needs[0])
+          kernels::cpu::conv2d_backward_data<T>(dz.raw<T>(), w.raw<T>(), grads[0].raw<T>(), g, workspace.raw<T>());
+        if (needs[2]) kernels::cpu::channel_bias_grad<T>(dz.raw<T>(), grads[2].raw<T>(), g.n, g.k, g.oh() * g.ow());
+      },
+      [&](auto stream) {
+        if (needs[0])
+          kernels::cuda::conv2d_backward_data(dz.raw<float>(), w.raw<float>(), grads[0].raw<float>(), g, stream);
+        if (needs[1])
+          kernels::cuda::conv2d_backward_filter(x.raw<float>(), dz.raw<float>(), grads[1].raw<float>(), g, stream);
+        if (needs[2])
+          kernels::cuda::channel_bias_grad(dz.raw<float>(), grads[2].raw<float>(), g.n, g.k, g.oh() * g.ow(), stream);
+      });
+  return grads;
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int stride, int padding) {
+  const ConvGeometry g = checked_geometry("conv2d", input, weight, bias, stride, padding);
+  Tensor y = conv_forward(input, weight, bias, g, false);
+  if (autograd::needs_recording({&input, &weight, &bias}))
+    autograd::record(y, "conv2d", {&input, &weight, &bias},
+                     [x = input.detach(), w = weight.detach(), g](const Tensor& dy, NeedsGrad needs) {
+                       return conv_backward(x, w, g, dy, needs);
+                     });
+  return y;
+}
+
+Tensor conv2d_relu(const Tensor& input, const Tensor& weight, const Tensor& bias, int stride, int padding) {
+  const ConvGeometry g = checked_geometry("conv2d_relu", input, weight, bias, stride, padding);
+  Tensor y = conv_forward(input, weight, bias, g, true);
+  if (autograd::needs_recording({&input, &weight, &bias}))
     autograd::record(
-        y, op, {&input, &weight, &bias},
-        [x = input.detach(), w = weight.detach(), g](const Tensor& dy, NeedsGrad needs) {
-          Gradients grads(3);
-          Tensor dx = needs[0] ? ext::new_empty(x, x.shape()) : Tensor();
-          Tensor dw = needs[1] ? ext::new_empty(w, w.shape()) : Tensor();
-          Tensor db = needs[2] ? ext::new_empty(w, {w.size(0)}) : Tensor();
-          ext::dispatch(
-              x,
-              [&](auto zero) {
-                using T = decltype(zero);
-                conv_backward_cpu<T>(x.raw<T>(), w.raw<T>(), dy.raw<T>(), needs[0] ? dx.raw<T>() : nullptr,
-                                     needs[1] ? dw.raw<T>() : nullptr, g);
-                if (needs[2]) kernels::cpu::channel_bias_grad<T>(dy.raw<T>(), db.raw<T>(), g.n, g.k, g.oh() * g.ow());
-              },
-              [&](auto stream) {
-                if (needs[0])
-                  kernels::cuda::conv2d_backward_data(dy.raw<float>(), w.raw<float>(), dx.raw<float>(), g, stream);
-                if (needs[1])
-                  kernels::cuda::conv2d_backward_filter(x.raw<float>(), dy.raw<float>(), dw.raw<float>(), g, stream);
-                if (needs[2])
-                  kernels::cuda::channel_bias_grad(dy.raw<float>(), db.raw<float>(), g.n, g.k, g.oh() * g.ow(), stream);
-              });
-          grads[0] = dx;
-          grads[1] = dw;
-          grads[2] = db;
-          return grads;
+        y, "conv2d_relu", {&input, &weight, &bias},
+        [x = input.detach(), w = weight.detach(), y_saved = y.detach(), g](const Tensor& dy, NeedsGrad needs) {
+          // ReLU's rule first (from the saved output), then the convolution's.
+          const Tensor dz = activation_backward(kernels::ActivationGrad::relu, dy, y_saved);
+          return conv_backward(x, w, g, dz, needs);
         });
-  }
   return y;
 }
 

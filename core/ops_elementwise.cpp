@@ -2,6 +2,7 @@
 // kernels/elementwise_math.h), derivative rules beside each forward.
 #include <algorithm>
 
+#include "core/activation_grad.h"
 #include "core/autograd.h"
 #include "core/dispatch.h"
 #include "core/op_helpers.h"
@@ -9,6 +10,25 @@
 #include "kernels/elementwise.h"
 
 namespace ember {
+// Declared in core/activation_grad.h.
+Tensor activation_backward(kernels::ActivationGrad op, const Tensor& dy, const Tensor& saved, double a, double b) {
+  Tensor dx = ext::new_empty(saved, saved.shape());
+  const std::size_t n = static_cast<std::size_t>(saved.numel());
+  constexpr auto overwrite = kernels::WriteMode::overwrite;
+  ext::dispatch(
+      saved,
+      [&](auto zero) {
+        using T = decltype(zero);
+        kernels::cpu::activation_grad<T>(op, dy.raw<T>(), saved.raw<T>(), dx.raw<T>(), n, overwrite,
+                                         {static_cast<T>(a), static_cast<T>(b)});
+      },
+      [&](auto stream) {
+        kernels::cuda::activation_grad(op, dy.raw<float>(), saved.raw<float>(), dx.raw<float>(), n, overwrite,
+                                       {static_cast<float>(a), static_cast<float>(b)}, stream);
+      });
+  return dx;
+}
+
 namespace {
 
 using autograd::Gradients;
@@ -108,25 +128,6 @@ Tensor unary_kernel(UnaryOp op, const char* name, const Tensor& x, double a = 0,
 
 Tensor affine_kernel(const Tensor& x, double scale, double shift, Tensor out = Tensor()) {
   return unary_kernel(UnaryOp::affine, "affine", x, scale, shift, out);
-}
-
-// dx from the upstream gradient and the saved tensor (the output, or the input: see ActivationGrad).
-Tensor activation_backward(ActivationGrad op, const Tensor& dy, const Tensor& saved, double a = 0, double b = 0) {
-  Tensor dx = ext::new_empty(saved, saved.shape());
-  const std::size_t n = static_cast<std::size_t>(saved.numel());
-  constexpr auto overwrite = kernels::WriteMode::overwrite;
-  ext::dispatch(
-      saved,
-      [&](auto zero) {
-        using T = decltype(zero);
-        kernels::cpu::activation_grad<T>(op, dy.raw<T>(), saved.raw<T>(), dx.raw<T>(), n, overwrite,
-                                         {static_cast<T>(a), static_cast<T>(b)});
-      },
-      [&](auto stream) {
-        kernels::cuda::activation_grad(op, dy.raw<float>(), saved.raw<float>(), dx.raw<float>(), n, overwrite,
-                                       {static_cast<float>(a), static_cast<float>(b)}, stream);
-      });
-  return dx;
 }
 
 Tensor activation(UnaryOp op, ActivationGrad grad_op, const char* name, const Tensor& x) {

@@ -39,8 +39,23 @@ void im2col(const T* image, T* columns, const ConvGeometry& g);
 template <class T>
 void col2im(const T* columns, T* image, const ConvGeometry& g);
 
+// The convolution (cross-correlation, as the cuDNN twins below) as im2col + GEMM, image by
+// image: x [N,C,H,W], w [K,C,KH,KW], y [N,K,OH,OW]. `workspace` holds conv2d_workspace_elements(g)
+// values (one image's columns); the caller keeps it, so a training step takes no memory from the
+// system. forward adds `bias` [K] when it is not null and with `relu` applies ReLU (each image
+// while it is in cache); backward_filter overwrites dw (images summed in order: deterministic);
+// backward_data overwrites dx.
+std::size_t conv2d_workspace_elements(const ConvGeometry& g);
+template <class T>
+void conv2d_forward(const T* x, const T* w, const T* bias, T* y, const ConvGeometry& g, T* workspace,
+                    bool relu = false);
+template <class T>
+void conv2d_backward_data(const T* dy, const T* w, T* dx, const ConvGeometry& g, T* workspace);
+template <class T>
+void conv2d_backward_filter(const T* x, const T* dy, T* dw, const ConvGeometry& g, T* workspace);
+
 // y[n, c, oh, ow] = max over the window; argmax gets the flat index (within the image plane) of
-// the winning element, first one on ties, for the backward pass.
+// the winning element, first one on ties (a NaN wins, the first of them), for the backward pass.
 template <class T>
 void max_pool2d_forward(const T* x, T* y, std::int32_t* argmax, const PoolGeometry& g);
 // dx (overwritten, [N, C, H, W]) gets each dy at its window's argmax, summed where windows overlap.

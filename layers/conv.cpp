@@ -22,9 +22,19 @@ Conv2d::Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t
 }
 
 Tensor Conv2d::forward(const Tensor& input) {
+  check_shape(input);
+  return conv2d(input, weight_, bias_, static_cast<int>(stride_), static_cast<int>(padding_));
+}
+
+Tensor Conv2d::forward_relu(const Tensor& input) {
+  check_input_device(input);
+  check_shape(input);
+  return conv2d_relu(input, weight_, bias_, static_cast<int>(stride_), static_cast<int>(padding_));
+}
+
+void Conv2d::check_shape(const Tensor& input) const {
   check_input_shape(input.dim() == 4 && input.size(1) == in_, input,
                     detail::concat("[N, ", in_, " (in_channels), H, W]"));
-  return conv2d(input, weight_, bias_, static_cast<int>(stride_), static_cast<int>(padding_));
 }
 
 std::string Conv2d::extra_repr() const {

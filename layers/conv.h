@@ -14,11 +14,15 @@ class Conv2d : public Module {
   Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel_size, std::int64_t stride = 1,
          std::int64_t padding = 0, bool bias = true, Generator* generator = nullptr);
   Tensor forward(const Tensor& input) override;
+  // relu(forward(input)) as one op (conv2d_relu); Sequential uses it for a Conv2d followed by a
+  // ReLU. Checks the input's device like operator().
+  Tensor forward_relu(const Tensor& input);
   std::string type_name() const override { return "Conv2d"; }
   std::string extra_repr() const override;
   const Tensor& weight() const { return weight_; }
 
  private:
+  void check_shape(const Tensor& input) const;
   std::int64_t in_, out_, kernel_, stride_, padding_;
   Tensor weight_, bias_;
 };

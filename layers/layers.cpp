@@ -10,6 +10,7 @@
 
 #include "core/op_helpers.h"
 #include "core/ops.h"
+#include "layers/conv.h"
 
 namespace ember::nn {
 
@@ -72,7 +73,7 @@ Sequential& Sequential::append(std::shared_ptr<Module> module) {
   return *this;
 }
 
-std::size_t Sequential::fuse_linear_relu() {
+std::size_t Sequential::fuse_relu() {
   const auto& children = named_children();
   fused_.assign(children.size(), false);
   std::size_t pairs = 0;
@@ -80,7 +81,7 @@ std::size_t Sequential::fuse_linear_relu() {
     // The exact types, not subclasses: a subclass may override forward().
     const Module& first = *children[i].second;
     const Module& second = *children[i + 1].second;
-    if (typeid(first) == typeid(Linear) && typeid(second) == typeid(ReLU)) {
+    if ((typeid(first) == typeid(Linear) || typeid(first) == typeid(Conv2d)) && typeid(second) == typeid(ReLU)) {
       fused_[i] = true;
       ++pairs;
       ++i;
@@ -96,7 +97,10 @@ Tensor Sequential::forward(const Tensor& input) {
   const auto& children = named_children();
   for (std::size_t i = 0; i < children.size(); ++i) {
     if (fused_at(i)) {
-      x = static_cast<Linear&>(*children[i].second).forward_relu(x);  // Linear then ReLU: one op
+      // Linear or Conv2d, then ReLU: one op.
+      Module& layer = *children[i].second;
+      x = typeid(layer) == typeid(Linear) ? static_cast<Linear&>(layer).forward_relu(x)
+                                          : static_cast<Conv2d&>(layer).forward_relu(x);
       ++i;
       continue;
     }

@@ -94,15 +94,15 @@ class Sequential : public Module {
   std::string type_name() const override { return "Sequential"; }
   std::size_t size() const { return named_children().size(); }
 
-  // From now on, runs each Linear followed by a ReLU as the one fused op linear_relu (the bias
-  // and the ReLU in one pass after the GEMM; the same values and gradients). Only a plain
-  // nn::Linear and nn::ReLU pair is fused — a subclass's own forward always runs — and the
-  // children and their names stay as they are. Returns the number of pairs fused. nn::mlp and
-  // nn::cnn call it when fusion_enabled(); layers appended later run unfused until it is called
-  // again. unfuse() undoes it.
-  std::size_t fuse_linear_relu();
+  // From now on, runs each Linear or Conv2d followed by a ReLU as one fused op, linear_relu or
+  // conv2d_relu (the ReLU applied while the layer's output is in cache; the same values and
+  // gradients). Only plain nn::Linear/nn::Conv2d and nn::ReLU pairs are fused — a subclass's own
+  // forward always runs — and the children and their names stay as they are. Returns the number
+  // of pairs fused. nn::mlp and nn::cnn call it when fusion_enabled(); layers appended later run
+  // unfused until it is called again. unfuse() undoes it.
+  std::size_t fuse_relu();
   void unfuse();
-  // Whether child `index` is a Linear that runs fused with the ReLU after it.
+  // Whether child `index` is a Linear or Conv2d that runs fused with the ReLU after it.
   bool fused_at(std::size_t index) const { return index < fused_.size() && fused_[index]; }
 
  private:

@@ -18,7 +18,7 @@ std::shared_ptr<Sequential> mlp(std::int64_t in_features, const std::vector<std:
     width = h;
   }
   model->append(std::make_shared<Linear>(width, out_features, true, generator));
-  if (fusion_enabled()) model->fuse_linear_relu();
+  if (fusion_enabled()) model->fuse_relu();
   return model;
 }
 
@@ -40,7 +40,7 @@ std::shared_ptr<Sequential> cnn(const CnnShape& shape, Generator* generator) {
   model->append(std::make_shared<ReLU>());
   model->append(std::make_shared<Dropout>(0.5, g.next_u64()));
   model->append(std::make_shared<Linear>(shape.hidden, shape.classes, true, &g));
-  if (fusion_enabled()) model->fuse_linear_relu();
+  if (fusion_enabled()) model->fuse_relu();
   return model;
 }
 

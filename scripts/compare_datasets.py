@@ -23,7 +23,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from compare_pytorch import read_idx  # noqa: E402
+from compare_pytorch import limit_torch_threads, read_idx  # noqa: E402
 
 # mnist_train's recipes (apps/mnist_train.cpp) and each dataset's mean and std (data/classification.cpp).
 RECIPES = {"mlp": dict(optimizer="sgd", lr=0.5, decay=1.0, batch=128, normalize=False),
@@ -50,7 +50,7 @@ def torch_model(model, classes, side):
 def run_torch(model, data, epochs, threads):
     """Trains with the recipe; returns (images/s per epoch, test accuracy)."""
     import torch
-    torch.set_num_threads(threads)
+    limit_torch_threads(threads)
     torch.manual_seed(0)
     (x, y, xt, yt), classes, side = data
     kind = "cnn" if model == "cnn" else "mlp"

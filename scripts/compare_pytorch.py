@@ -48,6 +48,24 @@ def read_idx(folder, stem):
     sys.exit(f"compare_pytorch: no {stem} in {folder}")
 
 
+def limit_torch_threads(threads):
+    """torch.set_num_threads, and the same limit for the BLAS library PyTorch loaded: Debian's
+    PyTorch calls OpenBLAS, whose own thread pool torch.set_num_threads does not reach (with
+    set_num_threads(1) alone, a 1024³ SGEMM runs on both cores of this machine)."""
+    import ctypes
+    import torch
+    torch.set_num_threads(threads)
+    for path in sorted({line.split()[-1] for line in open("/proc/self/maps") if "blas" in line.lower()}):
+        library = ctypes.CDLL(path)
+        if hasattr(library, "openblas_set_num_threads"):
+            library.openblas_set_num_threads(threads)
+
+
+def thousands(rate):
+    """Images/s in thousands to three significant digits: 366k, 24.1k, 6.23k."""
+    return f"{rate / 1e3:.3g}k"
+
+
 def build_references(out):
     """Compiles the bare-loop and libtorch reference programs; returns {name: path}."""
     os.makedirs(out, exist_ok=True)
@@ -92,7 +110,7 @@ def run_ember(train, data, hidden, epochs, lr, threads, work, device="cpu", extr
 
 def run_torch(x, y, hidden, epochs, lr, threads):
     import torch
-    torch.set_num_threads(threads)
+    limit_torch_threads(threads)
     torch.manual_seed(0)
     widths = [784] + [int(h) for h in hidden.split("-")]
     layers = []
@@ -266,18 +284,21 @@ def main():
                 row = {"model": f"784-{hidden}-10", "threads": threads, **med}
                 rows.append(row)
                 print(f"784-{hidden}-10, {threads} thread(s): " +
-                      ", ".join(f"{k} {v / 1e3:.0f}k" for k, v in med.items()) +
+                      ", ".join(f"{k} {thousands(v)}" for k, v in med.items()) +
                       f"; ember/PyTorch {med['ember'] / med['PyTorch']:.2f}" +
+                      f", ember/bare loop {med['ember'] / med['bare loop']:.3f}" +
                       (f", ember/libtorch {med['ember'] / med['libtorch']:.2f}" if "libtorch" in med else ""),
                       flush=True)
 
     columns = ["ember", "PyTorch"] + list(programs)
-    lines = [f"| model | threads | {' | '.join(c + ' images/s' for c in columns)} | ember/PyTorch | ember/libtorch |",
-             "| --- | --- | " + " | ".join("---" for _ in columns) + " | --- | --- |"]
+    lines = [f"| model | threads | {' | '.join(c + ' images/s' for c in columns)} | ember/PyTorch | ember/libtorch "
+             "| ember/bare loop |",
+             "| --- | --- | " + " | ".join("---" for _ in columns) + " | --- | --- | --- |"]
     for r in rows:
-        cells = [f"{r[c] / 1e3:.0f}k" if c in r else "—" for c in columns]
+        cells = [thousands(r[c]) if c in r else "—" for c in columns]
         lib = f"{r['ember'] / r['libtorch']:.2f}" if "libtorch" in r else "—"
-        lines.append(f"| {r['model']} | {r['threads']} | {' | '.join(cells)} | {r['ember'] / r['PyTorch']:.2f} | {lib} |")
+        lines.append(f"| {r['model']} | {r['threads']} | {' | '.join(cells)} | {r['ember'] / r['PyTorch']:.2f} | {lib} "
+                     f"| {r['ember'] / r['bare loop']:.3f} |")
     print("\n".join(lines))
     if args.report:
         with open(args.report, "w") as f:

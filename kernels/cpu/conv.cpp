@@ -6,69 +6,170 @@
 #include <vector>
 
 #include "kernels/conv.h"
+#include "kernels/elementwise.h"
+#include "kernels/gemm.h"
 
 namespace ember::kernels::cpu {
 
-template <class T>
-void im2col(const T* image, T* columns, const ConvGeometry& g) {
+namespace {
+
+// The output columns x ∈ [first, last) whose input column x·stride + tap − pad lies inside a
+// width of `width` (the rest see the zero padding).
+struct Span {
+  std::size_t first, last;
+};
+Span inside(std::size_t tap, std::size_t pad, std::size_t stride, std::size_t width, std::size_t out) {
+  // x·stride + tap ≥ pad and x·stride + tap − pad < width.
+  const std::size_t first = tap >= pad ? 0 : (pad - tap + stride - 1) / stride;
+  const std::size_t limit = width + pad > tap ? (width + pad - tap + stride - 1) / stride : 0;
+  const std::size_t last = std::min(out, limit);
+  return {std::min(first, last), last};
+}
+
+// Visits the im2col correspondence row by row: for kernel tap (ci, ky, kx) and output row y,
+// `row(columns_row, image_row, kx, span)` gets the columns' row segment and the input row it
+// reads, where output column x ∈ span reads image_row[x·stride + kx − pad]; `outside(columns_row)`
+// gets a row wholly in the padding. Pointer types are left open: im2col reads the image, col2im
+// writes it.
+template <class ColumnPtr, class ImagePtr, class Row, class Outside>
+void for_each_tap_row(const ConvGeometry& g, ColumnPtr columns, ImagePtr image, Row row, Outside outside) {
   const std::size_t oh = g.oh(), ow = g.ow();
-  // Row (ci, ky, kx) of the columns holds, for every output position, the input pixel that the
-  // kernel tap (ky, kx) of channel ci sees there.
   for (std::size_t ci = 0; ci < g.c; ++ci)
     for (std::size_t ky = 0; ky < g.kh; ++ky)
       for (std::size_t kx = 0; kx < g.kw; ++kx) {
-        T* row = columns + ((ci * g.kh + ky) * g.kw + kx) * oh * ow;
+        ColumnPtr tap = columns + ((ci * g.kh + ky) * g.kw + kx) * oh * ow;
+        const Span span = inside(kx, g.pad, g.stride, g.w, ow);
         for (std::size_t y = 0; y < oh; ++y) {
           const long long iy = static_cast<long long>(y * g.stride + ky) - static_cast<long long>(g.pad);
-          T* out = row + y * ow;
-          if (iy < 0 || iy >= static_cast<long long>(g.h)) {
-            std::fill(out, out + ow, T(0));
-            continue;
-          }
-          const T* in = image + (ci * g.h + static_cast<std::size_t>(iy)) * g.w;
-          for (std::size_t x = 0; x < ow; ++x) {
-            const long long ix = static_cast<long long>(x * g.stride + kx) - static_cast<long long>(g.pad);
-            out[x] = (ix < 0 || ix >= static_cast<long long>(g.w)) ? T(0) : in[ix];
-          }
+          if (iy < 0 || iy >= static_cast<long long>(g.h))
+            outside(tap + y * ow);
+          else
+            row(tap + y * ow, image + (ci * g.h + static_cast<std::size_t>(iy)) * g.w, kx, span);
         }
       }
+}
+
+}  // namespace
+
+template <class T>
+void im2col(const T* image, T* columns, const ConvGeometry& g) {
+  // Row (ci, ky, kx) of the columns holds, for every output position, the input pixel that the
+  // kernel tap (ky, kx) of channel ci sees there. Stride 1 copies whole row segments.
+  const std::size_t ow = g.ow(), stride = g.stride, pad = g.pad;
+  for_each_tap_row(
+      g, columns, image,
+      [&](T* out, const T* in, std::size_t kx, Span span) {
+        std::fill(out, out + span.first, T(0));
+        if (stride == 1) {
+          // A plain loop, not std::copy: the segments are short (an output row), and a memmove
+          // call per segment costs more than the copy.
+          const T* from = in + (span.first + kx - pad);
+          T* to = out + span.first;
+          for (std::size_t i = 0; i < span.last - span.first; ++i) to[i] = from[i];
+        } else
+          for (std::size_t x = span.first; x < span.last; ++x) out[x] = in[x * stride + kx - pad];
+        std::fill(out + span.last, out + ow, T(0));
+      },
+      [&](T* out) { std::fill(out, out + ow, T(0)); });
 }
 
 template <class T>
 void col2im(const T* columns, T* image, const ConvGeometry& g) {
-  const std::size_t oh = g.oh(), ow = g.ow();
-  for (std::size_t ci = 0; ci < g.c; ++ci)
-    for (std::size_t ky = 0; ky < g.kh; ++ky)
-      for (std::size_t kx = 0; kx < g.kw; ++kx) {
-        const T* row = columns + ((ci * g.kh + ky) * g.kw + kx) * oh * ow;
-        for (std::size_t y = 0; y < oh; ++y) {
-          const long long iy = static_cast<long long>(y * g.stride + ky) - static_cast<long long>(g.pad);
-          if (iy < 0 || iy >= static_cast<long long>(g.h)) continue;
-          T* out = image + (ci * g.h + static_cast<std::size_t>(iy)) * g.w;
-          for (std::size_t x = 0; x < ow; ++x) {
-            const long long ix = static_cast<long long>(x * g.stride + kx) - static_cast<long long>(g.pad);
-            if (ix >= 0 && ix < static_cast<long long>(g.w)) out[ix] += row[y * ow + x];
-          }
+  // The same correspondence read the other way: each column entry is added to its pixel.
+  const std::size_t stride = g.stride, pad = g.pad;
+  for_each_tap_row(
+      g, columns, image,
+      [&](const T* row, T* out, std::size_t kx, Span span) {
+        if (stride == 1) {
+          T* to = out + (span.first + kx - pad);
+          const T* from = row + span.first;
+          for (std::size_t i = 0; i < span.last - span.first; ++i) to[i] += from[i];
+        } else {
+          for (std::size_t x = span.first; x < span.last; ++x) out[x * stride + kx - pad] += row[x];
         }
-      }
+      },
+      [](const T*) {});
+}
+
+std::size_t conv2d_workspace_elements(const ConvGeometry& g) { return g.c * g.kh * g.kw * g.oh() * g.ow(); }
+
+template <class T>
+void conv2d_forward(const T* x, const T* w, const T* bias, T* y, const ConvGeometry& g, T* workspace, bool relu) {
+  const std::size_t patch = g.c * g.kh * g.kw, out = g.oh() * g.ow();
+  for (std::size_t i = 0; i < g.n; ++i) {
+    T* yi = y + i * g.k * out;
+    // With a bias, the output starts as the bias and the GEMM adds to it (β = 1): one pass over
+    // an image's output while it is in cache, instead of a pass over the whole batch afterwards.
+    if (bias)
+      for (std::size_t k = 0; k < g.k; ++k) std::fill(yi + k * out, yi + (k + 1) * out, bias[k]);
+    im2col(x + i * g.c * g.h * g.w, workspace, g);
+    gemm<T>(Transpose::no, Transpose::no, g.k, out, patch, T(1), w, patch, workspace, out, bias ? T(1) : T(0), yi, out);
+    if (relu) unary<T>(UnaryOp::relu, yi, yi, g.k * out);
+  }
 }
 
 template <class T>
+void conv2d_backward_data(const T* dy, const T* w, T* dx, const ConvGeometry& g, T* workspace) {
+  const std::size_t patch = g.c * g.kh * g.kw, out = g.oh() * g.ow(), image = g.c * g.h * g.w;
+  std::fill(dx, dx + g.n * image, T(0));
+  for (std::size_t i = 0; i < g.n; ++i) {
+    gemm<T>(Transpose::yes, Transpose::no, patch, out, g.k, T(1), w, patch, dy + i * g.k * out, out, T(0), workspace,
+            out);
+    col2im(workspace, dx + i * image, g);
+  }
+}
+
+template <class T>
+void conv2d_backward_filter(const T* x, const T* dy, T* dw, const ConvGeometry& g, T* workspace) {
+  const std::size_t patch = g.c * g.kh * g.kw, out = g.oh() * g.ow();
+  // Images in order, each GEMM adding to dw: the same sum, in the same order, every run.
+  for (std::size_t i = 0; i < g.n; ++i) {
+    im2col(x + i * g.c * g.h * g.w, workspace, g);
+    gemm<T>(Transpose::no, Transpose::yes, g.k, patch, out, T(1), dy + i * g.k * out, out, workspace, out,
+            i == 0 ? T(0) : T(1), dw, patch);
+  }
+  if (g.n == 0) std::fill(dw, dw + g.k * patch, T(0));
+}
+
+namespace {
+// Whether a window's candidate replaces the best so far: a larger value, or a NaN over a number
+// (the first NaN stays, as does the first of equal values).
+template <class T>
+bool beats(T candidate, T best) {
+  return best == best && !(candidate <= best);
+}
+}  // namespace
+
+template <class T>
 void max_pool2d_forward(const T* x, T* y, std::int32_t* argmax, const PoolGeometry& g) {
-  const std::size_t oh = g.oh(), ow = g.ow();
+  const std::size_t oh = g.oh(), ow = g.ow(), plane_size = g.h * g.w;
   for (std::size_t plane = 0; plane < g.n * g.c; ++plane) {
-    const T* in = x + plane * g.h * g.w;
+    const T* in = x + plane * plane_size;
+    T* out = y + plane * oh * ow;
+    std::int32_t* where = argmax + plane * oh * ow;
+    if (g.kernel == 2 && g.stride == 2) {
+      // The CNN's pooling, unrolled: the four candidates in the generic loop's order.
+      for (std::size_t oy = 0; oy < oh; ++oy)
+        for (std::size_t ox = 0; ox < ow; ++ox) {
+          const std::size_t top = 2 * oy * g.w + 2 * ox;
+          std::size_t best = top;
+          for (const std::size_t i : {top + 1, top + g.w, top + g.w + 1})
+            if (beats(in[i], in[best])) best = i;
+          out[oy * ow + ox] = in[best];
+          where[oy * ow + ox] = static_cast<std::int32_t>(best);
+        }
+      continue;
+    }
     for (std::size_t oy = 0; oy < oh; ++oy)
       for (std::size_t ox = 0; ox < ow; ++ox) {
         std::size_t best = oy * g.stride * g.w + ox * g.stride;
         for (std::size_t ky = 0; ky < g.kernel; ++ky)
           for (std::size_t kx = 0; kx < g.kernel; ++kx) {
             const std::size_t i = (oy * g.stride + ky) * g.w + ox * g.stride + kx;
-            if (in[i] > in[best] || (std::isnan(in[i]) && !std::isnan(in[best]))) best = i;
+            if (beats(in[i], in[best])) best = i;
           }
-        const std::size_t o = plane * oh * ow + oy * ow + ox;
-        y[o] = in[best];
-        argmax[o] = static_cast<std::int32_t>(best);
+        out[oy * ow + ox] = in[best];
+        where[oy * ow + ox] = static_cast<std::int32_t>(best);
       }
   }
 }
@@ -94,11 +195,19 @@ void channel_bias_add(T* y, const T* bias, std::size_t n, std::size_t c, std::si
 
 template <class T>
 void channel_bias_grad(const T* dy, T* dbias, std::size_t n, std::size_t c, std::size_t hw) {
+  // Each plane is summed in T over eight interleaved partial sums (so the loop vectorizes), the
+  // planes in double; the same order every run.
+  constexpr std::size_t lanes = 8;
   for (std::size_t ch = 0; ch < c; ++ch) {
     double acc = 0;
     for (std::size_t i = 0; i < n; ++i) {
       const T* plane = dy + (i * c + ch) * hw;
-      for (std::size_t p = 0; p < hw; ++p) acc += plane[p];
+      T partial[lanes] = {};
+      std::size_t p = 0;
+      for (; p + lanes <= hw; p += lanes)
+        for (std::size_t l = 0; l < lanes; ++l) partial[l] += plane[p + l];
+      for (; p < hw; ++p) partial[0] += plane[p];
+      for (const T v : partial) acc += v;
     }
     dbias[ch] = static_cast<T>(acc);
   }
@@ -199,6 +308,9 @@ void batch_norm_backward(const T* dy, const T* x, const T* gamma, const T* save_
 #define EMBER_INSTANTIATE(T)                                                                                      \
   template void im2col<T>(const T*, T*, const ConvGeometry&);                                                     \
   template void col2im<T>(const T*, T*, const ConvGeometry&);                                                     \
+  template void conv2d_forward<T>(const T*, const T*, const T*, T*, const ConvGeometry&, T*, bool);               \
+  template void conv2d_backward_data<T>(const T*, const T*, T*, const ConvGeometry&, T*);                         \
+  template void conv2d_backward_filter<T>(const T*, const T*, T*, const ConvGeometry&, T*);                       \
   template void max_pool2d_forward<T>(const T*, T*, std::int32_t*, const PoolGeometry&);                          \
   template void max_pool2d_backward<T>(const T*, const std::int32_t*, T*, const PoolGeometry&);                   \
   template void channel_bias_add<T>(T*, const T*, std::size_t, std::size_t, std::size_t);                         \

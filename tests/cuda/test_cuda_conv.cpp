@@ -31,15 +31,18 @@ TEST_CASE("cuDNN convolution forward and backward match the CPU", "[cudnn]") {
   INFO("cuDNN version " << kernels::cuda::cudnn_version());
   REQUIRE(kernels::cuda::cudnn_available());
   CHECK(kernels::cuda::cudnn_version() >= 90000);
+  const bool fused = GENERATE(false, true);  // conv2d, or conv2d_relu (ReLU in place after the bias)
+  const auto op = fused ? &conv2d_relu : &conv2d;
   for (auto [n, c, h, k, kernel, stride, pad] :
        {std::tuple{2, 1, 28, 8, 3, 1, 0}, std::tuple{3, 8, 13, 16, 3, 2, 1}, std::tuple{64, 32, 26, 64, 3, 1, 0},
         std::tuple{1, 3, 7, 5, 5, 1, 2}}) {
-    INFO(n << "x" << c << "x" << h << "x" << h << " kernel " << kernel << " stride " << stride << " pad " << pad);
+    INFO((fused ? "conv2d_relu " : "conv2d ")
+         << n << "x" << c << "x" << h << "x" << h << " kernel " << kernel << " stride " << stride << " pad " << pad);
     const Tensor x = rnd({n, c, h, h}, 1).set_requires_grad(), w = rnd({k, c, kernel, kernel}, 2).set_requires_grad();
     const Tensor b = rnd({k}, 3).set_requires_grad();
     const Tensor gx = x.detach().to(kGpu).set_requires_grad(), gw = w.detach().to(kGpu).set_requires_grad();
     const Tensor gb = b.detach().to(kGpu).set_requires_grad();
-    const Tensor y = conv2d(x, w, b, stride, pad), gy = conv2d(gx, gw, gb, stride, pad);
+    const Tensor y = op(x, w, b, stride, pad), gy = op(gx, gw, gb, stride, pad);
     EMBER_REQUIRE_CLOSE(gy.to_vector<float>(), y.to_vector<float>(), 1e-4, 2e-4);
     const Tensor upstream = rnd(y.shape(), 4);
     sum(y * upstream).backward();

@@ -2,6 +2,8 @@
 // gradchecks in f64, running statistics as PyTorch keeps them, and the layers' names and shapes.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+
 #include "core/autograd.h"
 #include "core/gradcheck.h"
 #include "core/ops.h"
@@ -65,6 +67,82 @@ TEST_CASE("conv2d equals a naive direct convolution for several geometries") {
                conv2d(zeros({1, 2, 5, 5}), zeros({3, 4, 3, 3}));
              }),
              Contains("'input' has 2 channels"));
+}
+
+TEST_CASE("conv2d_relu is relu(conv2d) in values and gradients, and Sequential fuses Conv2d→ReLU") {
+  for (auto [stride, pad] : {std::pair{1, 0}, std::pair{2, 1}}) {
+    INFO("stride " << stride << " padding " << pad);
+    const Tensor x = random({2, 3, 6, 7}, 21), w = random({4, 3, 3, 3}, 22), b = random({4}, 23);
+    EMBER_REQUIRE_CLOSE(conv2d_relu(x, w, b, stride, pad).to_vector<double>(),
+                        relu(conv2d(x, w, b, stride, pad)).to_vector<double>(), 0.0, 0.0);
+    require_gradcheck(
+        [s = stride, p = pad](const std::vector<Tensor>& v) { return conv2d_relu(v[0], v[1], v[2], s, p); },
+        {x.clone().set_requires_grad(), w.clone().set_requires_grad(), b.clone().set_requires_grad()});
+  }
+  Generator g(5);
+  auto model = nn::cnn(4, 8, 16, &g);
+  CHECK((model->fused_at(0) && model->fused_at(2)));  // both convolutions, and the Linear
+  const Tensor images = rand({3, 1, 28, 28});
+  std::vector<std::vector<float>> outputs, grads;
+  model->eval();  // no dropout, so the two passes see the same network
+  for (bool fused : {true, false}) {
+    if (fused)
+      CHECK(model->fuse_relu() == 3);
+    else
+      model->unfuse();
+    model->zero_grad();
+    const Tensor logits = (*model)(images);
+    outputs.push_back(logits.to_vector<float>());
+    sum(logits).backward();
+    std::vector<float> all;
+    for (const Tensor& p : model->parameters()) {
+      const auto v = p.grad().to_vector<float>();
+      all.insert(all.end(), v.begin(), v.end());
+    }
+    grads.push_back(all);
+  }
+  // The convolutions' fused and plain paths agree bit for bit; linear_relu's bias pass rounds
+  // differently from the plain Linear's (its own test allows the same).
+  EMBER_REQUIRE_CLOSE(outputs[0], outputs[1], 1e-6, 1e-5);
+  EMBER_REQUIRE_CLOSE(grads[0], grads[1], 1e-7, 1e-5);
+}
+
+TEST_CASE("max_pool2d's 2×2 path picks what the window definition does, NaN and ties included") {
+  // Odd sizes leave a last row and column outside every window; values from a small set make
+  // ties common; some NaNs.
+  const std::int64_t n = 2, c = 3, h = 7, w = 9;
+  std::vector<float> values(static_cast<std::size_t>(n * c * h * w));
+  for (std::size_t i = 0; i < values.size(); ++i)
+    values[i] = i % 17 == 5 ? std::nanf("") : static_cast<float>((i * 7) % 5);
+  const Tensor x = from_vector(values, {n, c, h, w});
+  for (int stride : {2, 1}) {  // 2×2 stride 2 takes the unrolled path, stride 1 the general one
+    INFO("stride " << stride);
+    const Tensor y = max_pool2d(x, 2, stride);
+    const std::int64_t oh = (h - 2) / stride + 1, ow = (w - 2) / stride + 1;
+    const auto got = y.to_vector<float>();
+    for (std::int64_t p = 0; p < n * c; ++p)
+      for (std::int64_t oy = 0; oy < oh; ++oy)
+        for (std::int64_t ox = 0; ox < ow; ++ox) {
+          // The definition: a NaN in the window wins; else the largest value.
+          float want = -INFINITY;
+          bool nan = false;
+          for (std::int64_t ky = 0; ky < 2; ++ky)
+            for (std::int64_t kx = 0; kx < 2; ++kx) {
+              const float v = values[static_cast<std::size_t>((p * h + oy * stride + ky) * w + ox * stride + kx)];
+              nan = nan || std::isnan(v);
+              want = std::max(want, v);
+            }
+          const float have = got[static_cast<std::size_t>((p * oh + oy) * ow + ox)];
+          if (nan)
+            CHECK(std::isnan(have));
+          else
+            CHECK(have == want);
+        }
+  }
+  // Ties: the gradient goes to the first of equal values, row by row.
+  const Tensor flat = ones({1, 1, 2, 2}).set_requires_grad();
+  sum(max_pool2d(flat, 2)).backward();
+  CHECK(flat.grad().to_vector<float>() == std::vector<float>{1, 0, 0, 0});
 }
 
 TEST_CASE("conv2d, max_pool2d and batch_norm pass gradcheck") {

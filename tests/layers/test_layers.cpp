@@ -137,7 +137,7 @@ TEST_CASE("Sequential's fused Linear+ReLU gives the plain path's values and grad
   std::vector<std::vector<float>> outputs, grads;
   for (bool fused : {true, false}) {
     if (fused)
-      CHECK(model->fuse_linear_relu() == 1);
+      CHECK(model->fuse_relu() == 1);
     else
       model->unfuse();
     CHECK(model->fused_at(0) == fused);
@@ -168,7 +168,7 @@ class DoublingLinear : public nn::Linear {
 TEST_CASE("fusing Linear→ReLU never bypasses a subclass's forward, and follows the switch") {
   nn::Sequential model{std::make_shared<DoublingLinear>(3, 2), std::make_shared<nn::ReLU>(),
                        std::make_shared<nn::Linear>(2, 2), std::make_shared<nn::ReLU>()};
-  CHECK(model.fuse_linear_relu() == 1);  // only the plain Linear at 2
+  CHECK(model.fuse_relu() == 1);  // only the plain Linear at 2
   CHECK((!model.fused_at(0) && model.fused_at(2)));
   const Tensor x = ones({1, 3});
   const auto& first = static_cast<const nn::Linear&>(*model.named_children()[0].second);
