@@ -837,9 +837,11 @@ void add_gemms(std::vector<Case>& cases, const Arena& arena, bool quick) {
 }
 
 // The MNIST CNN's convolutions at batch 64 (CPU): forward, backward data and backward filter as
-// the framework runs them (im2col + GEMM image by image, kernels/conv.h), each next to the bare
-// GEMMs of the same shapes (family conv_gemm), so that the difference is the convolution's own
-// cost. The first convolution's input gradient is never needed (the images need none).
+// the framework runs them (kernels/conv.h: im2col + GEMM image by image for conv1, Winograd
+// F(4×4, 3×3) for conv2, whose forward also runs fused with its ReLU and pooling), each next to
+// the bare GEMMs that im2col would need (family conv_gemm): FLOPs are the direct algorithm's, so
+// a rate above the GEMMs' is work saved. The first convolution's input gradient is never needed
+// (the images need none).
 void add_convolutions(std::vector<Case>& cases, const Arena& arena) {
   if (arena.device().is_cuda()) return;
   using kernels::Transpose;
@@ -859,16 +861,22 @@ void add_convolutions(std::vector<Case>& cases, const Arena& arena) {
     auto y = std::make_shared<std::vector<float>>(g.n * g.k * out);
     auto dx = std::make_shared<std::vector<float>>(g.n * image);
     auto dw = std::make_shared<std::vector<float>>(g.k * patch);
-    auto columns = std::make_shared<std::vector<float>>(kc::conv2d_workspace_elements(g));
+    const kernels::PoolGeometry pool{g.n, g.k, g.oh(), g.ow(), 2, 2};
+    auto pooled = std::make_shared<std::vector<float>>(g.n * g.k * pool.oh() * pool.ow());
+    auto argmax = std::make_shared<std::vector<std::int32_t>>(pooled->size());
+    auto columns = std::make_shared<std::vector<float>>(std::max(
+        {kc::conv2d_workspace_elements(g), patch * out, kc::conv2d_relu_max_pool2d_workspace_elements(g, pool)}));
+    const std::string algorithm = kc::winograd_applies(g) ? " winograd" : " im2col+gemm";
     const double flops = 2.0 * g.n * g.k * patch * out;
     const std::string label = l.name;
     // Bytes: the tensors each pass reads and writes once (the columns stay in cache, or not).
     auto add = [&](const char* what, double tensors, std::function<void(int)> conv, std::function<void(int)> bare) {
       const double bytes = 4.0 * tensors;
-      cases.push_back({"conv", std::string(what) + " im2col+gemm", true, arena.device(), label, bytes, flops, 1,
+      cases.push_back({"conv", std::string(what) + algorithm, true, arena.device(), label, bytes, flops, 1,
                        std::move(conv), nullptr});
-      cases.push_back({"conv_gemm", std::string(what) + " gemm only", false, arena.device(), label, bytes, flops, 1,
-                       std::move(bare), nullptr});
+      if (bare)
+        cases.push_back({"conv_gemm", std::string(what) + " gemm only", false, arena.device(), label, bytes, flops, 1,
+                         std::move(bare), nullptr});
     };
     const double x_size = static_cast<double>(g.n * image), w_size = static_cast<double>(g.k * patch),
                  y_size = static_cast<double>(g.n * g.k * out);
@@ -880,6 +888,14 @@ void add_convolutions(std::vector<Case>& cases, const Arena& arena) {
             kc::gemm(Transpose::no, Transpose::no, g.k, out, patch, 1.0f, w->data(), patch, columns->data(), out, 0.0f,
                      y->data() + i * g.k * out, out);
         });
+    if (kc::winograd_pools_tiles(g, pool))
+      add(
+          "forward+relu+pool", x_size + w_size + y_size / 2,  // pooled values and their int32 positions
+          [=](int) {
+            kc::conv2d_relu_max_pool2d_forward(x->data(), w->data(), b->data(), pooled->data(), argmax->data(), g, pool,
+                                               columns->data());
+          },
+          nullptr);
     if (l.data_gradient)
       add(
           "backward_data", y_size + w_size + x_size,

@@ -79,6 +79,12 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = Te
 Tensor conv2d_relu(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(), int stride = 1,
                    int padding = 0);
 Tensor max_pool2d(const Tensor& input, int kernel, int stride = 0);
+// max_pool2d(conv2d_relu(...), pool_kernel, pool_stride) as one op, the same values and gradients
+// (Sequential fuses Conv2d→ReLU→MaxPool2d into it). On the CPU, for 3×3 stride-1 kernels and a
+// 2×2 pooling, each 2×2 block of outputs is pooled as it is computed and the convolution's output
+// is never stored; its backward needs only the pooled values and their positions.
+Tensor conv2d_relu_max_pool2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int stride, int padding,
+                              int pool_kernel, int pool_stride = 0);
 Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
                   Tensor& running_var, bool training, double momentum = 0.1, double eps = 1e-5);
 

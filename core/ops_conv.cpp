@@ -21,8 +21,8 @@ std::size_t at(const Shape& s, std::size_t i) { return static_cast<std::size_t>(
 // The CPU kernels' im2col workspace, from the host cache (a large std::vector would be fresh
 // pages from the system on every call).
 template <class T>
-Tensor conv_workspace(const ConvGeometry& g) {
-  return empty({static_cast<std::int64_t>(kernels::cpu::conv2d_workspace_elements(g))}, {.dtype = dtype_of<T>});
+Tensor conv_workspace(std::size_t elements) {
+  return empty({static_cast<std::int64_t>(elements)}, {.dtype = dtype_of<T>});
 }
 
 ConvGeometry checked_geometry(const char* op, const Tensor& input, const Tensor& weight, const Tensor& bias, int stride,
@@ -66,7 +66,7 @@ Tensor conv_forward(const Tensor& input, const Tensor& weight, const Tensor& bia
       input,
       [&](auto zero) {
         using T = decltype(zero);
-        Tensor workspace = conv_workspace<T>(g);
+        Tensor workspace = conv_workspace<T>(kernels::cpu::conv2d_workspace_elements(g));
         kernels::cpu::conv2d_forward<T>(input.raw<T>(), weight.raw<T>(), bias.defined() ? bias.raw<T>() : nullptr,
                                         y.raw<T>(), g, workspace.raw<T>(), relu);
       },
@@ -91,7 +91,7 @@ Gradients conv_backward(const Tensor& x, const Tensor& w, const ConvGeometry& g,
       x,
       [&](auto zero) {
         using T = decltype(zero);
-        Tensor workspace = conv_workspace<T>(g);
+        Tensor workspace = conv_workspace<T>(kernels::cpu::conv2d_workspace_elements(g));
         if (needs[1])
           kernels::cpu::conv2d_backward_filter<T>(x.raw<T>(), dz.raw<T>(), grads[1].raw<T>(), g, workspace.raw<T>());
         if (needs[0])
@@ -136,25 +136,28 @@ Tensor conv2d_relu(const Tensor& input, const Tensor& weight, const Tensor& bias
   return y;
 }
 
-Tensor max_pool2d(const Tensor& input, int kernel, int stride) {
-  const char* op = "max_pool2d";
-  ext::check_defined(op, {"input", input});
-  ext::check_floating(op, {"input", input});
-  ext::check_dim(op, {"input", input}, 4);
+namespace {
+
+PoolGeometry checked_pool_geometry(const char* op, const Shape& input, int kernel, int stride) {
   if (stride <= 0) stride = kernel;
   EMBER_CHECK(kernel >= 1, ValueError, op, ": kernel must be positive");
-  PoolGeometry g{at(input.shape(), 0),
-                 at(input.shape(), 1),
-                 at(input.shape(), 2),
-                 at(input.shape(), 3),
+  PoolGeometry g{at(input, 0),
+                 at(input, 1),
+                 at(input, 2),
+                 at(input, 3),
                  static_cast<std::size_t>(kernel),
                  static_cast<std::size_t>(stride)};
   EMBER_CHECK(g.h >= g.kernel && g.w >= g.kernel, ShapeError, op, ": a ", kernel, "x", kernel,
               " window does not fit the ", g.h, "x", g.w, " input");
-  const Shape out_shape{input.size(0), input.size(1), static_cast<std::int64_t>(g.oh()),
-                        static_cast<std::int64_t>(g.ow())};
-  Tensor y = ext::new_empty(input, out_shape);
-  Tensor argmax = ext::new_empty(input, out_shape, DType::i32);
+  return g;
+}
+
+Shape pooled_shape(const PoolGeometry& g) {
+  return {static_cast<std::int64_t>(g.n), static_cast<std::int64_t>(g.c), static_cast<std::int64_t>(g.oh()),
+          static_cast<std::int64_t>(g.ow())};
+}
+
+void pool_forward(const Tensor& input, const Tensor& y, const Tensor& argmax, const PoolGeometry& g) {
   ext::dispatch(
       input,
       [&](auto zero) {
@@ -164,22 +167,71 @@ Tensor max_pool2d(const Tensor& input, int kernel, int stride) {
       [&](auto stream) {
         kernels::cuda::max_pool2d_forward(input.raw<float>(), y.raw<float>(), argmax.raw<std::int32_t>(), g, stream);
       });
-  if (autograd::needs_recording({&input})) {
-    autograd::record(y, op, {&input}, [argmax, g, shape = input.shape()](const Tensor& dy, NeedsGrad) {
-      Tensor dx = ext::new_empty(dy, shape);
-      ext::dispatch(
-          dy,
-          [&](auto zero) {
-            using T = decltype(zero);
-            kernels::cpu::max_pool2d_backward<T>(dy.raw<T>(), argmax.raw<std::int32_t>(), dx.raw<T>(), g);
-          },
-          [&](auto stream) {
-            kernels::cuda::max_pool2d_backward(dy.raw<float>(), argmax.raw<std::int32_t>(), dx.raw<float>(), g, stream);
-          });
-      return Gradients{dx};
-    });
-  }
+}
+
+// The pooling's input gradient [N, C, H, W]: each dy at its window's argmax.
+Tensor pool_backward(const Tensor& dy, const Tensor& argmax, const PoolGeometry& g) {
+  Tensor dx = ext::new_empty(dy, {static_cast<std::int64_t>(g.n), static_cast<std::int64_t>(g.c),
+                                  static_cast<std::int64_t>(g.h), static_cast<std::int64_t>(g.w)});
+  ext::dispatch(
+      dy,
+      [&](auto zero) {
+        using T = decltype(zero);
+        kernels::cpu::max_pool2d_backward<T>(dy.raw<T>(), argmax.raw<std::int32_t>(), dx.raw<T>(), g);
+      },
+      [&](auto stream) {
+        kernels::cuda::max_pool2d_backward(dy.raw<float>(), argmax.raw<std::int32_t>(), dx.raw<float>(), g, stream);
+      });
+  return dx;
+}
+
+}  // namespace
+
+Tensor max_pool2d(const Tensor& input, int kernel, int stride) {
+  const char* op = "max_pool2d";
+  ext::check_defined(op, {"input", input});
+  ext::check_floating(op, {"input", input});
+  ext::check_dim(op, {"input", input}, 4);
+  const PoolGeometry g = checked_pool_geometry(op, input.shape(), kernel, stride);
+  Tensor y = ext::new_empty(input, pooled_shape(g));
+  Tensor argmax = ext::new_empty(input, pooled_shape(g), DType::i32);
+  pool_forward(input, y, argmax, g);
+  if (autograd::needs_recording({&input}))
+    autograd::record(y, op, {&input},
+                     [argmax, g](const Tensor& dy, NeedsGrad) { return Gradients{pool_backward(dy, argmax, g)}; });
   return y;
+}
+
+Tensor conv2d_relu_max_pool2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int stride, int padding,
+                              int pool_kernel, int pool_stride) {
+  const char* op = "conv2d_relu_max_pool2d";
+  const ConvGeometry g = checked_geometry(op, input, weight, bias, stride, padding);
+  const Shape conv_shape{static_cast<std::int64_t>(g.n), static_cast<std::int64_t>(g.k),
+                         static_cast<std::int64_t>(g.oh()), static_cast<std::int64_t>(g.ow())};
+  const PoolGeometry p = checked_pool_geometry(op, conv_shape, pool_kernel, pool_stride);
+  Tensor pooled = ext::new_empty(input, pooled_shape(p));
+  Tensor argmax = ext::new_empty(input, pooled_shape(p), DType::i32);
+  ext::dispatch(
+      input,
+      [&](auto zero) {
+        using T = decltype(zero);
+        Tensor workspace = conv_workspace<T>(kernels::cpu::conv2d_relu_max_pool2d_workspace_elements(g, p));
+        kernels::cpu::conv2d_relu_max_pool2d_forward<T>(input.raw<T>(), weight.raw<T>(),
+                                                        bias.defined() ? bias.raw<T>() : nullptr, pooled.raw<T>(),
+                                                        argmax.raw<std::int32_t>(), g, p, workspace.raw<T>());
+      },
+      [&](auto) { pool_forward(conv_forward(input, weight, bias, g, true), pooled, argmax, p); });
+  if (autograd::needs_recording({&input, &weight, &bias}))
+    autograd::record(pooled, op, {&input, &weight, &bias},
+                     [x = input.detach(), w = weight.detach(), pooled_saved = pooled.detach(), argmax, g, p](
+                         const Tensor& dy, NeedsGrad needs) {
+                       // ReLU's rule at the window maxima (where its output is the pooled value; every
+                       // other position gets no gradient from the pooling), then the pooling's, then
+                       // the convolution's.
+                       const Tensor masked = activation_backward(kernels::ActivationGrad::relu, dy, pooled_saved);
+                       return conv_backward(x, w, g, pool_backward(masked, argmax, p), needs);
+                     });
+  return pooled;
 }
 
 Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, Tensor& running_mean,

@@ -57,13 +57,17 @@ struct DataLoader::Ring {
       if (slots[i].state == state) return i;
     return slots.size();
   }
-  // A view of the slot was released; the slot is free once no view remains.
+  // A view of the slot was released; the slot is free once no view remains. Then one worker can
+  // fill it: waking one, and only then (a batch has two views), keeps the training thread from
+  // paying for wake-ups that find nothing to do — each costs it a system call, and in a VM an
+  // interrupt to the other core.
   static void view_released(const std::shared_ptr<Ring>& ring, std::size_t slot) {
     {
       std::lock_guard lock(ring->mutex);
-      if (--ring->slots[slot].views == 0) ring->slots[slot].state = State::free;
+      if (--ring->slots[slot].views > 0) return;
+      ring->slots[slot].state = State::free;
     }
-    ring->work_ready.notify_all();
+    ring->work_ready.notify_one();
     ring->batch_ready.notify_all();
   }
 };
@@ -209,13 +213,14 @@ std::optional<BatchLease> DataLoader::next() {
     return std::all_of(r.slots.begin(), r.slots.end(),
                        [](const Ring::Slot& s) { return s.state == Ring::State::on_loan; });
   };
-  const std::string stuck = detail::concat("DataLoader: all ", r.slots.size(),
-                                           " staging buffers hold batches still "
-                                           "in use; let go of old batches (or clone() what you keep) before asking "
-                                           "for more");
+  auto stuck = [&] {
+    return detail::concat("DataLoader: all ", r.slots.size(),
+                          " staging buffers hold batches still in use; let go of old batches (or clone() what you "
+                          "keep) before asking for more");
+  };
   std::size_t slot = r.slots.size();
   if (workers_.empty()) {
-    EMBER_CHECK(!all_on_loan(), Error, stuck);
+    EMBER_CHECK(!all_on_loan(), Error, stuck());
     slot = r.find(Ring::State::free);
     r.slots[slot].state = Ring::State::filling;
     lock.unlock();
@@ -224,7 +229,7 @@ std::optional<BatchLease> DataLoader::next() {
   } else {
     r.batch_ready.wait(lock, [&] {
       if (ready_slot() < r.slots.size() || r.stopping) return true;
-      EMBER_CHECK(!all_on_loan(), Error, stuck);
+      EMBER_CHECK(!all_on_loan(), Error, stuck());
       return false;
     });
     slot = ready_slot();

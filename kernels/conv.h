@@ -28,6 +28,14 @@ struct PoolGeometry {
   constexpr std::size_t ow() const { return (w - kernel) / stride + 1; }
 };
 
+// Whether a pooling window's candidate replaces the best so far: a larger value, or a NaN over a
+// number (the first NaN stays, as does the first of equal values). Max pooling's one rule, on
+// both devices.
+template <class T>
+EMBER_HOST_DEVICE bool pool_beats(T candidate, T best) {
+  return best == best && !(candidate <= best);
+}
+
 }  // namespace ember::kernels
 
 namespace ember::kernels::cpu {
@@ -53,6 +61,33 @@ template <class T>
 void conv2d_backward_data(const T* dy, const T* w, T* dx, const ConvGeometry& g, T* workspace);
 template <class T>
 void conv2d_backward_filter(const T* x, const T* dy, T* dw, const ConvGeometry& g, T* workspace);
+
+// The same three calls for 3×3 stride-1 kernels with at least 8 channels in and out (where
+// winograd_applies), by Winograd's F(2×2, 3×3) in kernels/cpu/winograd.cpp: 2.25× fewer
+// multiplications than im2col + GEMM. conv2d_* take this path by themselves; it is declared here
+// so that tests can compare it with the direct sum at any shape.
+bool winograd_applies(const ConvGeometry& g);
+std::size_t winograd_workspace_elements(const ConvGeometry& g);
+template <class T>
+void winograd_forward(const T* x, const T* w, const T* bias, T* y, const ConvGeometry& g, T* workspace, bool relu);
+template <class T>
+void winograd_backward_data(const T* dy, const T* w, T* dx, const ConvGeometry& g, T* workspace);
+template <class T>
+void winograd_backward_filter(const T* x, const T* dy, T* dw, const ConvGeometry& g, T* workspace);
+
+// ReLU(conv2d) then max pooling, as max_pool2d_forward gives them on conv2d_forward(relu = true):
+// pooled [N, K, OH', OW'] and argmax. Where winograd_pools_tiles (the pooling 2×2 with stride 2,
+// even OH and OW: its windows are the Winograd tiles), each tile's outputs are pooled as they
+// are computed and the convolution's output is never stored; otherwise it is, in the workspace
+// (conv2d_relu_max_pool2d_workspace_elements values), and pooled from there.
+bool winograd_pools_tiles(const ConvGeometry& g, const PoolGeometry& p);
+template <class T>
+void winograd_forward_relu_max_pool2d(const T* x, const T* w, const T* bias, T* pooled, std::int32_t* argmax,
+                                      const ConvGeometry& g, T* workspace);
+std::size_t conv2d_relu_max_pool2d_workspace_elements(const ConvGeometry& g, const PoolGeometry& p);
+template <class T>
+void conv2d_relu_max_pool2d_forward(const T* x, const T* w, const T* bias, T* pooled, std::int32_t* argmax,
+                                    const ConvGeometry& g, const PoolGeometry& p, T* workspace);
 
 // y[n, c, oh, ow] = max over the window; argmax gets the flat index (within the image plane) of
 // the winning element, first one on ties (a NaN wins, the first of them), for the backward pass.

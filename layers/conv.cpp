@@ -32,6 +32,13 @@ Tensor Conv2d::forward_relu(const Tensor& input) {
   return conv2d_relu(input, weight_, bias_, static_cast<int>(stride_), static_cast<int>(padding_));
 }
 
+Tensor Conv2d::forward_relu_max_pool(const Tensor& input, const MaxPool2d& pool) {
+  check_input_device(input);
+  check_shape(input);
+  return conv2d_relu_max_pool2d(input, weight_, bias_, static_cast<int>(stride_), static_cast<int>(padding_),
+                                static_cast<int>(pool.kernel_size()), static_cast<int>(pool.stride()));
+}
+
 void Conv2d::check_shape(const Tensor& input) const {
   check_input_shape(input.dim() == 4 && input.size(1) == in_, input,
                     detail::concat("[N, ", in_, " (in_channels), H, W]"));

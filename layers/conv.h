@@ -7,6 +7,8 @@
 
 namespace ember::nn {
 
+class MaxPool2d;
+
 // Cross-correlation with a [out, in, k, k] weight; weight and bias ~ U(±1/√(in·k·k)), PyTorch's
 // default (kaiming_uniform_ with a = √5), drawn in that order from `generator`.
 class Conv2d : public Module {
@@ -17,6 +19,9 @@ class Conv2d : public Module {
   // relu(forward(input)) as one op (conv2d_relu); Sequential uses it for a Conv2d followed by a
   // ReLU. Checks the input's device like operator().
   Tensor forward_relu(const Tensor& input);
+  // pool(relu(forward(input))) as one op (conv2d_relu_max_pool2d); Sequential uses it for a
+  // Conv2d, a ReLU and a MaxPool2d in a row.
+  Tensor forward_relu_max_pool(const Tensor& input, const MaxPool2d& pool);
   std::string type_name() const override { return "Conv2d"; }
   std::string extra_repr() const override;
   const Tensor& weight() const { return weight_; }
@@ -34,6 +39,8 @@ class MaxPool2d : public Module {
   Tensor forward(const Tensor& input) override;
   std::string type_name() const override { return "MaxPool2d"; }
   std::string extra_repr() const override;
+  std::int64_t kernel_size() const { return kernel_; }
+  std::int64_t stride() const { return stride_; }
 
  private:
   std::int64_t kernel_, stride_;

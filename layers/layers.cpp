@@ -75,19 +75,21 @@ Sequential& Sequential::append(std::shared_ptr<Module> module) {
 
 std::size_t Sequential::fuse_relu() {
   const auto& children = named_children();
-  fused_.assign(children.size(), false);
-  std::size_t pairs = 0;
+  fused_.assign(children.size(), 0);
+  // The exact types, not subclasses: a subclass may override forward().
+  auto is = [&](std::size_t i, const std::type_info& type) {
+    if (i >= children.size()) return false;
+    const Module& child = *children[i].second;
+    return typeid(child) == type;
+  };
+  std::size_t groups = 0;
   for (std::size_t i = 0; i + 1 < children.size(); ++i) {
-    // The exact types, not subclasses: a subclass may override forward().
-    const Module& first = *children[i].second;
-    const Module& second = *children[i + 1].second;
-    if ((typeid(first) == typeid(Linear) || typeid(first) == typeid(Conv2d)) && typeid(second) == typeid(ReLU)) {
-      fused_[i] = true;
-      ++pairs;
-      ++i;
-    }
+    if (!(is(i, typeid(Linear)) || is(i, typeid(Conv2d))) || !is(i + 1, typeid(ReLU))) continue;
+    fused_[i] = is(i, typeid(Conv2d)) && is(i + 2, typeid(MaxPool2d)) ? 2 : 1;
+    ++groups;
+    i += fused_[i];
   }
-  return pairs;
+  return groups;
 }
 
 void Sequential::unfuse() { fused_.clear(); }
@@ -96,12 +98,16 @@ Tensor Sequential::forward(const Tensor& input) {
   Tensor x = input;
   const auto& children = named_children();
   for (std::size_t i = 0; i < children.size(); ++i) {
-    if (fused_at(i)) {
-      // Linear or Conv2d, then ReLU: one op.
+    if (const std::size_t with = fused_with(i)) {
+      // Linear or Conv2d, then ReLU (and a MaxPool2d): one op.
       Module& layer = *children[i].second;
-      x = typeid(layer) == typeid(Linear) ? static_cast<Linear&>(layer).forward_relu(x)
-                                          : static_cast<Conv2d&>(layer).forward_relu(x);
-      ++i;
+      if (with == 2)
+        x = static_cast<Conv2d&>(layer).forward_relu_max_pool(x,
+                                                              static_cast<const MaxPool2d&>(*children[i + 2].second));
+      else
+        x = typeid(layer) == typeid(Linear) ? static_cast<Linear&>(layer).forward_relu(x)
+                                            : static_cast<Conv2d&>(layer).forward_relu(x);
+      i += with;
       continue;
     }
     x = (*children[i].second)(x);

@@ -96,17 +96,20 @@ class Sequential : public Module {
 
   // From now on, runs each Linear or Conv2d followed by a ReLU as one fused op, linear_relu or
   // conv2d_relu (the ReLU applied while the layer's output is in cache; the same values and
-  // gradients). Only plain nn::Linear/nn::Conv2d and nn::ReLU pairs are fused — a subclass's own
-  // forward always runs — and the children and their names stay as they are. Returns the number
-  // of pairs fused. nn::mlp and nn::cnn call it when fusion_enabled(); layers appended later run
-  // unfused until it is called again. unfuse() undoes it.
+  // gradients), and a Conv2d, ReLU, MaxPool2d in a row as conv2d_relu_max_pool2d. Only plain
+  // nn::Linear/nn::Conv2d/nn::ReLU/nn::MaxPool2d are fused — a subclass's own forward always
+  // runs — and the children and their names stay as they are. Returns the number of groups
+  // fused. nn::mlp and nn::cnn call it when fusion_enabled(); layers appended later run unfused
+  // until it is called again. unfuse() undoes it.
   std::size_t fuse_relu();
   void unfuse();
-  // Whether child `index` is a Linear or Conv2d that runs fused with the ReLU after it.
-  bool fused_at(std::size_t index) const { return index < fused_.size() && fused_[index]; }
+  // Whether child `index` is a Linear or Conv2d that runs fused with the layers after it, and
+  // with how many of them (1: the ReLU; 2: the ReLU and a MaxPool2d).
+  bool fused_at(std::size_t index) const { return fused_with(index) > 0; }
+  std::size_t fused_with(std::size_t index) const { return index < fused_.size() ? fused_[index] : 0; }
 
  private:
-  std::vector<bool> fused_;
+  std::vector<std::uint8_t> fused_;
 };
 
 // Mean softmax cross-entropy of logits [B, C] against class indices [B] (i32 or i64).

@@ -91,10 +91,13 @@ void col2im(const T* columns, T* image, const ConvGeometry& g) {
       [](const T*) {});
 }
 
-std::size_t conv2d_workspace_elements(const ConvGeometry& g) { return g.c * g.kh * g.kw * g.oh() * g.ow(); }
+std::size_t conv2d_workspace_elements(const ConvGeometry& g) {
+  return winograd_applies(g) ? winograd_workspace_elements(g) : g.c * g.kh * g.kw * g.oh() * g.ow();
+}
 
 template <class T>
 void conv2d_forward(const T* x, const T* w, const T* bias, T* y, const ConvGeometry& g, T* workspace, bool relu) {
+  if (winograd_applies(g)) return winograd_forward(x, w, bias, y, g, workspace, relu);
   const std::size_t patch = g.c * g.kh * g.kw, out = g.oh() * g.ow();
   for (std::size_t i = 0; i < g.n; ++i) {
     T* yi = y + i * g.k * out;
@@ -110,6 +113,7 @@ void conv2d_forward(const T* x, const T* w, const T* bias, T* y, const ConvGeome
 
 template <class T>
 void conv2d_backward_data(const T* dy, const T* w, T* dx, const ConvGeometry& g, T* workspace) {
+  if (winograd_applies(g)) return winograd_backward_data(dy, w, dx, g, workspace);
   const std::size_t patch = g.c * g.kh * g.kw, out = g.oh() * g.ow(), image = g.c * g.h * g.w;
   std::fill(dx, dx + g.n * image, T(0));
   for (std::size_t i = 0; i < g.n; ++i) {
@@ -121,6 +125,7 @@ void conv2d_backward_data(const T* dy, const T* w, T* dx, const ConvGeometry& g,
 
 template <class T>
 void conv2d_backward_filter(const T* x, const T* dy, T* dw, const ConvGeometry& g, T* workspace) {
+  if (winograd_applies(g)) return winograd_backward_filter(x, dy, dw, g, workspace);
   const std::size_t patch = g.c * g.kh * g.kw, out = g.oh() * g.ow();
   // Images in order, each GEMM adding to dw: the same sum, in the same order, every run.
   for (std::size_t i = 0; i < g.n; ++i) {
@@ -131,15 +136,6 @@ void conv2d_backward_filter(const T* x, const T* dy, T* dw, const ConvGeometry& 
   if (g.n == 0) std::fill(dw, dw + g.k * patch, T(0));
 }
 
-namespace {
-// Whether a window's candidate replaces the best so far: a larger value, or a NaN over a number
-// (the first NaN stays, as does the first of equal values).
-template <class T>
-bool beats(T candidate, T best) {
-  return best == best && !(candidate <= best);
-}
-}  // namespace
-
 template <class T>
 void max_pool2d_forward(const T* x, T* y, std::int32_t* argmax, const PoolGeometry& g) {
   const std::size_t oh = g.oh(), ow = g.ow(), plane_size = g.h * g.w;
@@ -148,16 +144,30 @@ void max_pool2d_forward(const T* x, T* y, std::int32_t* argmax, const PoolGeomet
     T* out = y + plane * oh * ow;
     std::int32_t* where = argmax + plane * oh * ow;
     if (g.kernel == 2 && g.stride == 2) {
-      // The CNN's pooling, unrolled: the four candidates in the generic loop's order.
-      for (std::size_t oy = 0; oy < oh; ++oy)
+      // The CNN's pooling, unrolled: the four candidates in the generic loop's order, chosen by
+      // selects rather than branches (after a ReLU, ties of zeros make branches unpredictable),
+      // so the loop over a row vectorizes.
+      for (std::size_t oy = 0; oy < oh; ++oy) {
+        const T* r0 = in + 2 * oy * g.w;
+        const T* r1 = r0 + g.w;
+        T* o = out + oy * ow;
+        std::int32_t* at = where + oy * ow;
+        const auto top = static_cast<std::int32_t>(2 * oy * g.w), width = static_cast<std::int32_t>(g.w);
         for (std::size_t ox = 0; ox < ow; ++ox) {
-          const std::size_t top = 2 * oy * g.w + 2 * ox;
-          std::size_t best = top;
-          for (const std::size_t i : {top + 1, top + g.w, top + g.w + 1})
-            if (beats(in[i], in[best])) best = i;
-          out[oy * ow + ox] = in[best];
-          where[oy * ow + ox] = static_cast<std::int32_t>(best);
+          const auto left = top + 2 * static_cast<std::int32_t>(ox);
+          T best = r0[2 * ox];
+          std::int32_t index = left;
+          const T candidates[3] = {r0[2 * ox + 1], r1[2 * ox], r1[2 * ox + 1]};
+          const std::int32_t indices[3] = {left + 1, left + width, left + width + 1};
+          for (std::size_t i = 0; i < 3; ++i) {
+            const bool take = pool_beats(candidates[i], best);
+            best = take ? candidates[i] : best;
+            index = take ? indices[i] : index;
+          }
+          o[ox] = best;
+          at[ox] = index;
         }
+      }
       continue;
     }
     for (std::size_t oy = 0; oy < oh; ++oy)
@@ -166,12 +176,26 @@ void max_pool2d_forward(const T* x, T* y, std::int32_t* argmax, const PoolGeomet
         for (std::size_t ky = 0; ky < g.kernel; ++ky)
           for (std::size_t kx = 0; kx < g.kernel; ++kx) {
             const std::size_t i = (oy * g.stride + ky) * g.w + ox * g.stride + kx;
-            if (beats(in[i], in[best])) best = i;
+            if (pool_beats(in[i], in[best])) best = i;
           }
         out[oy * ow + ox] = in[best];
         where[oy * ow + ox] = static_cast<std::int32_t>(best);
       }
   }
+}
+
+std::size_t conv2d_relu_max_pool2d_workspace_elements(const ConvGeometry& g, const PoolGeometry& p) {
+  return winograd_pools_tiles(g, p) ? winograd_workspace_elements(g)
+                                    : conv2d_workspace_elements(g) + g.n * g.k * g.oh() * g.ow();
+}
+
+template <class T>
+void conv2d_relu_max_pool2d_forward(const T* x, const T* w, const T* bias, T* pooled, std::int32_t* argmax,
+                                    const ConvGeometry& g, const PoolGeometry& p, T* workspace) {
+  if (winograd_pools_tiles(g, p)) return winograd_forward_relu_max_pool2d(x, w, bias, pooled, argmax, g, workspace);
+  T* y = workspace + conv2d_workspace_elements(g);
+  conv2d_forward(x, w, bias, y, g, workspace, true);
+  max_pool2d_forward(y, pooled, argmax, p);
 }
 
 template <class T>
@@ -312,6 +336,8 @@ void batch_norm_backward(const T* dy, const T* x, const T* gamma, const T* save_
   template void conv2d_backward_data<T>(const T*, const T*, T*, const ConvGeometry&, T*);                         \
   template void conv2d_backward_filter<T>(const T*, const T*, T*, const ConvGeometry&, T*);                       \
   template void max_pool2d_forward<T>(const T*, T*, std::int32_t*, const PoolGeometry&);                          \
+  template void conv2d_relu_max_pool2d_forward<T>(const T*, const T*, const T*, T*, std::int32_t*,                \
+                                                  const ConvGeometry&, const PoolGeometry&, T*);                  \
   template void max_pool2d_backward<T>(const T*, const std::int32_t*, T*, const PoolGeometry&);                   \
   template void channel_bias_add<T>(T*, const T*, std::size_t, std::size_t, std::size_t);                         \
   template void channel_bias_grad<T>(const T*, T*, std::size_t, std::size_t, std::size_t);                        \

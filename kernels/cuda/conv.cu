@@ -41,7 +41,7 @@ __global__ void max_pool_forward_kernel(const float* x, float* y, std::int32_t* 
     for (std::size_t ky = 0; ky < g.kernel; ++ky)
       for (std::size_t kx = 0; kx < g.kernel; ++kx) {
         const std::size_t i = (oy * g.stride + ky) * g.w + ox * g.stride + kx;
-        if (in[i] > in[best] || (isnan(in[i]) && !isnan(in[best]))) best = i;
+        if (pool_beats(in[i], in[best])) best = i;
       }
     y[o] = in[best];
     argmax[o] = static_cast<std::int32_t>(best);

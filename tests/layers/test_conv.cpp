@@ -7,6 +7,7 @@
 #include "core/autograd.h"
 #include "core/gradcheck.h"
 #include "core/ops.h"
+#include "kernels/conv.h"
 #include "layers/conv.h"
 #include "layers/models.h"
 #include "support/helpers.h"
@@ -46,6 +47,34 @@ std::vector<double> naive_conv(const Tensor& x, const Tensor& w, const Tensor& b
   return y;
 }
 
+// The definition's adjoints: dx[n,c,iy,ix] = Σ w[k,c,ky,kx]·dy[n,k,oy,ox] and
+// dw[k,c,ky,kx] = Σ x[n,c,iy,ix]·dy[n,k,oy,ox] over iy = oy·s+ky−p, ix = ox·s+kx−p inside the image.
+std::pair<std::vector<double>, std::vector<double>> naive_conv_grads(const Tensor& x, const Tensor& w, const Tensor& dy,
+                                                                     int s, int p) {
+  const auto xs = x.shape(), ws = w.shape(), ys = dy.shape();
+  const std::int64_t n = xs[0], c = xs[1], h = xs[2], wd = xs[3], k = ws[0], kh = ws[2], kw = ws[3], oh = ys[2],
+                     ow = ys[3];
+  const auto xv = x.to_vector<double>(), wv = w.to_vector<double>(), dyv = dy.to_vector<double>();
+  std::vector<double> dx(xv.size()), dw(wv.size());
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t o = 0; o < k; ++o)
+      for (std::int64_t oy = 0; oy < oh; ++oy)
+        for (std::int64_t ox = 0; ox < ow; ++ox) {
+          const double g = dyv[static_cast<std::size_t>(((i * k + o) * oh + oy) * ow + ox)];
+          for (std::int64_t ci = 0; ci < c; ++ci)
+            for (std::int64_t ky = 0; ky < kh; ++ky)
+              for (std::int64_t kx = 0; kx < kw; ++kx) {
+                const std::int64_t iy = oy * s + ky - p, ix = ox * s + kx - p;
+                if (iy < 0 || iy >= h || ix < 0 || ix >= wd) continue;
+                const auto xi = static_cast<std::size_t>(((i * c + ci) * h + iy) * wd + ix);
+                const auto wi = static_cast<std::size_t>(((o * c + ci) * kh + ky) * kw + kx);
+                dx[xi] += wv[wi] * g;
+                dw[wi] += xv[xi] * g;
+              }
+        }
+  return {dx, dw};
+}
+
 void require_gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn, const std::vector<Tensor>& in) {
   const GradcheckResult r = gradcheck(fn, in);
   INFO(r.report);
@@ -69,6 +98,52 @@ TEST_CASE("conv2d equals a naive direct convolution for several geometries") {
              Contains("'input' has 2 channels"));
 }
 
+TEST_CASE("3×3 stride-1 convolutions with 8+ channels (Winograd F(4×4, 3×3)) equal the definition") {
+  // Outputs that fill whole 4×4 tiles and ones that leave part of the last tile empty, padding
+  // 0–2 (backward data pads by 2 − p), one image and several chunks of images (32×32 outputs:
+  // 64 tiles an image, 8 images a chunk).
+  for (auto [n, c, k, h, w, pad] :
+       {std::tuple{2, 8, 9, 6, 7, 0}, std::tuple{3, 9, 8, 5, 5, 1}, std::tuple{1, 8, 8, 4, 9, 2},
+        std::tuple{2, 8, 8, 10, 14, 0}, std::tuple{19, 8, 10, 32, 32, 1}}) {
+    INFO("n " << n << " c " << c << " k " << k << " input " << h << "x" << w << " padding " << pad);
+    const kernels::ConvGeometry g{static_cast<std::size_t>(n),
+                                  static_cast<std::size_t>(c),
+                                  static_cast<std::size_t>(h),
+                                  static_cast<std::size_t>(w),
+                                  static_cast<std::size_t>(k),
+                                  3,
+                                  3,
+                                  1,
+                                  static_cast<std::size_t>(pad)};
+    REQUIRE(kernels::cpu::winograd_applies(g));
+    const Tensor x = random({n, c, h, w}, 31).set_requires_grad(), wt = random({k, c, 3, 3}, 32).set_requires_grad(),
+                 b = random({k}, 33).set_requires_grad();
+    const Tensor y = conv2d(x, wt, b, 1, pad);
+    EMBER_REQUIRE_CLOSE(y.to_vector<double>(), naive_conv(x, wt, b, 1, pad), 1e-12, 1e-12);
+    const Tensor dy = random(y.shape(), 34);
+    sum(y * dy).backward();
+    const auto [dx, dw] = naive_conv_grads(x, wt, dy, 1, pad);
+    EMBER_REQUIRE_CLOSE(x.grad().to_vector<double>(), dx, 1e-12, 1e-12);
+    EMBER_REQUIRE_CLOSE(wt.grad().to_vector<double>(), dw, 1e-12, 1e-12);
+    // In f32, within F(4×4, 3×3)'s rounding of the f64 result: its transforms scale a tile by up
+    // to 100 (Bᵀ's 4s and 5s, twice) before Aᵀ's differences bring it back, so the error is about
+    // 1e-5 of outputs near 1 (measured up to 2.0e-5 here), some 10× the direct sum's.
+    const Tensor y32 = conv2d(x.detach().to(DType::f32), wt.detach().to(DType::f32), b.detach().to(DType::f32), 1, pad);
+    EMBER_REQUIRE_CLOSE(y32.to_vector<double>(), y.to_vector<double>(), 1e-4, 1e-4);
+  }
+  SECTION("gradcheck, with ReLU fused") {
+    require_gradcheck([](const std::vector<Tensor>& v) { return conv2d_relu(v[0], v[1], v[2], 1, 1); },
+                      {random({2, 8, 5, 6}, 35).set_requires_grad(), random({8, 8, 3, 3}, 36).set_requires_grad(),
+                       random({8}, 37).set_requires_grad()});
+  }
+  SECTION("fewer than 8 channels, a stride or another kernel size take im2col") {
+    CHECK_FALSE(kernels::cpu::winograd_applies({2, 7, 8, 8, 8, 3, 3, 1, 1}));
+    CHECK_FALSE(kernels::cpu::winograd_applies({2, 8, 8, 8, 8, 3, 3, 2, 1}));
+    CHECK_FALSE(kernels::cpu::winograd_applies({2, 8, 8, 8, 8, 5, 5, 1, 1}));
+    CHECK_FALSE(kernels::cpu::winograd_applies({2, 8, 8, 8, 8, 3, 3, 1, 3}));
+  }
+}
+
 TEST_CASE("conv2d_relu is relu(conv2d) in values and gradients, and Sequential fuses Conv2d→ReLU") {
   for (auto [stride, pad] : {std::pair{1, 0}, std::pair{2, 1}}) {
     INFO("stride " << stride << " padding " << pad);
@@ -79,9 +154,17 @@ TEST_CASE("conv2d_relu is relu(conv2d) in values and gradients, and Sequential f
         [s = stride, p = pad](const std::vector<Tensor>& v) { return conv2d_relu(v[0], v[1], v[2], s, p); },
         {x.clone().set_requires_grad(), w.clone().set_requires_grad(), b.clone().set_requires_grad()});
   }
+}
+
+TEST_CASE("Sequential fuses Conv2d→ReLU(→MaxPool2d), with the values and gradients of the plain layers") {
+  // conv2 with 8 input channels takes Winograd with the pooling in its tiles; with 4, im2col and
+  // the pooling after it.
+  const auto c1 = GENERATE(4, 8);
+  INFO("conv1 channels " << c1);
   Generator g(5);
-  auto model = nn::cnn(4, 8, 16, &g);
-  CHECK((model->fused_at(0) && model->fused_at(2)));  // both convolutions, and the Linear
+  auto model = nn::cnn(c1, 8, 16, &g);
+  // conv1 with its ReLU, conv2 with its ReLU and the pooling, and the Linear with its ReLU.
+  CHECK((model->fused_with(0) == 1 && model->fused_with(2) == 2 && model->fused_with(7) == 1));
   const Tensor images = rand({3, 1, 28, 28});
   std::vector<std::vector<float>> outputs, grads;
   model->eval();  // no dropout, so the two passes see the same network
@@ -105,6 +188,42 @@ TEST_CASE("conv2d_relu is relu(conv2d) in values and gradients, and Sequential f
   // differently from the plain Linear's (its own test allows the same).
   EMBER_REQUIRE_CLOSE(outputs[0], outputs[1], 1e-6, 1e-5);
   EMBER_REQUIRE_CLOSE(grads[0], grads[1], 1e-7, 1e-5);
+}
+
+TEST_CASE("conv2d_relu_max_pool2d is max_pool2d(conv2d_relu) in values and gradients") {
+  // 8 channels, 3×3, stride 1, a 2×2 pooling and even outputs: pooled in the Winograd tiles;
+  // odd outputs, a stride or 4 channels: the convolution's output stored and pooled after.
+  for (auto [c, size, stride, pad, pool] :
+       {std::tuple{8, 6, 1, 0, 2}, std::tuple{8, 8, 1, 1, 2}, std::tuple{8, 7, 1, 0, 2}, std::tuple{8, 6, 1, 0, 3},
+        std::tuple{4, 6, 1, 0, 2}, std::tuple{8, 9, 2, 1, 2}}) {
+    INFO("channels " << c << " size " << size << " stride " << stride << " padding " << pad << " pool " << pool);
+    const kernels::ConvGeometry geometry{
+        2, static_cast<std::size_t>(c),      static_cast<std::size_t>(size), static_cast<std::size_t>(size), 8, 3,
+        3, static_cast<std::size_t>(stride), static_cast<std::size_t>(pad)};
+    const bool tiles = c == 8 && size % 2 == 0 && stride == 1 && pool == 2;
+    CHECK(kernels::cpu::winograd_pools_tiles(geometry,
+                                             {2, 8, geometry.oh(), geometry.ow(), static_cast<std::size_t>(pool),
+                                              static_cast<std::size_t>(pool)}) == tiles);
+    const Tensor x = random({2, c, size, size}, 41), w = random({8, c, 3, 3}, 42), b = random({8}, 43);
+    std::vector<std::vector<double>> values, grads;
+    for (bool fused : {true, false}) {
+      const Tensor xg = x.clone().set_requires_grad(), wg = w.clone().set_requires_grad(),
+                   bg = b.clone().set_requires_grad();
+      const Tensor y = fused ? conv2d_relu_max_pool2d(xg, wg, bg, stride, pad, pool)
+                             : max_pool2d(conv2d_relu(xg, wg, bg, stride, pad), pool);
+      values.push_back(y.to_vector<double>());
+      sum(y * random(y.shape(), 44)).backward();
+      for (const Tensor& t : {xg, wg, bg}) {
+        const auto v = t.grad().to_vector<double>();
+        grads.push_back(v);
+      }
+    }
+    EMBER_REQUIRE_CLOSE(values[0], values[1], 0.0, 0.0);
+    for (std::size_t i = 0; i < 3; ++i) EMBER_REQUIRE_CLOSE(grads[i], grads[i + 3], 0.0, 0.0);
+  }
+  require_gradcheck([](const std::vector<Tensor>& v) { return conv2d_relu_max_pool2d(v[0], v[1], v[2], 1, 1, 2); },
+                    {random({2, 8, 4, 6}, 45).set_requires_grad(), random({8, 8, 3, 3}, 46).set_requires_grad(),
+                     random({8}, 47).set_requires_grad()});
 }
 
 TEST_CASE("max_pool2d's 2×2 path picks what the window definition does, NaN and ties included") {

@@ -1,0 +1,468 @@
+// 3×3 stride-1 convolutions by Winograd's minimal filtering F(4×4, 3×3) (Lavin and Gray, "Fast
+// Algorithms for Convolutional Neural Networks", 2016): each 4×4 block of outputs comes from a
+// 6×6 input tile with 36 multiplications per channel pair instead of 144. With the matrices of
+// the points 0, ±1, ±2, ∞
+//
+//        | 4  0 −5  0  1  0 |         |  1/4    0     0  |
+//        | 0 −4 −4  1  1  0 |         | −1/6  −1/6  −1/6 |         | 1  1  1  1  1  0 |
+//   Bᵀ = | 0  4 −4 −1  1  0 |     G = | −1/6   1/6  −1/6 |    Aᵀ = | 0  1 −1  2 −2  0 |
+//        | 0 −2 −1  2  1  0 |         |  1/24  1/12  1/6 |         | 0  1  1  4  4  0 |
+//        | 0  2 −1 −2  1  0 |         |  1/24 −1/12  1/6 |         | 0  1 −1  8 −8  1 |
+//        | 0  4  0 −5  0  1 |         |  0     0     1   |
+//
+// a tile's outputs are Y = Aᵀ [Σ_c (G g_kc Gᵀ) ⊙ (Bᵀ d_c B)] A: the sum over input channels is, for
+// each of the 36 positions ξ of a transformed tile, a GEMM  M_ξ[k, t] = Σ_c U_ξ[k, c] V_ξ[c, t]
+// over all tiles t. Backward data is the same algorithm on dy (the filter turned 180°, its channel
+// axes swapped, the padding 2 − pad); backward filter is the adjoint of Y in U,
+// dU_ξ[k, c] = Σ_t (A dy_t Aᵀ)_ξ V_ξ[c, t], then dg = Gᵀ dU G. The identity is exact; the rounding
+// is not the direct sum's: in f32 about 10× its error (a few 1e-6 relative at 32–64 channels).
+// F(2×2, 3×3) rounds closer, but on the CNN's conv2 it did 1.8× the GEMM work and moved 1.7× the
+// data per image, and the step was about a sixth slower (docs/performance.md).
+//
+// Images go in chunks (kChunkTiles tiles or one image), so that a chunk's transformed tiles stay
+// in cache between the transform, the 36 GEMMs and the inverse transform. Chunks and GEMMs run in
+// a fixed order: the same result every run.
+#include <algorithm>
+
+#include "kernels/conv.h"
+#include "kernels/elementwise_math.h"
+#include "kernels/gemm.h"
+
+// The transforms' loops read and write through arrays of row pointers, which the compiler cannot
+// prove apart; they never overlap, and this lets the loops vectorize.
+#if defined(__clang__)
+#define EMBER_NO_ALIASING _Pragma("clang loop vectorize(assume_safety)")
+#elif defined(__GNUC__)
+#define EMBER_NO_ALIASING _Pragma("GCC ivdep")
+#else
+#define EMBER_NO_ALIASING
+#endif
+
+namespace ember::kernels::cpu {
+
+namespace {
+
+constexpr std::size_t kOut = 4;           // outputs per tile side
+constexpr std::size_t kIn = kOut + 2;     // inputs per tile side
+constexpr std::size_t kTile = kIn * kIn;  // positions of a transformed tile
+constexpr std::size_t kChunkTiles = 144;  // tiles per chunk: the best of 36–512 measured on the CNN
+
+// The five one-dimensional transforms; each 2-D one applies its line twice (columns, then rows).
+// Always inlined: a call per tile would keep the loops over tiles from vectorizing.
+// Bᵀ·d: six inputs → six.
+template <class T>
+[[gnu::always_inline]] inline void input_line(const T (&d)[kIn], T (&o)[kIn]) {
+  o[0] = T(4) * d[0] - T(5) * d[2] + d[4];
+  o[1] = d[3] + d[4] - T(4) * (d[1] + d[2]);
+  o[2] = d[4] - d[3] + T(4) * (d[1] - d[2]);
+  o[3] = d[4] - d[2] + T(2) * (d[3] - d[1]);
+  o[4] = d[4] - d[2] + T(2) * (d[1] - d[3]);
+  o[5] = T(4) * d[1] - T(5) * d[3] + d[5];
+}
+// Aᵀ·m: six products → four outputs.
+template <class T>
+[[gnu::always_inline]] inline void output_line(const T (&m)[kIn], T (&o)[kOut]) {
+  const T sum12 = m[1] + m[2], diff12 = m[1] - m[2], sum34 = m[3] + m[4], diff34 = m[3] - m[4];
+  o[0] = m[0] + sum12 + sum34;
+  o[1] = diff12 + T(2) * diff34;
+  o[2] = sum12 + T(4) * sum34;
+  o[3] = diff12 + T(8) * diff34 + m[5];
+}
+// G·g: three taps → six.
+template <class T>
+[[gnu::always_inline]] inline void filter_line(const T (&g)[3], T (&o)[kIn]) {
+  o[0] = g[0] / T(4);
+  o[1] = -(g[0] + g[1] + g[2]) / T(6);
+  o[2] = -(g[0] - g[1] + g[2]) / T(6);
+  o[3] = g[0] / T(24) + g[1] / T(12) + g[2] / T(6);
+  o[4] = g[0] / T(24) - g[1] / T(12) + g[2] / T(6);
+  o[5] = g[2];
+}
+// A·p (the adjoint of output_line): four output gradients → six.
+template <class T>
+[[gnu::always_inline]] inline void output_grad_line(const T (&p)[kOut], T (&o)[kIn]) {
+  const T even = p[0] + p[2], odd = p[1] + p[3];
+  o[0] = p[0];
+  o[1] = even + odd;
+  o[2] = even - odd;
+  o[3] = p[0] + T(2) * p[1] + T(4) * p[2] + T(8) * p[3];
+  o[4] = p[0] - T(2) * p[1] + T(4) * p[2] - T(8) * p[3];
+  o[5] = p[3];
+}
+// Gᵀ·u (the adjoint of filter_line): six → three taps.
+template <class T>
+[[gnu::always_inline]] inline void filter_grad_line(const T (&u)[kIn], T (&o)[3]) {
+  o[0] = u[0] / T(4) - (u[1] + u[2]) / T(6) + (u[3] + u[4]) / T(24);
+  o[1] = (u[2] - u[1]) / T(6) + (u[3] - u[4]) / T(12);
+  o[2] = (u[3] + u[4] - u[1] - u[2]) / T(6) + u[5];
+}
+
+std::size_t tiles_y(const ConvGeometry& g) { return (g.oh() + kOut - 1) / kOut; }
+std::size_t tiles_x(const ConvGeometry& g) { return (g.ow() + kOut - 1) / kOut; }
+std::size_t tiles_per_image(const ConvGeometry& g) { return tiles_y(g) * tiles_x(g); }
+std::size_t images_per_chunk(const ConvGeometry& g) {
+  return std::max<std::size_t>(1, kChunkTiles / tiles_per_image(g));
+}
+std::size_t chunk_tiles(const ConvGeometry& g) { return std::min(g.n, images_per_chunk(g)) * tiles_per_image(g); }
+
+// The transformed matrices of a chunk, one per tile position ξ: row r of matrix ξ starts at
+// data + ξ·plane + r·ld. The strides are padded off multiples of 4 KiB: with plain ones the rows
+// a transform reads or writes together fall into one cache set and evict each other.
+template <class T>
+struct Planes {
+  T* data;
+  std::size_t ld, plane;
+  T* row(std::size_t xi, std::size_t r) const { return data + xi * plane + r * ld; }
+};
+std::size_t padded_ld(std::size_t cols) { return (cols + 15) / 16 * 16 + 8; }
+std::size_t padded_plane(std::size_t rows, std::size_t cols) { return rows * padded_ld(cols) + 16; }
+template <class T>
+Planes<T> planes(T* data, std::size_t rows, std::size_t cols) {
+  return {data, padded_ld(cols), padded_plane(rows, cols)};
+}
+
+// Backward data as a forward convolution: dy [N, K, OH, OW] in, dx [N, C, H, W] out.
+ConvGeometry data_geometry(const ConvGeometry& g) { return {g.n, g.k, g.oh(), g.ow(), g.c, 3, 3, 1, 2 - g.pad}; }
+
+template <class T>
+void copy_row(const T* __restrict from, T* __restrict to, std::size_t n, bool relu) {
+  if (relu)
+    for (std::size_t x = 0; x < n; ++x) to[x] = unary_formula<UnaryOp::relu>(from[x], {});
+  else
+    for (std::size_t x = 0; x < n; ++x) to[x] = from[x];
+}
+
+// V[ξ][c][t0 + t] for every tile t of one image: Bᵀ d B of each 6×6 input tile (zeros beyond the
+// image). `rows` is scratch (row_scratch values).
+template <class T>
+void input_transform(const T* image, const ConvGeometry& g, const Planes<T>& v, std::size_t t0, T* rows) {
+  const std::size_t ty = tiles_y(g), tx = tiles_x(g), width = kOut * tx + 2;
+  T* padded = rows;               // kIn zero-padded input rows
+  T* mixed = rows + kIn * width;  // Bᵀ d: kIn rows
+  // Without horizontal padding the image's rows are read where they are; otherwise copied into
+  // zero-padded rows.
+  const bool in_place = g.pad == 0 && width <= g.w;
+  for (std::size_t c = 0; c < g.c; ++c) {
+    const T* plane = image + c * g.h * g.w;
+    for (std::size_t y = 0; y < ty; ++y) {
+      const T* in[kIn];
+      for (std::size_t r = 0; r < kIn; ++r) {
+        const long long iy = static_cast<long long>(kOut * y + r) - static_cast<long long>(g.pad);
+        const bool inside = iy >= 0 && iy < static_cast<long long>(g.h);
+        const T* row = inside ? plane + static_cast<std::size_t>(iy) * g.w : nullptr;
+        if (inside && in_place) {
+          in[r] = row;
+          continue;
+        }
+        T* out = padded + r * width;
+        for (std::size_t x = 0; x < width; ++x) out[x] = T(0);
+        if (inside) copy_row(row, out + g.pad, std::min(width, g.pad + g.w) - g.pad, false);
+        in[r] = out;
+      }
+      EMBER_NO_ALIASING
+      for (std::size_t x = 0; x < width; ++x) {
+        T d[kIn], o[kIn];
+        for (std::size_t r = 0; r < kIn; ++r) d[r] = in[r][x];
+        input_line(d, o);
+        for (std::size_t i = 0; i < kIn; ++i) mixed[i * width + x] = o[i];
+      }
+      T* out[kTile];
+      for (std::size_t xi = 0; xi < kTile; ++xi) out[xi] = v.row(xi, c) + t0 + y * tx;
+      for (std::size_t i = 0; i < kIn; ++i) {
+        const T* m = mixed + i * width;
+        EMBER_NO_ALIASING
+        for (std::size_t x = 0; x < tx; ++x) {
+          T d[kIn], o[kIn];
+          for (std::size_t j = 0; j < kIn; ++j) d[j] = m[kOut * x + j];
+          input_line(d, o);
+          for (std::size_t j = 0; j < kIn; ++j) out[kIn * i + j][x] = o[j];
+        }
+      }
+    }
+  }
+}
+
+// Aᵀ M A + bias for the tiles of tile row y of output channel k, at column `at` of M: the kOut
+// output rows, whole tiles wide (kOut·tiles_x), into out[0..kOut). M is left zero where it was
+// read, for the next chunk's GEMMs (β = 1): cheaper, while the lines are in cache, than the
+// separate pass that BLAS makes over C for β = 0. `s` is scratch for kOut·kIn rows of tiles_x.
+template <class T>
+void tile_row_outputs(const Planes<T>& m, std::size_t k, std::size_t at, std::size_t tx, T bias, T* s,
+                      T* const (&out)[kOut]) {
+  T* q[kTile];
+  for (std::size_t xi = 0; xi < kTile; ++xi) q[xi] = m.row(xi, k) + at;
+  for (std::size_t j = 0; j < kIn; ++j) {
+    EMBER_NO_ALIASING
+    for (std::size_t x = 0; x < tx; ++x) {
+      T d[kIn], o[kOut];
+      for (std::size_t i = 0; i < kIn; ++i) {
+        d[i] = q[kIn * i + j][x];
+        q[kIn * i + j][x] = T(0);
+      }
+      output_line(d, o);
+      for (std::size_t r = 0; r < kOut; ++r) s[(r * kIn + j) * tx + x] = o[r];
+    }
+  }
+  for (std::size_t r = 0; r < kOut; ++r) {
+    T* row = out[r];
+    EMBER_NO_ALIASING
+    for (std::size_t x = 0; x < tx; ++x) {
+      T d[kIn], o[kOut];
+      for (std::size_t j = 0; j < kIn; ++j) d[j] = s[(r * kIn + j) * tx + x];
+      output_line(d, o);
+      for (std::size_t i = 0; i < kOut; ++i) row[kOut * x + i] = o[i] + bias;
+    }
+  }
+}
+
+// Scratch of tile_row_outputs and the output rows.
+template <class T>
+void output_rows(T* rows, std::size_t tx, T* (&out)[kOut]) {
+  for (std::size_t r = 0; r < kOut; ++r) out[r] = rows + kOut * kIn * tx + r * kOut * tx;
+}
+
+// y = Aᵀ M A (+ bias, ReLU) for every tile of one image, from M[ξ][k][t0 + t].
+template <class T>
+void output_transform(const Planes<T>& m, const ConvGeometry& g, std::size_t t0, const T* bias, bool relu, T* image,
+                      T* rows) {
+  const std::size_t ty = tiles_y(g), tx = tiles_x(g), oh = g.oh(), ow = g.ow();
+  T* out[kOut];
+  output_rows(rows, tx, out);
+  for (std::size_t k = 0; k < g.k; ++k) {
+    T* plane = image + k * oh * ow;
+    for (std::size_t y = 0; y < ty; ++y) {
+      tile_row_outputs(m, k, t0 + y * tx, tx, bias ? bias[k] : T(0), rows, out);
+      for (std::size_t r = 0; r < kOut && kOut * y + r < oh; ++r)
+        copy_row<T>(out[r], plane + (kOut * y + r) * ow, ow, relu);
+    }
+  }
+}
+
+// The same outputs through ReLU and 2×2 max pooling (stride 2, even OH and OW, so that every
+// window lies in one tile): pooled [K, OH/2, OW/2] and argmax (the winner's index in the OH×OW
+// plane), the candidates in max_pool2d_forward's order.
+template <class T>
+void output_transform_pooled(const Planes<T>& m, const ConvGeometry& g, std::size_t t0, const T* bias, T* pooled,
+                             std::int32_t* argmax, T* rows) {
+  const std::size_t ty = tiles_y(g), tx = tiles_x(g), ow = g.ow(), ph = g.oh() / 2, pw = g.ow() / 2;
+  T* out[kOut];
+  output_rows(rows, tx, out);
+  for (std::size_t k = 0; k < g.k; ++k)
+    for (std::size_t y = 0; y < ty; ++y) {
+      tile_row_outputs(m, k, t0 + y * tx, tx, bias ? bias[k] : T(0), rows, out);
+      for (std::size_t r = 0; r < kOut / 2 && (kOut / 2) * y + r < ph; ++r) {
+        const std::size_t py = (kOut / 2) * y + r;
+        const T* upper = out[2 * r];
+        const T* lower = out[2 * r + 1];
+        T* best_out = pooled + (k * ph + py) * pw;
+        std::int32_t* where = argmax + (k * ph + py) * pw;
+        const auto top = static_cast<std::int32_t>(2 * py * ow), width = static_cast<std::int32_t>(ow);
+        for (std::size_t px = 0; px < pw; ++px) {
+          const auto left = top + 2 * static_cast<std::int32_t>(px);
+          const T candidates[4] = {upper[2 * px], upper[2 * px + 1], lower[2 * px], lower[2 * px + 1]};
+          const std::int32_t indices[4] = {left, left + 1, left + width, left + width + 1};
+          T best = unary_formula<UnaryOp::relu>(candidates[0], {});
+          std::int32_t index = indices[0];
+          for (std::size_t i = 1; i < 4; ++i) {
+            const T candidate = unary_formula<UnaryOp::relu>(candidates[i], {});
+            const bool take = pool_beats(candidate, best);
+            best = take ? candidate : best;
+            index = take ? indices[i] : index;
+          }
+          best_out[px] = best;
+          where[px] = index;
+        }
+      }
+    }
+}
+
+// dM[ξ][k][t0 + t] = A dy_t Aᵀ for every output tile of one image (dy zero beyond the output).
+template <class T>
+void output_grad_transform(const T* dy, const ConvGeometry& g, const Planes<T>& dm, std::size_t t0, T* rows) {
+  const std::size_t ty = tiles_y(g), tx = tiles_x(g), oh = g.oh(), ow = g.ow(), width = kOut * tx;
+  T* in = rows;                    // kOut gradient rows, zero-padded to whole tiles
+  T* mixed = rows + kOut * width;  // A along each row: kOut rows × kIn of tiles_x
+  for (std::size_t k = 0; k < g.k; ++k) {
+    const T* plane = dy + k * oh * ow;
+    for (std::size_t y = 0; y < ty; ++y) {
+      for (std::size_t r = 0; r < kOut; ++r) {
+        T* row = in + r * width;
+        for (std::size_t x = 0; x < width; ++x) row[x] = T(0);
+        if (kOut * y + r < oh) copy_row(plane + (kOut * y + r) * ow, row, ow, false);
+        EMBER_NO_ALIASING
+        for (std::size_t x = 0; x < tx; ++x) {
+          T p[kOut], o[kIn];
+          for (std::size_t i = 0; i < kOut; ++i) p[i] = row[kOut * x + i];
+          output_grad_line(p, o);
+          for (std::size_t j = 0; j < kIn; ++j) mixed[(r * kIn + j) * tx + x] = o[j];
+        }
+      }
+      T* out[kTile];
+      for (std::size_t xi = 0; xi < kTile; ++xi) out[xi] = dm.row(xi, k) + t0 + y * tx;
+      for (std::size_t j = 0; j < kIn; ++j) {
+        EMBER_NO_ALIASING
+        for (std::size_t x = 0; x < tx; ++x) {
+          T p[kOut], o[kIn];
+          for (std::size_t r = 0; r < kOut; ++r) p[r] = mixed[(r * kIn + j) * tx + x];
+          output_grad_line(p, o);
+          for (std::size_t i = 0; i < kIn; ++i) out[kIn * i + j][x] = o[i];
+        }
+      }
+    }
+  }
+}
+
+// U[ξ][k][c] = G g Gᵀ, where g is filter (k, c), or with `flipped` the filter turned 180° with
+// the channel axes swapped (backward data: U[ξ][c][k] from w[k][c]).
+template <class T>
+void filter_transform(const T* w, const ConvGeometry& g, bool flipped, T* u) {
+  const std::size_t rows = flipped ? g.c : g.k, cols = flipped ? g.k : g.c;
+  for (std::size_t k = 0; k < g.k; ++k)
+    for (std::size_t c = 0; c < g.c; ++c) {
+      const T* f = w + (k * g.c + c) * 9;
+      T half[kIn][3];  // G g, column by column
+      for (std::size_t j = 0; j < 3; ++j) {
+        T column[3], o[kIn];
+        for (std::size_t i = 0; i < 3; ++i) column[i] = flipped ? f[(2 - i) * 3 + (2 - j)] : f[i * 3 + j];
+        filter_line(column, o);
+        for (std::size_t i = 0; i < kIn; ++i) half[i][j] = o[i];
+      }
+      const std::size_t row = flipped ? c : k, col = flipped ? k : c;
+      for (std::size_t i = 0; i < kIn; ++i) {
+        T o[kIn];
+        filter_line(half[i], o);
+        for (std::size_t j = 0; j < kIn; ++j) u[((kIn * i + j) * rows + row) * cols + col] = o[j];
+      }
+    }
+}
+
+// dw[k][c] = Gᵀ dU G from dU[ξ][k][c].
+template <class T>
+void filter_grad_transform(const T* du, const ConvGeometry& g, T* dw) {
+  for (std::size_t k = 0; k < g.k; ++k)
+    for (std::size_t c = 0; c < g.c; ++c) {
+      T half[3][kIn];  // Gᵀ dU, column by column
+      for (std::size_t j = 0; j < kIn; ++j) {
+        T column[kIn], o[3];
+        for (std::size_t i = 0; i < kIn; ++i) column[i] = du[((kIn * i + j) * g.k + k) * g.c + c];
+        filter_grad_line(column, o);
+        for (std::size_t i = 0; i < 3; ++i) half[i][j] = o[i];
+      }
+      T* f = dw + (k * g.c + c) * 9;
+      for (std::size_t i = 0; i < 3; ++i) {
+        T o[3];
+        filter_grad_line(half[i], o);
+        for (std::size_t j = 0; j < 3; ++j) f[i * 3 + j] = o[j];
+      }
+    }
+}
+
+struct Workspace {
+  std::size_t u, v, m, rows;  // element offsets: U (filters), V (input tiles), M (products), row scratch
+};
+Workspace layout(const ConvGeometry& g) {
+  const std::size_t chunk = chunk_tiles(g);
+  const std::size_t u = 0, v = u + kTile * g.k * g.c, m = v + kTile * padded_plane(g.c, chunk),
+                    rows = m + kTile * padded_plane(g.k, chunk);
+  return {u, v, m, rows};
+}
+// The most a transform takes: the input transform's 2·kIn rows of kOut·tiles_x + 2.
+std::size_t row_scratch(const ConvGeometry& g) { return 2 * kIn * (kOut * tiles_x(g) + 2); }
+std::size_t workspace_elements(const ConvGeometry& g) { return layout(g).rows + row_scratch(g); }
+
+// The forward pass with the filters already transformed into workspace + u: chunk by chunk,
+// the input transform, the GEMMs, then emit(M, t0, image, scratch) for each image of the chunk,
+// whose tiles start at column t0 of M.
+template <class T, class Emit>
+void forward_transformed(const T* x, const ConvGeometry& g, T* workspace, Emit emit) {
+  const Workspace at = layout(g);
+  const std::size_t per_image = tiles_per_image(g), per_chunk = images_per_chunk(g), capacity = chunk_tiles(g);
+  const Planes<T> v = planes(workspace + at.v, g.c, capacity), m = planes(workspace + at.m, g.k, capacity);
+  std::fill(m.data, m.data + kTile * m.plane, T(0));
+  for (std::size_t first = 0; first < g.n; first += per_chunk) {
+    const std::size_t images = std::min(per_chunk, g.n - first), chunk = images * per_image;
+    for (std::size_t i = 0; i < images; ++i)
+      input_transform(x + (first + i) * g.c * g.h * g.w, g, v, i * per_image, workspace + at.rows);
+    for (std::size_t xi = 0; xi < kTile; ++xi)
+      gemm<T>(Transpose::no, Transpose::no, g.k, chunk, g.c, T(1), workspace + at.u + xi * g.k * g.c, g.c, v.row(xi, 0),
+              v.ld, T(1), m.row(xi, 0), m.ld);
+    for (std::size_t i = 0; i < images; ++i) emit(m, i * per_image, first + i, workspace + at.rows);
+  }
+}
+
+template <class T>
+void forward_to(const T* x, const T* bias, T* y, const ConvGeometry& g, T* workspace, bool relu) {
+  forward_transformed(x, g, workspace, [&](const Planes<T>& m, std::size_t t0, std::size_t image, T* rows) {
+    output_transform(m, g, t0, bias, relu, y + image * g.k * g.oh() * g.ow(), rows);
+  });
+}
+
+}  // namespace
+
+bool winograd_applies(const ConvGeometry& g) {
+  // Below 8 channels on either side the GEMMs are too thin to beat im2col's one.
+  return g.kh == 3 && g.kw == 3 && g.stride == 1 && g.pad <= 2 && g.c >= 8 && g.k >= 8;
+}
+
+std::size_t winograd_workspace_elements(const ConvGeometry& g) {
+  return std::max(workspace_elements(g), workspace_elements(data_geometry(g)));
+}
+
+template <class T>
+void winograd_forward(const T* x, const T* w, const T* bias, T* y, const ConvGeometry& g, T* workspace, bool relu) {
+  filter_transform(w, g, false, workspace + layout(g).u);
+  forward_to(x, bias, y, g, workspace, relu);
+}
+
+bool winograd_pools_tiles(const ConvGeometry& g, const PoolGeometry& p) {
+  return winograd_applies(g) && p.kernel == 2 && p.stride == 2 && g.oh() % 2 == 0 && g.ow() % 2 == 0;
+}
+
+template <class T>
+void winograd_forward_relu_max_pool2d(const T* x, const T* w, const T* bias, T* pooled, std::int32_t* argmax,
+                                      const ConvGeometry& g, T* workspace) {
+  filter_transform(w, g, false, workspace + layout(g).u);
+  const std::size_t per_image = g.k * (g.oh() / 2) * (g.ow() / 2);
+  forward_transformed(x, g, workspace, [&](const Planes<T>& m, std::size_t t0, std::size_t image, T* rows) {
+    output_transform_pooled(m, g, t0, bias, pooled + image * per_image, argmax + image * per_image, rows);
+  });
+}
+
+template <class T>
+void winograd_backward_data(const T* dy, const T* w, T* dx, const ConvGeometry& g, T* workspace) {
+  const ConvGeometry back = data_geometry(g);
+  filter_transform(w, g, true, workspace + layout(back).u);
+  forward_to<T>(dy, nullptr, dx, back, workspace, false);
+}
+
+template <class T>
+void winograd_backward_filter(const T* x, const T* dy, T* dw, const ConvGeometry& g, T* workspace) {
+  const Workspace at = layout(g);
+  const std::size_t per_image = tiles_per_image(g), per_chunk = images_per_chunk(g), capacity = chunk_tiles(g);
+  const Planes<T> v = planes(workspace + at.v, g.c, capacity), dm = planes(workspace + at.m, g.k, capacity);
+  T* du = workspace + at.u;
+  std::fill(du, du + kTile * g.k * g.c, T(0));
+  for (std::size_t first = 0; first < g.n; first += per_chunk) {
+    const std::size_t images = std::min(per_chunk, g.n - first), chunk = images * per_image;
+    for (std::size_t i = 0; i < images; ++i) {
+      input_transform(x + (first + i) * g.c * g.h * g.w, g, v, i * per_image, workspace + at.rows);
+      output_grad_transform(dy + (first + i) * g.k * g.oh() * g.ow(), g, dm, i * per_image, workspace + at.rows);
+    }
+    for (std::size_t xi = 0; xi < kTile; ++xi)
+      gemm<T>(Transpose::no, Transpose::yes, g.k, g.c, chunk, T(1), dm.row(xi, 0), dm.ld, v.row(xi, 0), v.ld, T(1),
+              du + xi * g.k * g.c, g.c);
+  }
+  filter_grad_transform(du, g, dw);
+}
+
+#define EMBER_INSTANTIATE(T)                                                                          \
+  template void winograd_forward<T>(const T*, const T*, const T*, T*, const ConvGeometry&, T*, bool); \
+  template void winograd_forward_relu_max_pool2d<T>(const T*, const T*, const T*, T*, std::int32_t*,  \
+                                                    const ConvGeometry&, T*);                         \
+  template void winograd_backward_data<T>(const T*, const T*, T*, const ConvGeometry&, T*);           \
+  template void winograd_backward_filter<T>(const T*, const T*, T*, const ConvGeometry&, T*);
+EMBER_INSTANTIATE(float)
+EMBER_INSTANTIATE(double)
+#undef EMBER_INSTANTIATE
+
+}  // namespace ember::kernels::cpu
