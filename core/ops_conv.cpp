@@ -1,5 +1,5 @@
-// Convolution, max pooling and batch normalization ops: im2col + GEMM on the CPU, cuDNN and
-// ember's kernels on CUDA (kernels/conv.h), each with its derivative rule beside it.
+// Convolution, max pooling and batch normalization ops: im2col + GEMM or Winograd on the CPU,
+// cuDNN and ember's kernels on CUDA (kernels/conv.h), each with its derivative rule beside it.
 #include "core/activation_grad.h"
 #include "core/autograd.h"
 #include "core/dispatch.h"
@@ -18,8 +18,8 @@ using kernels::PoolGeometry;
 
 std::size_t at(const Shape& s, std::size_t i) { return static_cast<std::size_t>(s[i]); }
 
-// The CPU kernels' im2col workspace, from the host cache (a large std::vector would be fresh
-// pages from the system on every call).
+// The CPU convolution kernels' workspace (im2col's columns, Winograd's tiles), from the host
+// cache (a large std::vector would be fresh pages from the system on every call).
 template <class T>
 Tensor conv_workspace(std::size_t elements) {
   return empty({static_cast<std::int64_t>(elements)}, {.dtype = dtype_of<T>});

@@ -1,6 +1,7 @@
 // Convolution, pooling and batch normalization over NCHW tensors.
 //
-// CPU: convolution as im2col + GEMM (im2col/col2im here, the GEMM in gemm.h), max pooling and
+// CPU: convolution as im2col + GEMM (im2col/col2im here, the GEMM in gemm.h) or, for 3×3 stride-1
+// kernels with 8+ channels, Winograd F(4×4, 3×3) (kernels/cpu/winograd.cpp); max pooling and
 // batch normalization directly; float and double. CUDA: convolution through cuDNN 9 (forward,
 // backward data, backward filter), pooling, batch normalization and the per-channel bias as
 // ember's own kernels (f32), each the twin of the CPU code here.
@@ -47,12 +48,12 @@ void im2col(const T* image, T* columns, const ConvGeometry& g);
 template <class T>
 void col2im(const T* columns, T* image, const ConvGeometry& g);
 
-// The convolution (cross-correlation, as the cuDNN twins below) as im2col + GEMM, image by
-// image: x [N,C,H,W], w [K,C,KH,KW], y [N,K,OH,OW]. `workspace` holds conv2d_workspace_elements(g)
-// values (one image's columns); the caller keeps it, so a training step takes no memory from the
-// system. forward adds `bias` [K] when it is not null and with `relu` applies ReLU (each image
-// while it is in cache); backward_filter overwrites dw (images summed in order: deterministic);
-// backward_data overwrites dx.
+// The convolution (cross-correlation, as the cuDNN twins below) as im2col + GEMM image by image,
+// or by Winograd where winograd_applies: x [N,C,H,W], w [K,C,KH,KW], y [N,K,OH,OW]. `workspace`
+// holds conv2d_workspace_elements(g) values (one image's columns, or a chunk's transformed tiles);
+// the caller keeps it, so a training step takes no memory from the system. forward adds `bias` [K] when it is not null
+// and with `relu` applies ReLU (each image while it is in cache); backward_filter overwrites dw (images summed in
+// order: deterministic); backward_data overwrites dx.
 std::size_t conv2d_workspace_elements(const ConvGeometry& g);
 template <class T>
 void conv2d_forward(const T* x, const T* w, const T* bias, T* y, const ConvGeometry& g, T* workspace,

@@ -1,4 +1,5 @@
-// CPU convolution helpers (im2col, col2im), max pooling, per-channel bias and batch normalization.
+// CPU convolutions by im2col + GEMM (Winograd's path is in winograd.cpp), max pooling, per-channel
+// bias and batch normalization.
 // Per-channel statistics accumulate in double, in a fixed order.
 #include <algorithm>
 #include <cmath>
