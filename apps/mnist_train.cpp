@@ -346,14 +346,16 @@ void build_loaders(const Settings& s, Run& run) {
   if (s.preload) run.preloaded.emplace(*run.train_loader, run.device, run.norm);
   run.train_batches = run.preloaded ? static_cast<data::BatchSource*>(&*run.preloaded) : run.streamed.get();
   // The MLP trains through the fused step (the whole step as fused kernels, replayed from a CUDA
-  // graph on a GPU) unless --step autograd or EMBER_FUSION=0 asks for the op-by-op path.
+  // graph on a GPU) unless --step autograd or EMBER_FUSION=0 asks for the op-by-op path. Nothing
+  // here reads the weights' gradients, so plain SGD's update may run inside the GEMMs (CPU).
   const bool fused = !s.is_cnn() && (s.step == "fused" || (s.step == "auto" && nn::fusion_enabled()));
   if (fused)
     run.mlp_step = std::make_unique<train::MlpStep>(*run.model, *run.optimizer, s.recipe.batch_size,
                                                     train::MlpStepOptions{.gemm_epilogues = nn::fusion_enabled(),
                                                                           .cuda_graph = s.cuda_graph,
                                                                           .reduce_across_ranks = s.distributed,
-                                                                          .micro_batches = s.micro_batches});
+                                                                          .micro_batches = s.micro_batches,
+                                                                          .sgd_in_gemm = nn::fusion_enabled()});
   else if (s.distributed)
     run.reducer = std::make_unique<dist::GradientReducer>(run.model->parameters());
 }
@@ -613,6 +615,7 @@ int run_training(const Settings& s) {
   std::vector<apps::EpochRecord> records;
   for (int epoch = run.start_epoch; epoch < s.epochs; ++epoch) {
     const auto t0 = Clock::now();
+    const double gemm_s0 = cpu_gemm_seconds();
     const auto non_finite = non_finite_at(epoch);
     const std::string unknown_step =
         " (on " + run.device.str() + " the loss is checked once per epoch, so the step is not known)";
@@ -642,6 +645,7 @@ int run_training(const Settings& s) {
       std::fflush(stdout);
     }
     const auto t_train = Clock::now();
+    const double gemm_s = cpu_gemm_seconds() - gemm_s0;  // this thread's CPU GEMMs in the training
     if (tty) std::printf("\r%60s\r", "");
     if (!std::isfinite(train_loss)) throw non_finite(unknown_step);
     const data::LoaderStats stats = run.train_batches->epoch_stats();
@@ -669,6 +673,7 @@ int run_training(const Settings& s) {
                          {"epoch_s", epoch_s},
                          {"images_per_s", images_per_s},
                          {"input_wait_s", stats.wait_s},
+                         {"train_s", train_s},
                          {"step", run.mlp_step ? "fused" : "autograd"},
                          {"graph_kernels", run.mlp_step ? run.mlp_step->graph_kernel_nodes() : 0},
                          {"step_launches", run.mlp_step ? run.mlp_step->step_launches() : 0},
@@ -676,6 +681,8 @@ int run_training(const Settings& s) {
                          {"ranks", run.world},
                          {"communication_wait_s", comm_wait_s},
                          {"params_hash", detail::concat(std::hex, params_hash)}});
+    // On the CPU, the share of the training steps' time spent in GEMMs (on CUDA they run on the device).
+    if (run.device.is_cpu()) log_lines.back()["gemm_s"] = gemm_s;
     if (s.log_step_losses) log_lines.back()["step_losses"] = trained.step_losses;
     records.push_back({epoch, train_loss, val.loss, val.accuracy});
     // Rank 0 alone writes files (the others hold the same parameters: checked above).

@@ -63,5 +63,6 @@ std::string Device::best_reason() {
 
 void set_num_threads(int threads) { kernels::cpu::set_num_threads(threads); }
 const char* cpu_gemm_library() { return kernels::cpu::blas_name(); }
+double cpu_gemm_seconds() { return kernels::cpu::gemm_seconds(); }
 
 }  // namespace ember

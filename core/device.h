@@ -49,5 +49,9 @@ void require_usable(const Device& device);
 void set_num_threads(int threads);
 // The library behind CPU matrix products in this build: "openblas" or "builtin".
 const char* cpu_gemm_library();
+// Seconds the calling thread has spent in CPU matrix products (every Linear's and convolution's
+// GEMMs) since it started. The difference across a span of training steps, over the span's
+// wall time, is the steps' GEMM share: the rest is the framework and the elementwise work.
+double cpu_gemm_seconds();
 
 }  // namespace ember

@@ -36,6 +36,13 @@ std::uint64_t epoch_seed(std::uint64_t seed, std::int64_t epoch) {
 // The staging slots and everything about them that the workers, the consumer and the batches'
 // release hooks share. Held by shared_ptr: a batch tensor may outlive the loader.
 struct DataLoader::Ring {
+  // Waking a sleeping worker costs the thread that does it a system call and, in a VM, an
+  // interrupt to the other core: ~100 µs measured on the 2-core VM of docs/performance.md, 2–5%
+  // of a wide MLP's step when it came once per batch. So a freed slot wakes a worker only when it
+  // makes `refill_at` slots free; the woken worker fills every free slot before it sleeps, and the
+  // ring has refill_at − 1 slots more than it otherwise would, so batches stay ready meanwhile. A
+  // consumer that finds its batch not ready wakes every worker itself (next()).
+  static constexpr std::size_t refill_at = 4;
   enum class State { free, filling, ready, on_loan };
   struct Slot {
     Tensor images, labels;  // full-size staging buffers, owned here
@@ -57,18 +64,22 @@ struct DataLoader::Ring {
       if (slots[i].state == state) return i;
     return slots.size();
   }
-  // A view of the slot was released; the slot is free once no view remains. Then one worker can
-  // fill it: waking one, and only then (a batch has two views), keeps the training thread from
-  // paying for wake-ups that find nothing to do — each costs it a system call, and in a VM an
-  // interrupt to the other core.
+  std::size_t count(State state) const {
+    return static_cast<std::size_t>(
+        std::count_if(slots.begin(), slots.end(), [state](const Slot& s) { return s.state == state; }));
+  }
+  // A view of the slot was released; the slot is free once no view remains (a batch has two).
+  // The workers are woken only once `refill_at` slots are free — see the note at refill_at.
   static void view_released(const std::shared_ptr<Ring>& ring, std::size_t slot) {
+    bool wake = false;
     {
       std::lock_guard lock(ring->mutex);
       if (--ring->slots[slot].views > 0) return;
       ring->slots[slot].state = State::free;
+      wake = ring->next_to_fill < ring->total_batches && ring->count(State::free) >= refill_at;
     }
-    ring->work_ready.notify_one();
-    ring->batch_ready.notify_all();
+    if (wake) ring->work_ready.notify_one();
+    ring->batch_ready.notify_all();  // a consumer waiting on a ring all on loan (no system call without one)
   }
 };
 
@@ -84,8 +95,9 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, LoaderOptions opt
   EMBER_CHECK(!options_.shard.pad || options_.shard.count == 1 || dataset_->size() > 0, ValueError,
               "DataLoader: an empty dataset cannot be padded into shards");
   // Enough slots for every worker to fill one while the consumer uses one, the previous step may
-  // still hold one (a graph that saved its inputs), and one waits ready.
-  const std::size_t slot_count = options_.num_workers + 3;
+  // still hold one (a graph that saved its inputs), and one waits ready; with workers, as many
+  // more as wait freed until the workers are woken (Ring::refill_at).
+  const std::size_t slot_count = options_.num_workers + 3 + (options_.num_workers > 0 ? Ring::refill_at - 1 : 0);
   const auto rows = static_cast<std::int64_t>(options_.batch_size);
   const auto numel = static_cast<std::int64_t>(dataset_->sample_numel());
   ring_->slots.resize(slot_count);
@@ -227,6 +239,7 @@ std::optional<BatchLease> DataLoader::next() {
     fill(slot, batch);
     lock.lock();
   } else {
+    if (ready_slot() == r.slots.size()) r.work_ready.notify_all();  // free slots below refill_at: fill them now
     r.batch_ready.wait(lock, [&] {
       if (ready_slot() < r.slots.size() || r.stopping) return true;
       EMBER_CHECK(!all_on_loan(), Error, stuck());

@@ -39,6 +39,7 @@ struct Layer {
   Tensor g;           // [batch, out]: gradient of the pre-activation z
   Tensor mask;        // ReLU mask bits from the cuBLASLt forward (CUDA, hidden layers)
   Tensor sum_workspace;
+  std::size_t weight_group = 0;  // the optimizer's group holding the weight (groups.size(): none)
 };
 
 }  // namespace
@@ -88,8 +89,23 @@ struct MlpStep::Impl {
   std::size_t step_launches = 0, replays = 0;
   std::string graph_note;
   long long steps = 0;
+  bool sgd_in_gemm = false;  // this step updates the weights inside their GEMMs (MlpStepOptions)
 
   bool cuda() const { return device.is_cuda(); }
+
+  // Whether MlpStepOptions::sgd_in_gemm is the optimizer's own update for this step (see there).
+  bool sgd_in_gemm_applies() const {
+    if (!options.sgd_in_gemm || cuda() || options.reduce_across_ranks || options.micro_batches != 1 ||
+        !dynamic_cast<const optim::SGD*>(optimizer))
+      return false;
+    const auto& groups = optimizer->param_groups();
+    for (const Layer& l : layers) {
+      if (l.weight_group >= groups.size()) return false;
+      const optim::GroupOptions& o = groups[l.weight_group].options;
+      if (o.momentum != 0 || o.weight_decay != 0) return false;
+    }
+    return true;
+  }
 
   // What a captured update keeps as kernel arguments or pointers: the optimizer's settings other
   // than the rate (which is read from device memory), and the version of its state (new buffers
@@ -249,6 +265,9 @@ struct MlpStep::Impl {
       communication_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       mul_(grads, 1.0 / static_cast<double>(dist::world_size()));
     }
+    // Weights already updated inside their GEMMs have no gradient: step() skips them.
+    if (sgd_in_gemm)
+      for (Layer& l : layers) l.weight.set_grad(Tensor());
     optimizer->step();
   }
 
@@ -289,58 +308,73 @@ struct MlpStep::Impl {
       Layer& l = layers[i];
       const float* below = i == 0 ? input : layers[i - 1].h.raw<float>();
       float* dz = l.g.raw<float>();
-      const kernels::EpilogueGemm weight_and_bias{.epilogue = GemmEpilogue::bgrad_a,
-                                                  .ta = Transpose::yes,
+      if (!sgd_in_gemm)
+        weight_gradient(l, below, dz, rows, bias_grad_done);
+      else if (!bias_grad_done)
+        bias_grad_sum(l, rows);
+      if (i > 0) input_gradient(l, layers[i - 1], dz, rows, masked[i - 1]);
+      // W ← W − lr·dzᵀ·a, after the input gradient's GEMM has read W.
+      if (sgd_in_gemm) {
+        const auto lr = static_cast<float>(optimizer->param_groups()[l.weight_group].options.lr);
+        kernels::cpu::gemm(Transpose::yes, Transpose::no, l.out, l.in, rows, -lr, dz, l.out, below, l.in, 1.0f,
+                           l.weight.raw<float>(), l.in);
+      }
+      bias_grad_done = i > 0;  // input_gradient made the bias gradient of the layer below
+    }
+  }
+
+  // dW = dzᵀ·a into the gradient buffer, and db = Σ dz unless the layer above made it.
+  void weight_gradient(Layer& l, const float* below, const float* dz, std::size_t rows, bool bias_grad_done) {
+    const kernels::EpilogueGemm weight_and_bias{.epilogue = GemmEpilogue::bgrad_a,
+                                                .ta = Transpose::yes,
+                                                .tb = Transpose::no,
+                                                .m = l.out,
+                                                .n = l.in,
+                                                .k = rows,
+                                                .a = dz,
+                                                .lda = l.out,
+                                                .b = below,
+                                                .ldb = l.in,
+                                                .c = weight_grad(l),
+                                                .ldc = l.in,
+                                                .vec = bias_grad(l)};
+    if (!bias_grad_done && lt(weight_and_bias)) {
+      gemm_epilogue(weight_and_bias);
+    } else {
+      gemm(Transpose::yes, Transpose::no, l.out, l.in, rows, dz, l.out, below, l.in, weight_grad(l), l.in);
+      if (!bias_grad_done) bias_grad_sum(l, rows);
+    }
+  }
+
+  // The gradient of the layer below's pre-activation, dz·W ⊙ [h > 0], and that layer's bias
+  // gradient with it.
+  void input_gradient(const Layer& l, Layer& prev, const float* dz, std::size_t rows, bool masked) {
+    float* dprev = prev.g.raw<float>();
+    const kernels::EpilogueGemm masked_input_grad{.epilogue = GemmEpilogue::drelu_bgrad,
+                                                  .ta = Transpose::no,
                                                   .tb = Transpose::no,
-                                                  .m = l.out,
-                                                  .n = l.in,
-                                                  .k = rows,
+                                                  .m = rows,
+                                                  .n = prev.out,
+                                                  .k = l.out,
                                                   .a = dz,
                                                   .lda = l.out,
-                                                  .b = below,
+                                                  .b = l.weight.raw<float>(),
                                                   .ldb = l.in,
-                                                  .c = weight_grad(l),
-                                                  .ldc = l.in,
-                                                  .vec = bias_grad(l)};
-      if (!bias_grad_done && lt(weight_and_bias)) {
-        gemm_epilogue(weight_and_bias);
-      } else {
-        gemm(Transpose::yes, Transpose::no, l.out, l.in, rows, dz, l.out, below, l.in, weight_grad(l), l.in);
-        if (!bias_grad_done) bias_grad_sum(l, rows);
-      }
-      bias_grad_done = false;
-      if (i == 0) break;
-      Layer& prev = layers[i - 1];
-      float* dprev = prev.g.raw<float>();
-      const kernels::EpilogueGemm masked_input_grad{.epilogue = GemmEpilogue::drelu_bgrad,
-                                                    .ta = Transpose::no,
-                                                    .tb = Transpose::no,
-                                                    .m = rows,
-                                                    .n = prev.out,
-                                                    .k = l.out,
-                                                    .a = dz,
-                                                    .lda = l.out,
-                                                    .b = l.weight.raw<float>(),
-                                                    .ldb = l.in,
-                                                    .c = dprev,
-                                                    .ldc = prev.out,
-                                                    .vec = bias_grad(prev),
-                                                    .aux = prev.mask.defined() ? prev.mask.raw_bytes() : nullptr};
-      if (masked[i - 1] && lt(masked_input_grad)) {
-        gemm_epilogue(masked_input_grad);
-        bias_grad_done = true;
-        continue;
-      }
-      gemm(Transpose::no, Transpose::no, rows, prev.out, l.out, dz, l.out, l.weight.raw<float>(), l.in, dprev,
-           prev.out);
-      on_device(
-          [&] { kernels::cpu::bias_relu_backward(dprev, prev.h.raw<float>(), dprev, bias_grad(prev), rows, prev.out); },
-          [&](auto stream) {
-            kernels::cuda::bias_relu_backward(dprev, prev.h.raw<float>(), dprev, bias_grad(prev), rows, prev.out,
-                                              sum_workspace(prev), stream);
-          });
-      bias_grad_done = true;
+                                                  .c = dprev,
+                                                  .ldc = prev.out,
+                                                  .vec = bias_grad(prev),
+                                                  .aux = prev.mask.defined() ? prev.mask.raw_bytes() : nullptr};
+    if (masked && lt(masked_input_grad)) {
+      gemm_epilogue(masked_input_grad);
+      return;
     }
+    gemm(Transpose::no, Transpose::no, rows, prev.out, l.out, dz, l.out, l.weight.raw<float>(), l.in, dprev, prev.out);
+    on_device(
+        [&] { kernels::cpu::bias_relu_backward(dprev, prev.h.raw<float>(), dprev, bias_grad(prev), rows, prev.out); },
+        [&](auto stream) {
+          kernels::cuda::bias_relu_backward(dprev, prev.h.raw<float>(), dprev, bias_grad(prev), rows, prev.out,
+                                            sum_workspace(prev), stream);
+        });
   }
 
   void fall_back_to_eager(const std::string& why) {
@@ -391,6 +425,11 @@ MlpStep::MlpStep(nn::Sequential& model, optim::Optimizer& optimizer, std::size_t
     l.out = static_cast<std::size_t>(l.weight.size(0));
     l.in = static_cast<std::size_t>(l.weight.size(1));
     l.relu = i + 1 < children.size();
+    const auto& groups = optimizer.param_groups();
+    l.weight_group = groups.size();
+    for (std::size_t g = 0; g < groups.size(); ++g)
+      for (const Tensor& p : groups[g].params)
+        if (p.impl() == l.weight.impl()) l.weight_group = g;
     s.layers.push_back(l);
   }
   s.device = s.layers.front().weight.device();
@@ -461,6 +500,7 @@ void MlpStep::step(const Tensor& x, const Tensor& y) {
   std::optional<cuda::DeviceGuard> guard;
   if (s.cuda()) guard.emplace(s.device);
   s.attach_grads();
+  s.sgd_in_gemm = s.sgd_in_gemm_applies();  // (the optimizer's settings may have changed since the last step)
   if (s.options.micro_batches > 1) {
     EMBER_CHECK(rows % s.options.micro_batches == 0, ShapeError, "MlpStep::step: a batch of ", rows,
                 " rows cannot be split into ", s.options.micro_batches, " equal micro-batches");
@@ -538,13 +578,15 @@ bool MlpStep::graph_captured() const { return impl_->graph->ready(); }
 std::size_t MlpStep::graph_kernel_nodes() const { return impl_->graph->kernel_nodes(); }
 std::size_t MlpStep::step_launches() const { return impl_->step_launches; }
 std::size_t MlpStep::graph_replays() const { return impl_->replays; }
+bool MlpStep::sgd_in_gemm_applied() const { return impl_->sgd_in_gemm; }
 double MlpStep::communication_seconds() const { return impl_->communication_s; }
 void MlpStep::reset_communication_seconds() { impl_->communication_s = 0; }
 
 std::string MlpStep::describe() const {
   const Impl& s = *impl_;
   std::string text = s.graph_note.empty() ? "eager until captured" : s.graph_note;
-  if (!s.cuda()) return text + "; CPU kernels";
+  if (!s.cuda())
+    return text + (s.sgd_in_gemm ? "; CPU kernels, SGD's weight update inside the GEMMs" : "; CPU kernels");
   if (!s.options.gemm_epilogues) return text + "; plain GEMMs and ember's bias/ReLU kernels (epilogues off)";
   const Layer& first = s.layers.front();
   const bool fwd = s.lt({.epilogue = first.relu ? GemmEpilogue::relu_aux_bias : GemmEpilogue::bias,

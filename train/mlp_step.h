@@ -43,6 +43,17 @@ struct MlpStepOptions {
   // ... (the rows rank m of K ranks would take), their gradients summed in order and divided by K
   // — one process reproducing K ranks bit for bit. Eager (never captured) when above 1.
   std::size_t micro_batches = 1;
+  // Plain SGD's weight update inside the weight-gradient GEMM, on the CPU: W ← W − lr·dzᵀ·a as one
+  // GEMM (α = −lr, β = 1) instead of a gradient written, read back and applied by the optimizer:
+  // three passes over every weight fewer, and OpenBLAS skips its pass over C for β = 1 (4–5% of a
+  // 784-512-256-10 step on one core, docs/performance.md). It applies only where it is the same
+  // update — an optim::SGD whose groups hold every weight with no momentum and no weight decay, no
+  // reduction across ranks, one micro-batch — and the step runs as without it otherwise. The
+  // arithmetic differs from the separate update by rounding only (one rounding of p − lr·g).
+  // Then the weights' .grad is left undefined after the step (no gradient was stored); the
+  // biases' hold theirs and the optimizer updates them. Off by default: .grad is part of the
+  // step's contract.
+  bool sgd_in_gemm = false;
 };
 
 // Why `model` cannot be trained by MlpStep, or an empty string when it can.
@@ -57,7 +68,8 @@ class MlpStep {
   MlpStep& operator=(const MlpStep&) = delete;
 
   // One step on a batch: x f32 [B, in], y class indices [B] (i32 or i64), both on the model's
-  // device, 1 ≤ B ≤ batch_size. The parameters' .grad tensors hold this step's gradients after it.
+  // device, 1 ≤ B ≤ batch_size. The parameters' .grad tensors hold this step's gradients after it
+  // (but for the weights' when the update ran inside the GEMMs: sgd_in_gemm).
   void step(const Tensor& x, const Tensor& y);
 
   // Σ of the per-image losses since the last reset (f32 scalar in the model's memory): read it
@@ -78,6 +90,8 @@ class MlpStep {
   void reset_communication_seconds();
   // How the step runs, for logs: "CUDA graph, 8 kernels per step; cuBLASLt epilogues: ...".
   std::string describe() const;
+  // Whether the last step updated the weights inside their GEMMs (MlpStepOptions::sgd_in_gemm).
+  bool sgd_in_gemm_applied() const;
 
  private:
   struct Impl;

@@ -1,5 +1,6 @@
 // CPU GEMM: OpenBLAS when ember is built with it, else a builtin blocked GEMM (slow, correct).
 #include <algorithm>
+#include <chrono>
 #include <vector>
 
 #include "core/config.h"
@@ -43,6 +44,8 @@ void gemm_builtin(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std:
 }
 
 namespace {
+thread_local double seconds_in_gemm = 0;
+
 #if EMBER_WITH_OPENBLAS
 CBLAS_TRANSPOSE to_cblas(Transpose t) { return t == Transpose::no ? CblasNoTrans : CblasTrans; }
 int to_int(std::size_t v) { return static_cast<int>(v); }
@@ -72,9 +75,15 @@ void gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t 
           const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
   if (m == 0 || n == 0) return;
   // BLAS rejects k = 0 with lda = 0 in some builds; the builtin path just scales C by beta.
-  if (k == 0) return gemm_builtin(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  library_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  const auto start = std::chrono::steady_clock::now();
+  if (k == 0)
+    gemm_builtin(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  else
+    library_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  seconds_in_gemm += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
+
+double gemm_seconds() { return seconds_in_gemm; }
 
 #if EMBER_WITH_OPENBLAS
 void set_num_threads(int threads) {

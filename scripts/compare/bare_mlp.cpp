@@ -1,7 +1,7 @@
 // The no-framework reference for scripts/compare_pytorch.py: an MLP trained with SGD by a plain
 // loop over OpenBLAS — preallocated buffers, hand-written backward, no autograd, no allocation.
 // It is the floor a framework's overhead is measured against. Prints one line per epoch:
-// "epoch <k> <seconds> <mean loss>".
+// "epoch <k> <seconds> <mean loss> <seconds in GEMMs>".
 //   bare_mlp DATA_DIR N HIDDEN(comma list) EPOCHS BATCH LR THREADS
 #include <cblas.h>
 
@@ -17,6 +17,15 @@
 #include <vector>
 
 namespace {
+double gemm_seconds = 0;  // timed as ember times its own (kernels/cpu/gemm.cpp)
+
+void sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, const float* a, int lda, const float* b,
+           int ldb, float beta, float* c, int ldc) {
+  const auto start = std::chrono::steady_clock::now();
+  cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+  gemm_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 struct Layer {
   int in, out;
   std::vector<float> w, b, dw, db, y, dy;  // y: this layer's output (after ReLU for hidden layers)
@@ -65,6 +74,7 @@ int main(int argc, char** argv) {
 
   for (int epoch = 0; epoch < epochs; ++epoch) {
     const auto t0 = std::chrono::steady_clock::now();
+    const double gemm_s0 = gemm_seconds;
     std::shuffle(order.begin(), order.end(), rng);
     double total = 0;
     for (int start = 0; start < n; start += batch) {
@@ -77,8 +87,7 @@ int main(int argc, char** argv) {
       for (std::size_t l = 0; l < layers.size(); ++l) {
         Layer& L = layers[l];
         for (int r = 0; r < m; ++r) std::copy(L.b.begin(), L.b.end(), &L.y[static_cast<std::size_t>(r) * L.out]);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, L.out, L.in, 1.0f, in, L.in, L.w.data(), L.in, 1.0f,
-                    L.y.data(), L.out);
+        sgemm(CblasNoTrans, CblasTrans, m, L.out, L.in, in, L.in, L.w.data(), L.in, 1.0f, L.y.data(), L.out);
         if (l + 1 < layers.size())
           for (int i = 0; i < m * L.out; ++i)
             L.y[static_cast<std::size_t>(i)] = std::max(L.y[static_cast<std::size_t>(i)], 0.0f);
@@ -100,16 +109,15 @@ int main(int argc, char** argv) {
       for (std::size_t l = layers.size(); l-- > 0;) {
         Layer& L = layers[l];
         const float* x = l == 0 ? xb.data() : layers[l - 1].y.data();
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L.out, L.in, m, 1.0f, L.dy.data(), L.out, x, L.in, 0.0f,
-                    L.dw.data(), L.in);
+        sgemm(CblasTrans, CblasNoTrans, L.out, L.in, m, L.dy.data(), L.out, x, L.in, 0.0f, L.dw.data(), L.in);
         std::fill(L.db.begin(), L.db.end(), 0.0f);
         for (int r = 0; r < m; ++r)
           for (int c = 0; c < L.out; ++c)
             L.db[static_cast<std::size_t>(c)] += L.dy[static_cast<std::size_t>(r) * L.out + c];
         if (l > 0) {
           Layer& P = layers[l - 1];
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, L.in, L.out, 1.0f, L.dy.data(), L.out, L.w.data(),
-                      L.in, 0.0f, P.dy.data(), L.in);
+          sgemm(CblasNoTrans, CblasNoTrans, m, L.in, L.out, L.dy.data(), L.out, L.w.data(), L.in, 0.0f, P.dy.data(),
+                L.in);
           for (int i = 0; i < m * L.in; ++i)
             if (P.y[static_cast<std::size_t>(i)] <= 0) P.dy[static_cast<std::size_t>(i)] = 0;
         }
@@ -118,7 +126,7 @@ int main(int argc, char** argv) {
       }
     }
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("epoch %d %.6f %.6f\n", epoch, s, total / n);
+    std::printf("epoch %d %.6f %.6f %.6f\n", epoch, s, total / n, gemm_seconds - gemm_s0);
   }
   return 0;
 }

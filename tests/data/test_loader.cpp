@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <deque>
 #include <set>
 
 #include "core/storage.h"
@@ -140,6 +141,24 @@ TEST_CASE("a consumer that stops mid-epoch, restarts, or goes away leaves the lo
   CHECK_THROWS_AS(loader.next(), Error);
   kept = Tensor();
   CHECK(loader.next());
+}
+
+TEST_CASE("a consumer that keeps several batches still gets every one (workers woken when it waits)") {
+  // Workers wake once several slots are free (data/loader.cpp, Ring::refill_at); a consumer
+  // holding its last five batches never frees that many, so each batch it waits for must wake them.
+  for (std::size_t workers : {1, 2}) {
+    INFO(workers << " workers");
+    data::DataLoader loader(numbered(200), {.batch_size = 4, .num_workers = workers});
+    loader.start_epoch(0);
+    std::deque<data::BatchLease> kept;
+    std::size_t rows = 0;
+    while (auto batch = loader.next()) {
+      rows += static_cast<std::size_t>(batch->labels.size(0));
+      kept.push_back(std::move(*batch));
+      if (kept.size() > 5) kept.pop_front();
+    }
+    CHECK(rows == 200);
+  }
 }
 
 TEST_CASE("a batch's tensors stay valid after the loader is gone") {

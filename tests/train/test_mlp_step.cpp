@@ -1,6 +1,7 @@
 // MlpStep on the CPU against the same training written with autograd ops: the same losses and
 // the same weights after several steps, for SGD with momentum and for Adam, with a partial last
-// batch; its errors; and a steady state that takes no memory from the system.
+// batch; plain SGD's update inside the weight GEMMs (sgd_in_gemm), and where it must not apply;
+// its errors; and a steady state that takes no memory from the system.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -76,6 +77,77 @@ TEST_CASE("MlpStep trains exactly like autograd on the CPU") {
     }
 }
 
+TEST_CASE("MlpStep with sgd_in_gemm updates the weights inside their GEMMs, training as autograd does") {
+  for (const std::vector<std::int64_t>& hidden : {std::vector<std::int64_t>{32}, {64, 48}, {}}) {
+    INFO(hidden.size() << " hidden layers");
+    Generator g1(7), g2(7);
+    auto reference = nn::mlp(20, hidden, 10, &g1);
+    auto stepped = nn::mlp(20, hidden, 10, &g2);
+    optim::SGD ref_opt(reference->parameters(), {.lr = 0.3});
+    optim::SGD step_opt(stepped->parameters(), {.lr = 0.3});
+    train::MlpStep step(*stepped, step_opt, 16, {.sgd_in_gemm = true});
+    for (const Batch& b : make_batches(20, 10, {16, 16, 16, 16, 16, 5}, DType::i32)) {
+      Tensor loss = cross_entropy((*reference)(b.x), b.y);
+      ref_opt.zero_grad();
+      loss.backward();
+      ref_opt.step();
+      step.step(b.x, b.y);
+      CHECK(step.sgd_in_gemm_applied());
+      CHECK(step.batch_loss().item<double>() == Approx(loss.item<double>()).epsilon(1e-5));
+    }
+    CHECK(step.describe().find("inside the GEMMs") != std::string::npos);
+    const auto ref_params = reference->named_parameters(), step_params = stepped->named_parameters();
+    for (std::size_t p = 0; p < ref_params.size(); ++p) {
+      INFO(ref_params[p].first);
+      const bool weight = ref_params[p].first.find("weight") != std::string::npos;
+      CHECK(step_params[p].second.grad().defined() == !weight);  // a weight's gradient was never stored
+      const auto want = ref_params[p].second.to_vector<float>(), got = step_params[p].second.to_vector<float>();
+      // As in the test above, and p − lr·g rounded once inside the GEMM instead of twice.
+      for (std::size_t i = 0; i < want.size(); ++i) REQUIRE(got[i] == Approx(want[i]).margin(2e-6).epsilon(1e-4));
+      if (weight) continue;
+      const auto want_grad = ref_params[p].second.grad().to_vector<float>();
+      const auto got_grad = step_params[p].second.grad().to_vector<float>();
+      for (std::size_t i = 0; i < want_grad.size(); ++i)
+        REQUIRE(got_grad[i] == Approx(want_grad[i]).margin(1e-6).epsilon(1e-3));
+    }
+  }
+}
+
+TEST_CASE("MlpStep's sgd_in_gemm steps aside where the update would not be plain SGD's on every weight") {
+  const auto batches = make_batches(12, 4, {8, 8}, DType::i32);
+  // Each case: the optimizer over some of the parameters with some settings; the update must then
+  // be the optimizer's own, bit for bit the same as without the option.
+  struct Case {
+    const char* name;
+    bool all_params;
+    optim::GroupOptions options;
+  };
+  for (const Case& c : {Case{"momentum", true, {.lr = 0.2, .momentum = 0.9}},
+                        Case{"weight decay", true, {.lr = 0.2, .weight_decay = 0.01}},
+                        Case{"a weight the optimizer does not hold", false, {.lr = 0.2}}}) {
+    INFO(c.name);
+    Generator g1(11), g2(11);
+    auto plain = nn::mlp(12, {16}, 4, &g1), with = nn::mlp(12, {16}, 4, &g2);
+    auto params = [&](nn::Module& m) {
+      std::vector<Tensor> all = m.parameters();
+      if (!c.all_params) all.erase(all.begin());  // the first layer's weight
+      return all;
+    };
+    optim::SGD plain_opt(params(*plain), c.options), with_opt(params(*with), c.options);
+    train::MlpStep plain_step(*plain, plain_opt, 8), with_step(*with, with_opt, 8, {.sgd_in_gemm = true});
+    for (const Batch& b : batches) {
+      plain_step.step(b.x, b.y);
+      with_step.step(b.x, b.y);
+      CHECK_FALSE(with_step.sgd_in_gemm_applied());
+    }
+    const auto a = plain->parameters(), b = with->parameters();
+    for (std::size_t p = 0; p < a.size(); ++p) {
+      CHECK(a[p].to_vector<float>() == b[p].to_vector<float>());
+      CHECK(b[p].grad().defined());
+    }
+  }
+}
+
 TEST_CASE("MlpStep takes i64 labels, and keeps working after zero_grad(set_to_none)") {
   Generator g(3);
   auto model = nn::mlp(12, {8}, 4, &g);
@@ -147,17 +219,25 @@ TEST_CASE("MlpStep rejects models and batches it cannot train, naming the reason
 }
 
 TEST_CASE("MlpStep in steady state takes no memory from the system") {
-  Generator g(5);
-  auto model = nn::mlp(30, {16}, 10, &g);
-  optim::Adam adam(model->parameters(), {.lr = 1e-3});
-  train::MlpStep step(*model, adam, 8);
-  const auto batches = make_batches(30, 10, {8, 8, 3}, DType::i32);
-  for (const Batch& b : batches) step.step(b.x, b.y);
-  const MemoryStats before = memory_stats(Device::cpu());
-  for (int r = 0; r < 5; ++r)
+  for (const bool sgd_in_gemm : {false, true}) {
+    INFO((sgd_in_gemm ? "plain SGD inside the GEMMs" : "Adam"));
+    Generator g(5);
+    auto model = nn::mlp(30, {16}, 10, &g);
+    std::unique_ptr<optim::Optimizer> optimizer;
+    if (sgd_in_gemm)
+      optimizer = std::make_unique<optim::SGD>(model->parameters(), optim::GroupOptions{.lr = 0.1});
+    else
+      optimizer = std::make_unique<optim::Adam>(model->parameters(), optim::GroupOptions{.lr = 1e-3});
+    train::MlpStep step(*model, *optimizer, 8, {.sgd_in_gemm = sgd_in_gemm});
+    const auto batches = make_batches(30, 10, {8, 8, 3}, DType::i32);
     for (const Batch& b : batches) step.step(b.x, b.y);
-  const MemoryStats after = memory_stats(Device::cpu());
-  CHECK(after.system_allocations == before.system_allocations);
-  CHECK(after.allocations == before.allocations);  // not even from the cache: every buffer is the step's own
-  CHECK(step.describe().find("CPU") != std::string::npos);
+    const MemoryStats before = memory_stats(Device::cpu());
+    for (int r = 0; r < 5; ++r)
+      for (const Batch& b : batches) step.step(b.x, b.y);
+    const MemoryStats after = memory_stats(Device::cpu());
+    CHECK(step.sgd_in_gemm_applied() == sgd_in_gemm);
+    CHECK(after.system_allocations == before.system_allocations);
+    CHECK(after.allocations == before.allocations);  // not even from the cache: every buffer is the step's own
+    CHECK(step.describe().find("CPU") != std::string::npos);
+  }
 }
