@@ -8,6 +8,10 @@
 // with 8+ channels the CPU runs Winograd F(4×4, 3×3), whose transforms scale a tile by up to ~100
 // before Aᵀ's differences bring it back: about 2.5e-5 of the outputs' typical size (measured
 // 2.0e-4 on input gradients of size ~8 at 64 channels), so those outputs get an absolute 5e-4.
+// A weight gradient there sums N·OH·OW products (36,864 for the 64×32×26² case) whose absolute
+// sum is ~9e3 and which cancel to values near 1: a float rounding of ε·9e3 ≈ 1e-3 on either side,
+// in cuDNN's order (which the software GPU shuffles with its block order) and more so after the
+// transforms; measured 1.3e-3 under one of the simulator's orders, so those get an absolute 4e-3.
 // Batch statistics: the GPU sums N·H·W floats in a tree, the CPU in double; 1e-5 relative.
 #include <catch2/catch.hpp>
 
@@ -59,7 +63,7 @@ TEST_CASE("cuDNN convolution forward and backward match the CPU", "[cudnn]") {
     sum(y * upstream).backward();
     sum(gy * upstream.to(kGpu)).backward();
     EMBER_REQUIRE_CLOSE(gx.grad().to_vector<float>(), x.grad().to_vector<float>(), atol, 2e-4);
-    EMBER_REQUIRE_CLOSE(gw.grad().to_vector<float>(), w.grad().to_vector<float>(), 1e-3, 2e-4);
+    EMBER_REQUIRE_CLOSE(gw.grad().to_vector<float>(), w.grad().to_vector<float>(), winograd ? 4e-3 : 1e-3, 2e-4);
     EMBER_REQUIRE_CLOSE(gb.grad().to_vector<float>(), b.grad().to_vector<float>(), 1e-3, 1e-5);
   }
 }
