@@ -681,7 +681,7 @@ int run_training(const Settings& s) {
                          {"ranks", run.world},
                          {"communication_wait_s", comm_wait_s},
                          {"params_hash", detail::concat(std::hex, params_hash)}});
-    // On the CPU, the share of the training steps' time spent in GEMMs (on CUDA they run on the device).
+    // On the CPU, the training's seconds in GEMMs (gemm_s / train_s is their share; on CUDA they run on the device).
     if (run.device.is_cpu()) log_lines.back()["gemm_s"] = gemm_s;
     if (s.log_step_losses) log_lines.back()["step_losses"] = trained.step_losses;
     records.push_back({epoch, train_loss, val.loss, val.accuracy});
