@@ -10,6 +10,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <boost/context/detail/fcontext.hpp>
 #include <condition_variable>
 #include <cstdio>
@@ -18,9 +19,11 @@
 #include <deque>
 #include <mutex>
 #include <new>
+#include <random>
 #include <sstream>
 #include <thread>
 
+#include "races.h"
 #include "sanitizers.h"
 
 // The block's shared memory: every `__shared__` variable of the simulated sources (cuda_shim.h)
@@ -43,17 +46,6 @@ constexpr std::size_t kMaxDynamicShared = 227 * 1024;  // sm_90's opt-in limit
 
 // Dynamic shared memory of the launch running now: in the shared-memory pages, poisoned with them.
 __attribute__((section("ember_sim_shared"), aligned(16))) unsigned char dynamic_arena[kMaxDynamicShared];
-
-// Under ThreadSanitizer the blocks of a launch are not ordered one after the other, so that a race
-// between blocks is seen: consecutive blocks run on two sets of fibers (threads of blocks of the
-// same parity are ordered by their shared fibers, threads of neighbouring blocks are not), and the
-// shared-memory pages are mapped afresh between blocks, which clears the sanitizer's record of
-// the previous block's accesses. Elsewhere one set suffices.
-#if defined(EMBER_SIM_TSAN)
-constexpr unsigned kFiberSets = 2;
-#else
-constexpr unsigned kFiberSets = 1;
-#endif
 
 enum class Status : std::uint8_t { runnable, at_barrier, at_warp, exited, trapped };
 
@@ -130,13 +122,9 @@ struct State {
   unsigned barriers_completed = 0;
   WarpOp warps[kMaxThreads / kWarp];
   unsigned current = 0;  // the thread whose fiber runs now
-  unsigned set = 0;      // the fiber set the block runs on (kFiberSets)
   bool trapped = false;  // a thread called __trap(): the launch stops
-  // Sync objects for ThreadSanitizer (their addresses only): the launch's start and end, and per
-  // fiber set the block's barrier and each warp's operations.
-  char launch_start = 0, launch_end = 0;
-  char barrier[kFiberSets] = {};
-  char warp_sync[kFiberSets][kMaxThreads / kWarp] = {};
+  // The order in which the scheduler resumes the block's threads (ThreadOrder), a permutation.
+  unsigned thread_order[kMaxThreads] = {};
 };
 
 State& state() {
@@ -145,8 +133,8 @@ State& state() {
 }
 
 // The fiber that runs thread `t` of the block running now.
-Fiber& fiber_of(State& s, unsigned t) { return s.fibers[s.set * kMaxThreads + t]; }
-const Fiber& fiber_of(const State& s, unsigned t) { return s.fibers[s.set * kMaxThreads + t]; }
+Fiber& fiber_of(State& s, unsigned t) { return s.fibers[t]; }
+const Fiber& fiber_of(const State& s, unsigned t) { return s.fibers[t]; }
 
 std::string where() {
   const State& s = state();
@@ -186,12 +174,13 @@ void fiber_main(ctx::transfer_t t) {
   State& s = state();
   s.scheduler = t.fctx;
   sanitizers::finish_switch(nullptr, &s.main_stack_bottom, &s.main_stack_size);
+  // ThreadSanitizer watches the host's threads; the simulated threads' accesses are the race
+  // checker's (races.h), which knows CUDA's orders. A fiber runs only kernels.
+  sanitizers::ignore_accesses_begin();
   for (;;) {
-    sanitizers::acquire(&s.launch_start);
     s.launch->run(s.launch->args);
     check_exit_leaves_no_warp_waiting(s);
     s.status[s.current] = Status::exited;
-    sanitizers::release(&s.launch_end);
     switch_to_scheduler();
   }
 }
@@ -221,42 +210,29 @@ Fiber make_fiber(char* span) {
   return f;
 }
 
-// Makes the fibers for blocks of up to `count` threads, in every fiber set (set k is fibers
-// k·kMaxThreads onwards), in one region whose spans are aligned to kStackSpan. The pool only
-// grows, and only between launches.
+// Makes the fibers for blocks of up to `count` threads, in one region whose spans are aligned to
+// kStackSpan. The pool only grows, and only between launches.
 void make_fibers(unsigned count) {
   State& s = state();
   if (!s.scheduler_tsan) s.scheduler_tsan = sanitizers::tsan_current_fiber();
   if (!s.region) {
-    const std::size_t bytes = kFiberSets * kMaxThreads * kStackSpan + kStackSpan;
+    const std::size_t bytes = kMaxThreads * kStackSpan + kStackSpan;
     void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) fail("cannot reserve the fibers' stacks");
     s.region = reinterpret_cast<char*>((reinterpret_cast<std::uintptr_t>(p) + kStackSpan - 1) & ~(kStackSpan - 1));
-    s.fibers.resize(kFiberSets * kMaxThreads);
+    s.fibers.resize(kMaxThreads);
   }
-  for (unsigned set = 0; set < kFiberSets; ++set)
-    for (unsigned t = 0; t < count; ++t) {
-      Fiber& f = s.fibers[set * kMaxThreads + t];
-      if (!f.thread) f = make_fiber(s.region + (set * kMaxThreads + t) * kStackSpan);
-    }
+  for (unsigned t = 0; t < count; ++t) {
+    Fiber& f = s.fibers[t];
+    if (!f.thread) f = make_fiber(s.region + t * kStackSpan);
+  }
 }
 
 // ---- blocks --------------------------------------------------------------------------------------
 // Poisons the block's shared memory (static and dynamic), so that a kernel reading shared memory
 // no thread of its block wrote sees NaN, not what the previous block left.
 void poison_shared() {
-  char* const begin = ember_sim_shared_begin;
-  const auto bytes = static_cast<std::size_t>(ember_sim_shared_end - begin);
-#if defined(EMBER_SIM_TSAN)
-  sanitizers::ignore_accesses_begin();
-  // Mapping the pages afresh also clears ThreadSanitizer's record of who accessed them.
-  if (mmap(begin, bytes, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) != begin)
-    fail("cannot map the shared-memory pages afresh");
-  std::memset(begin, kPoison, bytes);
-  sanitizers::ignore_accesses_end();
-#else
-  std::memset(begin, kPoison, bytes);
-#endif
+  std::memset(ember_sim_shared_begin, kPoison, static_cast<std::size_t>(ember_sim_shared_end - ember_sim_shared_begin));
 }
 
 std::string describe_stuck(const State& s) {
@@ -297,7 +273,27 @@ void resolve(State& s) {
     }
 }
 
-void run_block(State& s) {
+// The order the scheduler resumes a block's threads in (the schedule's ThreadOrder, seeded).
+void order_threads(State& s, ThreadOrder order, std::uint64_t seed) {
+  unsigned* const o = s.thread_order;
+  const unsigned n = s.threads, warps = (n + kWarp - 1) / kWarp;
+  std::mt19937_64 rng(seed);
+  for (unsigned t = 0; t < n; ++t) o[t] = order == ThreadOrder::descending ? n - 1 - t : t;
+  if (order == ThreadOrder::interleaved) std::shuffle(o, o + n, rng);
+  if (order != ThreadOrder::warps_together) return;
+  // Whole warps in a shuffled order, each warp's lanes shuffled among themselves.
+  std::vector<unsigned> warp_order(warps);
+  for (unsigned w = 0; w < warps; ++w) warp_order[w] = w;
+  std::shuffle(warp_order.begin(), warp_order.end(), rng);
+  unsigned at = 0;
+  for (const unsigned w : warp_order) {
+    const unsigned first = at;
+    for (unsigned t = w * kWarp; t < std::min(n, (w + 1) * kWarp); ++t) o[at++] = t;
+    std::shuffle(o + first, o + at, rng);
+  }
+}
+
+void run_block(State& s, std::uint32_t sequence) {
   for (unsigned t = 0; t < s.threads; ++t) {
     SimThread& th = *fiber_of(s, t).thread;
     const dim3 b = s.block.block_dim;
@@ -310,9 +306,11 @@ void run_block(State& s) {
   for (WarpOp& w : s.warps) w.arrived = 0;
   s.barriers_completed = 0;
   poison_shared();
+  if constexpr (races::kEnabled) races::block_begin({sequence, s.threads, &s.current, s.barriers_passed});
   for (;;) {
     bool ran = false, live = false;
-    for (unsigned t = 0; t < s.threads && !s.trapped; ++t) {
+    for (unsigned i = 0; i < s.threads && !s.trapped; ++i) {
+      const unsigned t = s.thread_order[i];
       if (s.status[t] != Status::runnable) continue;
       run_fiber(t);
       ran = true;
@@ -331,7 +329,7 @@ void run_block(State& s) {
 // ---- the executor thread -------------------------------------------------------------------------
 struct Job {
   const KernelRun* launch;
-  const std::vector<std::uint64_t>* order;
+  const Schedule* schedule;
   bool done = false;
   bool trapped = false;
 };
@@ -347,7 +345,7 @@ Queue& queue() {
   return *q;
 }
 
-void run_launch(const KernelRun& launch, const std::vector<std::uint64_t>& order) {
+void run_launch(const KernelRun& launch, const Schedule& schedule) {
   State& s = state();
   const dim3 g = launch.grid, b = launch.block;
   s.threads = b.x * b.y * b.z;
@@ -357,19 +355,17 @@ void run_launch(const KernelRun& launch, const std::vector<std::uint64_t>& order
   s.block.grid_dim = g;
   s.running = true;
   s.trapped = false;
-  // The launch's threads see what the host did before it, and the host sees all they did after
-  // it; the blocks among themselves are not ordered (see kFiberSets).
-  sanitizers::release(&s.launch_start);
-  std::size_t sequence = 0;
-  for (const std::uint64_t linear : order) {
+  order_threads(s, schedule.threads, schedule.seed);
+  if constexpr (races::kEnabled) races::launch_begin(launch, schedule.blocks, s.region, kMaxThreads * kStackSpan);
+  std::uint32_t sequence = 0;
+  for (const std::uint64_t linear : schedule.blocks) {
     const std::uint64_t gx = g.x, gy = g.y;
     s.block.block_idx = {static_cast<unsigned>(linear % gx), static_cast<unsigned>((linear / gx) % gy),
                          static_cast<unsigned>(linear / (gx * gy))};
-    s.set = static_cast<unsigned>(sequence++ % kFiberSets);
-    run_block(s);
+    run_block(s, sequence++);
     if (s.trapped) break;
   }
-  sanitizers::acquire(&s.launch_end);
+  if constexpr (races::kEnabled) races::launch_end();
   s.running = false;
 }
 
@@ -383,7 +379,7 @@ void executor_loop() {
       job = q.jobs.front();
       q.jobs.pop_front();
     }
-    run_launch(*job->launch, *job->order);
+    run_launch(*job->launch, *job->schedule);
     {
       std::lock_guard<std::mutex> lock(q.mutex);
       job->trapped = state().trapped;
@@ -401,11 +397,11 @@ State& running_state(const char* what) {
 
 }  // namespace
 
-bool execute(const KernelRun& launch, const std::vector<std::uint64_t>& block_order) {
+bool execute(const KernelRun& launch, const Schedule& schedule) {
   Queue& q = queue();  // made here, before the executor thread that uses it starts
   static std::once_flag started;
   std::call_once(started, [] { std::thread(executor_loop).detach(); });
-  Job job{&launch, &block_order};
+  Job job{&launch, &schedule};
   std::unique_lock<std::mutex> lock(q.mutex);
   q.jobs.push_back(&job);
   q.cv.notify_all();
@@ -424,9 +420,16 @@ void fail(const std::string& message) {
 void sync_threads() {
   State& s = running_state("__syncthreads");
   s.status[s.current] = Status::at_barrier;
-  sanitizers::release(&s.barrier[s.set]);
   switch_to_scheduler();
-  sanitizers::acquire(&s.barrier[s.set]);
+}
+
+void thread_fence() {
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  if constexpr (races::kEnabled) races::fence();
+}
+
+void atomic_access(const void* address) {
+  if constexpr (races::kEnabled) races::atomic(address);
 }
 
 unsigned active_mask() {
@@ -500,6 +503,9 @@ void complete(State& s, unsigned warp) {
     fiber_of(s, t).thread->warp_result = result;
     if (s.status[t] == Status::at_warp) s.status[t] = Status::runnable;
   }
+  // Only __syncwarp orders memory among its lanes; shuffles and votes exchange values.
+  if constexpr (races::kEnabled)
+    if (w.kind == WarpOpKind::syncwarp) races::warp_synced(warp, w.mask);
   w.arrived = 0;
 }
 
@@ -535,14 +541,12 @@ std::uint64_t warp_op(WarpOpKind kind, unsigned mask, std::uint64_t value, int a
   w.value[lane] = value;
   w.arg[lane] = arg;
   w.arrived |= 1u << lane;
-  sanitizers::release(&s.warp_sync[s.set][warp]);
   if ((w.arrived & mask) == mask) {
     complete(s, warp);
   } else {
     s.status[me] = Status::at_warp;
     switch_to_scheduler();
   }
-  sanitizers::acquire(&s.warp_sync[s.set][warp]);
   return fiber_of(s, me).thread->warp_result;
 }
 

@@ -37,6 +37,7 @@
 
 #include "ember_sim/device.h"
 #include "executor.h"
+#include "races.h"
 
 namespace ember_sim::rt {
 
@@ -630,26 +631,37 @@ cudaError_t enqueue_launch(LaunchRequest r) {
   enqueue(run, s, what, accesses, [request, device] {
     // Numbered when it runs, so that every replay of a captured launch has a block order of its own.
     const std::uint64_t launch_number = ++runtime().launches;
-    const KernelRun k{request->kernel,       request->grid, request->block,
-                      request->shared_bytes, request->run,  request->args.get()};
+    KernelRun k{
+        request->kernel, request->grid, request->block, request->shared_bytes, request->run, request->args.get(), {}};
     std::vector<std::pair<char*, std::size_t>> outputs;
-    if (config().schedules > 1) {
+    if (config().schedules > 1 || races::kEnabled) {
       Runtime& rt2 = runtime();
       std::lock_guard<std::mutex> l(rt2.mutex);
-      for (const auto& [base, m] : rt2.memory)
-        if (m->device == device) outputs.emplace_back(m->base, m->size);  // (a freed block's free may not have run)
+      for (const auto& [base, m] : rt2.memory) {
+        if (races::kEnabled) k.memory.emplace_back(m->base, m->size);
+        if (config().schedules > 1 && m->device == device)
+          outputs.emplace_back(m->base, m->size);  // (a freed block's free may not have run)
+      }
     }
-    // The first order is shuffled; the second is its reverse, so that every two blocks meet in
-    // both orders (a race between any two shows); any further ones are shuffled afresh.
+    // The first block order is shuffled; the second is its reverse, so that every two blocks meet
+    // in both orders (a race between any two shows); any further ones are shuffled afresh. The
+    // threads of a block run in ascending order, then descending (so that every two threads meet
+    // in both orders), then shuffled with warps kept together, then shuffled with warps
+    // interleaved, and so on.
     const auto order_for = [&](int schedule) {
       const std::uint64_t blocks = std::uint64_t{k.grid.x} * k.grid.y * k.grid.z;
-      std::vector<std::uint64_t> order(blocks);
-      for (std::uint64_t i = 0; i < blocks; ++i) order[i] = i;
+      Schedule plan;
+      plan.blocks.resize(blocks);
+      for (std::uint64_t i = 0; i < blocks; ++i) plan.blocks[i] = i;
       std::mt19937_64 rng(config().seed ^ (launch_number * 0x9E3779B97F4A7C15ULL) ^
                           (static_cast<std::uint64_t>(schedule == 1 ? 0 : schedule) << 56));
-      std::shuffle(order.begin(), order.end(), rng);
-      if (schedule == 1) std::reverse(order.begin(), order.end());
-      return order;
+      std::shuffle(plan.blocks.begin(), plan.blocks.end(), rng);
+      if (schedule == 1) std::reverse(plan.blocks.begin(), plan.blocks.end());
+      constexpr ThreadOrder kOrders[] = {ThreadOrder::ascending, ThreadOrder::descending, ThreadOrder::warps_together,
+                                         ThreadOrder::interleaved};
+      plan.threads = schedule < 4 ? kOrders[schedule] : kOrders[2 + schedule % 2];
+      plan.seed = rng();
+      return plan;
     };
     const auto snapshot = [&] {
       std::vector<std::vector<char>> copy;
@@ -667,10 +679,11 @@ cudaError_t enqueue_launch(LaunchRequest r) {
         const char* again = outputs[i].first;
         const auto at = std::mismatch(first[i].begin(), first[i].end(), again).first - first[i].begin();
         if (at == static_cast<std::ptrdiff_t>(first[i].size())) continue;
-        fail("kernel " + k.kernel + " wrote different results under two block orders: byte " + std::to_string(at) +
+        fail("kernel " + k.kernel + " wrote different results under two schedules: byte " + std::to_string(at) +
              " of the device allocation at " + hex(reinterpret_cast<std::uintptr_t>(again)) +
              " differs (schedules 1 and " + std::to_string(schedule + 1) +
-             "). Blocks race, a barrier is missing, or the kernel reads memory it never wrote");
+             ", in both the block order and the order of each block's threads). Blocks race, a barrier is "
+             "missing, or the kernel reads memory it never wrote");
       }
     }
     if (!ok) {

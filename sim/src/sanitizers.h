@@ -1,10 +1,9 @@
 // The sanitizers' fiber and synchronization hooks, or nothing in a build without them: fibers
-// switch stacks behind the sanitizers' backs unless told, and ThreadSanitizer learns the
-// simulated threads' happens-before edges (barriers, warp operations, launches) from
-// release/acquire pairs on the objects that stand for them. EMBER_SIM_ASAN and EMBER_SIM_TSAN
-// come from the build (sim/CMakeLists.txt): the executor itself is compiled without
-// ThreadSanitizer's instrumentation, since its own bookkeeping is shared by fibers that the
-// sanitizer must not think ordered.
+// switch stacks behind the sanitizers' backs unless told. ThreadSanitizer watches the host's
+// threads only: each fiber ignores its own accesses, which the race checker (races.h) checks by
+// CUDA's rules instead. EMBER_SIM_ASAN and EMBER_SIM_TSAN come from the build
+// (sim/CMakeLists.txt): the executor itself is compiled without ThreadSanitizer's
+// instrumentation, since its own bookkeeping is shared by the fibers.
 #pragma once
 
 #include <cstddef>
@@ -56,17 +55,7 @@ inline void tsan_switch([[maybe_unused]] void* fiber) {
   __tsan_switch_to_fiber(fiber, __tsan_switch_to_fiber_no_sync);
 #endif
 }
-inline void release([[maybe_unused]] void* sync) {
-#if defined(EMBER_SIM_TSAN)
-  __tsan_release(sync);
-#endif
-}
-inline void acquire([[maybe_unused]] void* sync) {
-#if defined(EMBER_SIM_TSAN)
-  __tsan_acquire(sync);
-#endif
-}
-// Accesses the sanitizer should not record (the executor's poisoning of shared memory).
+// Accesses the sanitizer should not record: a fiber's, which the race checker watches instead.
 inline void ignore_accesses_begin() {
 #if defined(EMBER_SIM_TSAN)
   AnnotateIgnoreReadsBegin(__FILE__, __LINE__);

@@ -45,6 +45,56 @@ __global__ void global_race_between_blocks(int* out) {
   if (threadIdx.x == 0) out[0] = static_cast<int>(blockIdx.x);  // the last block to run wins
 }
 
+// Each thread reads a neighbour's slot `stride` threads on and then writes its own, after
+// `barriers` barriers, with the barrier between the read and the write missing: the neighbour may
+// still be about to read the slot (or, with no barrier at all, not yet have written it).
+__global__ void neighbour_race(int* out, int barriers, int stride) {
+  __shared__ int slot[1024];
+  const unsigned t = threadIdx.x, n = blockDim.x;
+  slot[t] = static_cast<int>(t);
+  for (int b = 0; b < barriers; ++b) __syncthreads();
+  const int seen = slot[(t + static_cast<unsigned>(stride)) % n];
+  slot[t] = seen + 1;  // missing: __syncthreads() before this write
+  __syncthreads();
+  out[blockIdx.x * n + t] = slot[t];
+}
+
+// Two blocks of 256 threads write the same outputs after a barrier.
+__global__ void blocks_write_the_same_words(int* out) {
+  __shared__ int slot[256];
+  slot[threadIdx.x] = static_cast<int>(blockIdx.x);
+  __syncthreads();
+  out[threadIdx.x] = slot[255 - threadIdx.x];
+}
+
+// A block's count of matching elements, with the shared counter's atomicAdd written as a plain add.
+__global__ void plain_add_for_an_atomic(const int* in, int n, unsigned* count) {
+  __shared__ unsigned block_count;
+  if (threadIdx.x == 0) block_count = 0;
+  __syncthreads();
+  for (int i = static_cast<int>(threadIdx.x); i < n; i += static_cast<int>(blockDim.x))
+    if (in[i] > 0) block_count += 1;  // should be atomicAdd(&block_count, 1u)
+  __syncthreads();
+  if (threadIdx.x == 0) *count = block_count;
+}
+
+// Lane 0 writes a shared word and the others read it after a shuffle, which orders no memory
+// (__syncwarp would).
+__global__ void shuffle_for_a_syncwarp(int* out) {
+  __shared__ int word;
+  if (threadIdx.x == 0) word = 7;
+  const int v = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x), 0);
+  out[threadIdx.x] = word + v;
+}
+
+// Thread 0 publishes a value and the others read it with no barrier between: which value they see
+// depends on the order the threads run in.
+__global__ void lower_thread_writes_higher_reads(int* out) {
+  __shared__ int word;
+  if (threadIdx.x == 0) word = 7;
+  out[threadIdx.x] = word;  // missing: __syncthreads() before this read
+}
+
 __global__ void write_one_past_the_end(float* out, int n) {
   if (threadIdx.x == 0) out[n] = 1.0f;
 }
@@ -63,6 +113,42 @@ __global__ void sum_into(const int* in, int n, int* out) {
 __global__ void trap_in_one_thread(float* out) {
   if (threadIdx.x == 5) __trap();
   out[threadIdx.x] = 1.0f;
+}
+
+// The last-block pattern (kernels/cuda/grid.cuh's is_last_block) with its first fence (the
+// blocks' writes before they count themselves) or second fence (the last block's reads after the
+// count) left out, as `missing` says: 1 or 2 (0: none missing, the correct pattern).
+__global__ void last_block_sums(const float* in, float* partial, float* total, unsigned* blocks_done, int missing) {
+  const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  partial[i] = 2.0f * in[i];
+  __shared__ bool last;
+  if (missing != 1) __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(blocks_done, 1u) == gridDim.x - 1;
+  __syncthreads();
+  if (!last) return;
+  if (missing != 2) __threadfence();
+  if (threadIdx.x != 0) return;
+  float sum = 0.0f;
+  for (unsigned j = 0; j < gridDim.x * blockDim.x; ++j) sum += partial[j];
+  *total = sum;
+  *blocks_done = 0;
+}
+
+void run_last_block_sums(int missing) {
+  constexpr int kBlocks = 4, kThreads = 64;
+  DeviceBuffer<float> in(kBlocks * kThreads), partial(kBlocks * kThreads), total(1);
+  DeviceBuffer<unsigned> done(1);
+  cudaMemset(in.data, 0, kBlocks * kThreads * sizeof(float));
+  cudaMemset(done.data, 0, sizeof(unsigned));
+  launch_raw<last_block_sums>(kBlocks, kThreads, 0, nullptr, in.data, partial.data, total.data, done.data, missing);
+  cudaDeviceSynchronize();
+}
+
+void run_neighbour_race(unsigned threads, int barriers, int stride) {
+  DeviceBuffer<int> out(threads);
+  launch_raw<neighbour_race>(1, threads, 0, nullptr, out.data, barriers, stride);
+  cudaDeviceSynchronize();
 }
 
 cudaStream_t new_stream() {
@@ -107,6 +193,37 @@ const std::map<std::string, std::function<void()>>& checks() {
        [] {
          DeviceBuffer<int> out(1);
          launch_raw<global_race_between_blocks>(16, 32, 0, nullptr, out.data);
+         cudaDeviceSynchronize();
+       }},
+      {"race_in_a_warp_after_the_first_barrier", [] { run_neighbour_race(256, 1, 1); }},
+      {"race_between_warps_after_the_second_barrier", [] { run_neighbour_race(256, 2, 32); }},
+      {"race_in_a_block_of_1024_threads", [] { run_neighbour_race(1024, 1, 512); }},
+      {"race_between_blocks_after_a_barrier",
+       [] {
+         DeviceBuffer<int> out(256);
+         launch_raw<blocks_write_the_same_words>(2, 256, 0, nullptr, out.data);
+         cudaDeviceSynchronize();
+       }},
+      {"plain_add_for_an_atomic",
+       [] {
+         DeviceBuffer<int> in(512);
+         DeviceBuffer<unsigned> count(1);
+         cudaMemset(in.data, 1, 512 * sizeof(int));
+         launch_raw<plain_add_for_an_atomic>(1, 256, 0, nullptr, in.data, 512, count.data);
+         cudaDeviceSynchronize();
+       }},
+      {"shuffle_for_a_syncwarp",
+       [] {
+         DeviceBuffer<int> out(32);
+         launch_raw<shuffle_for_a_syncwarp>(1, 32, 0, nullptr, out.data);
+         cudaDeviceSynchronize();
+       }},
+      {"last_block_without_its_first_fence", [] { run_last_block_sums(1); }},
+      {"last_block_without_its_second_fence", [] { run_last_block_sums(2); }},
+      {"lower_thread_writes_higher_reads",
+       [] {
+         DeviceBuffer<int> out(64);
+         launch_raw<lower_thread_writes_higher_reads>(1, 64, 0, nullptr, out.data);
          cudaDeviceSynchronize();
        }},
       {"write_one_past_the_end",

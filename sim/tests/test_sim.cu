@@ -94,6 +94,27 @@ __global__ void reads_shared_nobody_wrote(float* out) {
 
 __global__ void does_nothing(int*) {}
 
+// Each block writes its slice's doubles; the last block (ember's is_last_block: fence, atomic,
+// fence) sums all of them. Correct by CUDA's rules: the race checker must stay silent.
+__global__ void last_block_total(const float* in, float* partial, float* total, unsigned* blocks_done) {
+  const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  partial[i] = 2.0f * in[i];
+  if (!ember::kernels::cuda::is_last_block(blocks_done) || threadIdx.x != 0) return;
+  float sum = 0.0f;
+  for (unsigned j = 0; j < gridDim.x * blockDim.x; ++j) sum += partial[j];
+  *total = sum;
+  *blocks_done = 0;
+}
+
+// Lane 0 publishes a word to its warp through shared memory, ordered by __syncwarp.
+__global__ void publish_in_a_warp(int* out) {
+  __shared__ int word[2];
+  const unsigned warp = threadIdx.x / 32;
+  if (threadIdx.x % 32 == 0) word[warp] = static_cast<int>(warp) + 7;
+  __syncwarp();
+  out[threadIdx.x] = word[warp];
+}
+
 }  // namespace
 
 TEST_CASE("the device reports itself honestly and there are at least two") {
@@ -145,6 +166,27 @@ TEST_CASE("atomics from every thread of every block all land") {
   REQUIRE(launch_raw<count_with_atomics>(100, 128, 0, nullptr, count.data, largest.data) == cudaSuccess);
   CHECK(to_host(count.data, 1)[0] == 12800u);
   CHECK(to_host(largest.data, 1)[0] == 12799);
+}
+
+TEST_CASE("fence, atomic, fence publishes blocks' writes to the last block, and __syncwarp orders a warp") {
+  // In the build with the race checker these run under it: a false report would end the run.
+  const unsigned blocks = 6, threads = 64;
+  std::vector<float> in(blocks * threads);
+  std::iota(in.begin(), in.end(), 1.0f);
+  DeviceBuffer<float> din(in.size()), partial(in.size()), total(1);
+  DeviceBuffer<unsigned> done(1);
+  to_device(din.data, in);
+  REQUIRE(cudaMemset(done.data, 0, sizeof(unsigned)) == cudaSuccess);
+  for (int launch = 0; launch < 2; ++launch) {
+    REQUIRE(launch_raw<last_block_total>(blocks, threads, 0, nullptr, din.data, partial.data, total.data, done.data) ==
+            cudaSuccess);
+    CHECK(to_host(total.data, 1)[0] == 2.0f * std::accumulate(in.begin(), in.end(), 0.0f));
+    CHECK(to_host(done.data, 1)[0] == 0u);
+  }
+  DeviceBuffer<int> out(64);
+  REQUIRE(launch_raw<publish_in_a_warp>(1, 64, 0, nullptr, out.data) == cudaSuccess);
+  const std::vector<int> published = to_host(out.data, 64);
+  for (int t = 0; t < 64; ++t) CHECK(published[static_cast<std::size_t>(t)] == t / 32 + 7);
 }
 
 TEST_CASE("shared memory in device function templates is one array per instantiation and per block") {

@@ -58,6 +58,8 @@ std::uint64_t warp_op(WarpOpKind kind, unsigned mask, std::uint64_t value, int a
 unsigned active_mask();
 [[noreturn]] void trap();
 void* dynamic_shared_memory();
+void thread_fence();                      // __threadfence: a fence the race checker sees
+void atomic_access(const void* address);  // before each atomic: the race checker's fence model
 
 // ---- a launch, as the executor receives it -----------------------------------------------------
 // A pointer argument of the kernel: where it points and whether the kernel may write through it
@@ -143,9 +145,10 @@ inline void __syncwarp(unsigned mask = 0xffffffffu) {
   ember_sim::warp_op(ember_sim::WarpOpKind::syncwarp, mask, 0, 0, 32);
 }
 inline unsigned __activemask() { return ember_sim::active_mask(); }
-inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+inline void __threadfence() { ember_sim::thread_fence(); }
+// Orders only within the block, where barriers already order everything the checker compares.
 inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
-inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+inline void __threadfence_system() { ember_sim::thread_fence(); }
 [[noreturn]] inline void __trap() { ember_sim::trap(); }
 
 // ---- warp shuffles and votes (values of up to 8 bytes) ----------------------------------------
@@ -189,8 +192,13 @@ inline int __all_sync(unsigned mask, int predicate) {
 }
 
 // ---- atomics: relaxed, as CUDA's are (fences order them) ---------------------------------------
+// Each tells the race checker first, and is not traced as loads and stores (the loads inside a
+// compare-and-swap loop, or an exchange whose result is unused turned into an atomic store, are
+// the atomic's own): EMBER_SIM_ATOMIC. Not inlined, or the caller's tracing would reach them.
+#define EMBER_SIM_ATOMIC __attribute__((no_sanitize("coverage"), noinline)) inline
 template <class T>
-T ember_sim_atomic_add(T* address, T value) {
+EMBER_SIM_ATOMIC T ember_sim_atomic_add(T* address, T value) {
+  ember_sim::atomic_access(address);
   if constexpr (std::is_floating_point_v<T>) {
     T old, desired;
     __atomic_load(address, &old, __ATOMIC_RELAXED);
@@ -207,10 +215,16 @@ inline unsigned atomicAdd(unsigned* a, unsigned v) { return ember_sim_atomic_add
 inline unsigned long long atomicAdd(unsigned long long* a, unsigned long long v) { return ember_sim_atomic_add(a, v); }
 inline float atomicAdd(float* a, float v) { return ember_sim_atomic_add(a, v); }
 inline double atomicAdd(double* a, double v) { return ember_sim_atomic_add(a, v); }
-inline int atomicSub(int* a, int v) { return __atomic_fetch_sub(a, v, __ATOMIC_RELAXED); }
-inline unsigned atomicSub(unsigned* a, unsigned v) { return __atomic_fetch_sub(a, v, __ATOMIC_RELAXED); }
 template <class T>
-T ember_sim_atomic_cas(T* address, T compare, T value) {
+EMBER_SIM_ATOMIC T ember_sim_atomic_sub(T* address, T value) {
+  ember_sim::atomic_access(address);
+  return __atomic_fetch_sub(address, value, __ATOMIC_RELAXED);
+}
+inline int atomicSub(int* a, int v) { return ember_sim_atomic_sub(a, v); }
+inline unsigned atomicSub(unsigned* a, unsigned v) { return ember_sim_atomic_sub(a, v); }
+template <class T>
+EMBER_SIM_ATOMIC T ember_sim_atomic_cas(T* address, T compare, T value) {
+  ember_sim::atomic_access(address);
   __atomic_compare_exchange_n(address, &compare, value, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
   return compare;
 }
@@ -219,18 +233,22 @@ inline unsigned atomicCAS(unsigned* a, unsigned c, unsigned v) { return ember_si
 inline unsigned long long atomicCAS(unsigned long long* a, unsigned long long c, unsigned long long v) {
   return ember_sim_atomic_cas(a, c, v);
 }
-inline int atomicExch(int* a, int v) { return __atomic_exchange_n(a, v, __ATOMIC_RELAXED); }
-inline unsigned atomicExch(unsigned* a, unsigned v) { return __atomic_exchange_n(a, v, __ATOMIC_RELAXED); }
-inline unsigned long long atomicExch(unsigned long long* a, unsigned long long v) {
-  return __atomic_exchange_n(a, v, __ATOMIC_RELAXED);
-}
-inline float atomicExch(float* a, float v) {
-  float old;
-  __atomic_exchange(a, &v, &old, __ATOMIC_RELAXED);
+template <class T>
+EMBER_SIM_ATOMIC T ember_sim_atomic_exch(T* address, T value) {
+  ember_sim::atomic_access(address);
+  T old;
+  __atomic_exchange(address, &value, &old, __ATOMIC_RELAXED);
   return old;
 }
+inline int atomicExch(int* a, int v) { return ember_sim_atomic_exch(a, v); }
+inline unsigned atomicExch(unsigned* a, unsigned v) { return ember_sim_atomic_exch(a, v); }
+inline unsigned long long atomicExch(unsigned long long* a, unsigned long long v) {
+  return ember_sim_atomic_exch(a, v);
+}
+inline float atomicExch(float* a, float v) { return ember_sim_atomic_exch(a, v); }
 template <class T>
-T ember_sim_atomic_minmax(T* address, T value, bool want_max) {
+EMBER_SIM_ATOMIC T ember_sim_atomic_minmax(T* address, T value, bool want_max) {
+  ember_sim::atomic_access(address);
   T old = __atomic_load_n(address, __ATOMIC_RELAXED);
   while ((want_max ? value > old : value < old) &&
          !__atomic_compare_exchange_n(address, &old, value, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
@@ -249,6 +267,7 @@ inline unsigned long long atomicMin(unsigned long long* a, unsigned long long v)
   return ember_sim_atomic_minmax(a, v, false);
 }
 inline long long atomicMin(long long* a, long long v) { return ember_sim_atomic_minmax(a, v, false); }
+#undef EMBER_SIM_ATOMIC
 
 // ---- math the host C library lacks, and the device's fast variants (exact here) ---------------
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
