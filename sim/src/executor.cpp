@@ -231,8 +231,12 @@ void make_fibers(unsigned count) {
 // ---- blocks --------------------------------------------------------------------------------------
 // Poisons the block's shared memory (static and dynamic), so that a kernel reading shared memory
 // no thread of its block wrote sees NaN, not what the previous block left.
-void poison_shared() {
+// The dynamic shared memory past the launch's shared_bytes is out of bounds, as on a GPU: under
+// AddressSanitizer it is poisoned (the race checker, where on, reports it too).
+void poison_shared(std::size_t dynamic_bytes) {
+  sanitizers::unpoison(dynamic_arena, kMaxDynamicShared);
   std::memset(ember_sim_shared_begin, kPoison, static_cast<std::size_t>(ember_sim_shared_end - ember_sim_shared_begin));
+  sanitizers::poison(dynamic_arena + dynamic_bytes, kMaxDynamicShared - dynamic_bytes);
 }
 
 std::string describe_stuck(const State& s) {
@@ -305,7 +309,7 @@ void run_block(State& s, std::uint32_t sequence) {
   }
   for (WarpOp& w : s.warps) w.arrived = 0;
   s.barriers_completed = 0;
-  poison_shared();
+  poison_shared(s.launch->shared_bytes);
   if constexpr (races::kEnabled) races::block_begin({sequence, s.threads, &s.current, s.barriers_passed});
   for (;;) {
     bool ran = false, live = false;
@@ -356,7 +360,8 @@ void run_launch(const KernelRun& launch, const Schedule& schedule) {
   s.running = true;
   s.trapped = false;
   order_threads(s, schedule.threads, schedule.seed);
-  if constexpr (races::kEnabled) races::launch_begin(launch, schedule.blocks, s.region, kMaxThreads * kStackSpan);
+  if constexpr (races::kEnabled)
+    races::launch_begin(launch, schedule.blocks, s.region, kMaxThreads * kStackSpan, dynamic_arena, kMaxDynamicShared);
   std::uint32_t sequence = 0;
   for (const std::uint64_t linear : schedule.blocks) {
     const std::uint64_t gx = g.x, gy = g.y;

@@ -72,6 +72,9 @@ struct Checker {
   std::vector<std::uint32_t> met = std::vector<std::uint32_t>(kMaxThreads * kWarp);
   const char* stacks = nullptr;
   std::size_t stacks_bytes = 0;
+  const char* dynamic_shared = nullptr;  // the launch's dynamic shared memory, and its end
+  const char* dynamic_shared_end = nullptr;
+  std::size_t dynamic_capacity = 0;                         // the arena's whole size
   std::vector<std::pair<const char*, std::size_t>> memory;  // sorted by base
   std::unordered_map<const char*, Shadow> shadows;
   std::vector<Cell> shared =
@@ -229,6 +232,11 @@ Shadow* shadow_of(Checker& c, const char* at, const char** base) {
   std::uint32_t valid_from;
   const bool shared = at >= ember_sim_shared_begin && at < ember_sim_shared_end;
   if (shared) {
+    if (at + bytes > c.dynamic_shared_end && at >= c.dynamic_shared && at < c.dynamic_shared + c.dynamic_capacity)
+      fail(std::string("kernel ") + c.launch->kernel + ": this thread " + (write ? "writes" : "reads") + " " +
+           std::to_string(bytes) + " bytes at byte " + std::to_string(at - c.dynamic_shared) +
+           " of the dynamic shared memory, past the launch's " +
+           std::to_string(c.dynamic_shared_end - c.dynamic_shared) + " bytes");
     base = ember_sim_shared_begin;
     cells = c.shared.data();
     count = c.shared.size();
@@ -253,8 +261,11 @@ Shadow* shadow_of(Checker& c, const char* at, const char** base) {
 }  // namespace
 
 void launch_begin(const KernelRun& launch, const std::vector<std::uint64_t>& block_order, const char* stacks,
-                  std::size_t stacks_bytes) {
+                  std::size_t stacks_bytes, const unsigned char* dynamic_arena, std::size_t arena_bytes) {
   Checker& c = checker();
+  c.dynamic_shared = reinterpret_cast<const char*>(dynamic_arena);
+  c.dynamic_capacity = arena_bytes;
+  c.dynamic_shared_end = c.dynamic_shared + launch.shared_bytes;
   c.launch = &launch;
   c.order = &block_order;
   c.launch_stamp = ++c.stamp;

@@ -2,7 +2,8 @@
 // Every load and store of the simulated sources reaches it (clang's -fsanitize-coverage=
 // trace-loads,trace-stores hooks, in builds with EMBER_SIM_RACES); it keeps, per 4-byte word of
 // device, pinned and shared memory, the last write and two reads since, and reports two accesses
-// of different threads, one of them a write, that CUDA does not order:
+// of different threads, one of them a write, that CUDA does not order (and an access past the
+// launch's dynamic shared memory):
 //   - threads of one block: ordered by __syncthreads (the barrier interval each access was in),
 //     and lanes of one warp also by a __syncwarp both took part in; shuffles and votes exchange
 //     values but order no memory, as in CUDA;
@@ -41,7 +42,7 @@ struct BlockView {
 // All called on the executor's thread, in this order: launch_begin, then per block block_begin,
 // the threads' accesses, fences, atomics and completed __syncwarps, then launch_end.
 void launch_begin(const KernelRun& launch, const std::vector<std::uint64_t>& block_order, const char* stacks,
-                  std::size_t stacks_bytes);
+                  std::size_t stacks_bytes, const unsigned char* dynamic_arena, std::size_t arena_bytes);
 void block_begin(const BlockView& block);
 void warp_synced(unsigned warp, unsigned mask);  // a __syncwarp completed with this mask
 void launch_end();

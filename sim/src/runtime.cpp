@@ -932,7 +932,8 @@ cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned int) {
   if (cudaError_t e = unsafe_during_capture(rt, "cudaHostAlloc")) return record_error(e);
   Memory* m = new_memory(rt, size, -1, "pinned host buffer of " + bytes_text(size));
   if (!m) return record_error(cudaErrorMemoryAllocation);
-  std::memset(m->base, 0, size);  // host memory is the host's: no poison here
+  // Poisoned as device memory is (new_memory): CUDA leaves pinned memory undefined, so a read
+  // before the first write shows NaN, not zeros.
   *ptr = m->base;
   return cudaSuccess;
 }

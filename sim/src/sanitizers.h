@@ -9,6 +9,7 @@
 #include <cstddef>
 
 #if defined(EMBER_SIM_ASAN)
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 #if defined(EMBER_SIM_TSAN)
@@ -31,6 +32,18 @@ inline void finish_switch([[maybe_unused]] void* fake_stack, [[maybe_unused]] co
                           [[maybe_unused]] std::size_t* old_size) {
 #if defined(EMBER_SIM_ASAN)
   __sanitizer_finish_switch_fiber(fake_stack, old_bottom, old_size);
+#endif
+}
+
+// Marks bytes as not to be touched (AddressSanitizer reports "use-after-poison"), or touchable again.
+inline void poison([[maybe_unused]] const void* begin, [[maybe_unused]] std::size_t bytes) {
+#if defined(EMBER_SIM_ASAN)
+  __asan_poison_memory_region(begin, bytes);
+#endif
+}
+inline void unpoison([[maybe_unused]] const void* begin, [[maybe_unused]] std::size_t bytes) {
+#if defined(EMBER_SIM_ASAN)
+  __asan_unpoison_memory_region(begin, bytes);
 #endif
 }
 

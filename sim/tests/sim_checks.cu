@@ -9,6 +9,7 @@
 #include <map>
 #include <string>
 
+#include "kernels/cuda/grid.cuh"
 #include "launch_raw.cuh"
 
 namespace {
@@ -93,6 +94,15 @@ __global__ void lower_thread_writes_higher_reads(int* out) {
   __shared__ int word;
   if (threadIdx.x == 0) word = 7;
   out[threadIdx.x] = word;  // missing: __syncthreads() before this read
+}
+
+// Writes one float past the launch's dynamic shared memory (n floats).
+__global__ void dynamic_shared_one_past(float* out, int n) {
+  float* tile = ember::kernels::cuda::dynamic_shared<float>();
+  tile[threadIdx.x] = 1.0f;
+  if (threadIdx.x == 0) tile[n] = 2.0f;
+  __syncthreads();
+  out[threadIdx.x] = tile[threadIdx.x];
 }
 
 __global__ void write_one_past_the_end(float* out, int n) {
@@ -224,6 +234,12 @@ const std::map<std::string, std::function<void()>>& checks() {
        [] {
          DeviceBuffer<int> out(64);
          launch_raw<lower_thread_writes_higher_reads>(1, 64, 0, nullptr, out.data);
+         cudaDeviceSynchronize();
+       }},
+      {"dynamic_shared_one_past",
+       [] {
+         DeviceBuffer<float> out(64);
+         launch_raw<dynamic_shared_one_past>(1, 64, 64 * sizeof(float), nullptr, out.data, 64);
          cudaDeviceSynchronize();
        }},
       {"write_one_past_the_end",

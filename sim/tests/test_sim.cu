@@ -218,9 +218,13 @@ TEST_CASE("a three-dimensional grid runs every thread of every block exactly onc
   for (std::size_t i = 0; i < n; ++i) CHECK(out[i] == i + 1);
 }
 
-TEST_CASE("fresh device memory and shared memory nobody wrote hold NaN, not zeros") {
+TEST_CASE("fresh device memory, pinned memory and shared memory nobody wrote hold NaN, not zeros") {
   DeviceBuffer<float> fresh(8), out(8);
   for (float v : to_host(fresh.data, 8)) CHECK(std::isnan(v));
+  float* pinned = nullptr;
+  REQUIRE(cudaHostAlloc(reinterpret_cast<void**>(&pinned), 8 * sizeof(float), cudaHostAllocDefault) == cudaSuccess);
+  for (int i = 0; i < 8; ++i) CHECK(std::isnan(pinned[i]));  // CUDA leaves pinned memory undefined
+  REQUIRE(cudaFreeHost(pinned) == cudaSuccess);
   REQUIRE(cudaMemset(out.data, 0, 8 * sizeof(float)) == cudaSuccess);
   REQUIRE(launch_raw<reads_shared_nobody_wrote>(8, 1, 0, nullptr, out.data) == cudaSuccess);
   for (float v : to_host(out.data, 8)) CHECK(std::isnan(v));

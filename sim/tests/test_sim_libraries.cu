@@ -2,14 +2,15 @@
 // on wrong calls: cuBLAS (a leading dimension too small, the workspace rule), cuBLASLt (each
 // epilogue ember uses, a bad leading dimension, an epilogue pointer less aligned than its
 // algorithm was chosen for, a ReLU mask read directly, a heuristic told to offer nothing) and cuDNN
-// (the three convolutions, descriptors that disagree, a workspace too small, ALGO_0's
-// non-determinism). Independent of how ember uses them.
+// (the three convolutions against an im2col reference in both modes, descriptors that disagree, a
+// workspace too small, ALGO_0's non-determinism). Independent of how ember uses them.
 #include <catch2/catch.hpp>
 
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cudnn.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -100,6 +101,49 @@ TEST_CASE("cublasSgemm refuses a leading dimension smaller than its matrix's row
         CUBLAS_STATUS_INVALID_VALUE);
   CHECK(cublasSetWorkspace(h, reinterpret_cast<char*>(a.data) + 4, 64) ==
         CUBLAS_STATUS_INVALID_VALUE);  // not 256-aligned
+  cublasDestroy(h);
+}
+
+TEST_CASE("cublasSgemm matches the column-major formula: every transpose pair, padded leading dimensions, any beta") {
+  // C = α·op(A)·op(B) + β·C with op(A) m×k, op(B) k×n, every matrix stored with rows to spare.
+  cublasHandle_t h = nullptr;
+  REQUIRE(cublasCreate(&h) == CUBLAS_STATUS_SUCCESS);
+  const int m = 5, n = 7;
+  for (const int k : {3, 0})
+    for (const bool ta : {false, true})
+      for (const bool tb : {false, true})
+        for (const float beta : {0.0f, 1.0f, -0.5f}) {
+          INFO("k " << k << (ta ? " Aᵀ" : " A") << (tb ? " Bᵀ" : " B") << " beta " << beta);
+          const int a_rows = ta ? k : m, a_cols = ta ? m : k, b_rows = tb ? n : k, b_cols = tb ? k : n;
+          const int lda = a_rows + 2, ldb = b_rows + 3, ldc = m + 1;
+          const auto a = random_values(static_cast<std::size_t>(lda) * std::max(a_cols, 1), 11);
+          const auto b = random_values(static_cast<std::size_t>(ldb) * std::max(b_cols, 1), 12);
+          auto c = random_values(static_cast<std::size_t>(ldc) * n, 13);
+          if (beta == 0.0f)  // C is not read when beta is 0: NaN there must not show
+            for (int col = 0; col < n; ++col)
+              for (int r = 0; r < m; ++r) c[static_cast<std::size_t>(col * ldc + r)] = NAN;
+          DeviceBuffer<float> da(a.size()), db(b.size()), dc(c.size());
+          to_device(da.data, a);
+          to_device(db.data, b);
+          to_device(dc.data, c);
+          const float alpha = 1.5f;
+          REQUIRE(cublasSgemm(h, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &alpha,
+                              da.data, lda, db.data, ldb, &beta, dc.data, ldc) == CUBLAS_STATUS_SUCCESS);
+          const auto got = to_host(dc.data, c.size());
+          for (int col = 0; col < n; ++col) {
+            for (int r = 0; r < m; ++r) {
+              double sum = 0;
+              for (int p = 0; p < k; ++p)
+                sum += static_cast<double>(ta ? at(a, lda, p, r) : at(a, lda, r, p)) *
+                       (tb ? at(b, ldb, col, p) : at(b, ldb, p, col));
+              const double want = alpha * sum + (beta == 0.0f ? 0.0 : beta * at(c, ldc, r, col));
+              REQUIRE(at(got, ldc, r, col) == Approx(want).margin(1e-5));
+            }
+            REQUIRE(std::memcmp(&got[static_cast<std::size_t>(col * ldc + m)],
+                                &c[static_cast<std::size_t>(col * ldc + m)],
+                                sizeof(float)) == 0);  // the row to spare is untouched
+          }
+        }
   cublasDestroy(h);
 }
 
@@ -330,6 +374,133 @@ TEST_CASE("cuDNN's convolutions match a naive cross-correlation, forward and bot
                                          &zero, g.f, out_dw.data) == CUDNN_STATUS_SUCCESS);
   const auto got_dw = to_host(out_dw.data, nw);
   for (std::size_t i = 0; i < nw; ++i) REQUIRE(got_dw[i] == Approx(gw[i]).margin(1e-5));
+}
+
+namespace {
+
+// A convolution's geometry and mode for the im2col reference below.
+struct Geometry {
+  int n, c, h, w, k, kh, kw, pad_h, pad_w, stride_h, stride_w;
+  bool flip;  // CUDNN_CONVOLUTION: the filter turned 180°; else cross-correlation
+  int oh() const { return (h + 2 * pad_h - kh) / stride_h + 1; }
+  int ow() const { return (w + 2 * pad_w - kw) / stride_w + 1; }
+  int rows() const { return c * kh * kw; }  // of the im2col matrix, one per (channel, tap)
+};
+
+// The convolution as matrices, written apart from the model's loops: per image the im2col matrix
+// X (rows × oh·ow), the filter as a matrix W (k × rows, its taps flipped for CUDNN_CONVOLUTION);
+// y = W·X, dX = Wᵀ·dy scattered back (col2im), dW = Σ dy·Xᵀ.
+struct Im2colReference {
+  std::vector<double> y, dx, dw;
+  Im2colReference(const Geometry& g, const std::vector<float>& x, const std::vector<float>& w,
+                  const std::vector<float>& dy) {
+    const int pixels = g.oh() * g.ow();
+    y.assign(static_cast<std::size_t>(g.n * g.k * pixels), 0.0);
+    dx.assign(x.size(), 0.0);
+    dw.assign(w.size(), 0.0);
+    // W[o][row]: the filter value that multiplies row `row` of X.
+    const auto filter_index = [&](int o, int row) {
+      const int ch = row / (g.kh * g.kw), u = row / g.kw % g.kh, v = row % g.kw;
+      const int fu = g.flip ? g.kh - 1 - u : u, fv = g.flip ? g.kw - 1 - v : v;
+      return static_cast<std::size_t>(((o * g.c + ch) * g.kh + fu) * g.kw + fv);
+    };
+    // X[row][pixel]'s element of x, or -1 in the padding.
+    const auto input_index = [&](int b, int row, int pixel) -> long {
+      const int ch = row / (g.kh * g.kw), u = row / g.kw % g.kh, v = row % g.kw;
+      const int iy = pixel / g.ow() * g.stride_h - g.pad_h + u, ix = pixel % g.ow() * g.stride_w - g.pad_w + v;
+      if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) return -1;
+      return ((static_cast<long>(b) * g.c + ch) * g.h + iy) * g.w + ix;
+    };
+    for (int b = 0; b < g.n; ++b) {
+      std::vector<double> cols(static_cast<std::size_t>(g.rows() * pixels), 0.0), dcols(cols.size(), 0.0);
+      for (int row = 0; row < g.rows(); ++row)
+        for (int p = 0; p < pixels; ++p) {
+          const long i = input_index(b, row, p);
+          if (i >= 0) cols[static_cast<std::size_t>(row * pixels + p)] = x[static_cast<std::size_t>(i)];
+        }
+      for (int o = 0; o < g.k; ++o)
+        for (int row = 0; row < g.rows(); ++row) {
+          const double wv = w[filter_index(o, row)];
+          for (int p = 0; p < pixels; ++p) {
+            const std::size_t yi = static_cast<std::size_t>((b * g.k + o) * pixels + p);
+            y[yi] += wv * cols[static_cast<std::size_t>(row * pixels + p)];
+            dcols[static_cast<std::size_t>(row * pixels + p)] += wv * dy[yi];
+            dw[filter_index(o, row)] += dy[yi] * cols[static_cast<std::size_t>(row * pixels + p)];
+          }
+        }
+      for (int row = 0; row < g.rows(); ++row)
+        for (int p = 0; p < pixels; ++p) {
+          const long i = input_index(b, row, p);
+          if (i >= 0) dx[static_cast<std::size_t>(i)] += dcols[static_cast<std::size_t>(row * pixels + p)];
+        }
+    }
+  }
+};
+
+}  // namespace
+
+TEST_CASE("cuDNN's three convolutions match an im2col reference in both modes, with strides, padding and 1x1") {
+  const Geometry cases[] = {{2, 3, 7, 6, 4, 3, 3, 1, 1, 2, 2, false},
+                            {2, 3, 7, 6, 4, 3, 3, 1, 1, 2, 2, true},
+                            {2, 5, 4, 3, 3, 1, 1, 0, 0, 1, 1, false},
+                            {1, 2, 6, 7, 3, 3, 2, 2, 1, 1, 2, true},
+                            {1, 2, 6, 7, 3, 3, 2, 2, 1, 1, 2, false}};
+  cudnnHandle_t handle = nullptr;
+  REQUIRE(cudnnCreate(&handle) == CUDNN_STATUS_SUCCESS);
+  cudnnTensorDescriptor_t xd = nullptr, yd = nullptr;
+  cudnnFilterDescriptor_t fd = nullptr;
+  cudnnConvolutionDescriptor_t cd = nullptr;
+  cudnnCreateTensorDescriptor(&xd);
+  cudnnCreateTensorDescriptor(&yd);
+  cudnnCreateFilterDescriptor(&fd);
+  cudnnCreateConvolutionDescriptor(&cd);
+  unsigned seed = 20;
+  for (const Geometry& g : cases) {
+    INFO((g.flip ? "CUDNN_CONVOLUTION " : "CUDNN_CROSS_CORRELATION ")
+         << g.kh << "x" << g.kw << " pad " << g.pad_h << "," << g.pad_w << " stride " << g.stride_h << ","
+         << g.stride_w);
+    REQUIRE(cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, g.n, g.c, g.h, g.w) ==
+            CUDNN_STATUS_SUCCESS);
+    REQUIRE(cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, g.n, g.k, g.oh(), g.ow()) ==
+            CUDNN_STATUS_SUCCESS);
+    REQUIRE(cudnnSetFilter4dDescriptor(fd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, g.k, g.c, g.kh, g.kw) ==
+            CUDNN_STATUS_SUCCESS);
+    REQUIRE(cudnnSetConvolution2dDescriptor(cd, g.pad_h, g.pad_w, g.stride_h, g.stride_w, 1, 1,
+                                            g.flip ? CUDNN_CONVOLUTION : CUDNN_CROSS_CORRELATION,
+                                            CUDNN_DATA_FLOAT) == CUDNN_STATUS_SUCCESS);
+    const std::size_t nx = static_cast<std::size_t>(g.n * g.c * g.h * g.w),
+                      nw = static_cast<std::size_t>(g.k * g.rows()),
+                      ny = static_cast<std::size_t>(g.n * g.k * g.oh() * g.ow());
+    const auto x = random_values(nx, seed++), w = random_values(nw, seed++), dy = random_values(ny, seed++);
+    const Im2colReference want(g, x, w, dy);
+    DeviceBuffer<float> dx_in(nx), dw_in(nw), ddy(ny), out(std::max({nx, nw, ny})), ws(1 << 16);
+    to_device(dx_in.data, x);
+    to_device(dw_in.data, w);
+    to_device(ddy.data, dy);
+    const std::size_t ws_bytes = (1u << 16) * sizeof(float);
+    const float one = 1.0f, zero = 0.0f;
+    const auto compare = [&](const std::vector<double>& reference) {
+      const auto got = to_host(out.data, reference.size());
+      for (std::size_t i = 0; i < reference.size(); ++i) REQUIRE(got[i] == Approx(reference[i]).margin(1e-5));
+    };
+    REQUIRE(cudnnConvolutionForward(handle, &one, xd, dx_in.data, fd, dw_in.data, cd,
+                                    CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, ws.data, ws_bytes, &zero, yd,
+                                    out.data) == CUDNN_STATUS_SUCCESS);
+    compare(want.y);
+    REQUIRE(cudnnConvolutionBackwardData(handle, &one, fd, dw_in.data, yd, ddy.data, cd,
+                                         CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, ws.data, ws_bytes, &zero, xd,
+                                         out.data) == CUDNN_STATUS_SUCCESS);
+    compare(want.dx);
+    REQUIRE(cudnnConvolutionBackwardFilter(handle, &one, xd, dx_in.data, yd, ddy.data, cd,
+                                           CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, ws.data, ws_bytes, &zero, fd,
+                                           out.data) == CUDNN_STATUS_SUCCESS);
+    compare(want.dw);
+  }
+  cudnnDestroyTensorDescriptor(xd);
+  cudnnDestroyTensorDescriptor(yd);
+  cudnnDestroyFilterDescriptor(fd);
+  cudnnDestroyConvolutionDescriptor(cd);
+  cudnnDestroy(handle);
 }
 
 TEST_CASE("cuDNN refuses descriptors that disagree and a workspace smaller than its algorithm's") {

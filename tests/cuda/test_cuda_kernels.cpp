@@ -553,7 +553,7 @@ TEST_CASE("fused cross-entropy raises a bad target at the next synchronization")
   REQUIRE(read_back<float>(dgrad)[4] == 0.0f);
 }
 
-TEST_CASE("cuBLAS GEMM matches the CPU GEMM within K·eps·sum|a||b|, every transpose combination") {
+TEST_CASE("cuBLAS GEMM matches the CPU GEMM within K·eps·sum|a||b|, every transpose combination, padded rows") {
   for (auto [m, n, k] : {std::tuple<std::size_t, std::size_t, std::size_t>{1, 1, 1},
                          {3, 5, 7},
                          {128, 10, 784},
@@ -561,29 +561,36 @@ TEST_CASE("cuBLAS GEMM matches the CPU GEMM within K·eps·sum|a||b|, every tran
                          {257, 129, 33},
                          {4, 4, 0}})
     for (Transpose ta : {Transpose::no, Transpose::yes})
-      for (Transpose tb : {Transpose::no, Transpose::yes}) {
-        INFO("m=" << m << " n=" << n << " k=" << k << " ta=" << int(ta) << " tb=" << int(tb));
-        const auto a = random_floats(m * k, m + k), b = random_floats(k * n, n + k), c0 = random_floats(m * n, m * n);
-        const std::size_t lda = ta == Transpose::no ? k : m, ldb = tb == Transpose::no ? n : k;
-        Tensor da = device_copy(a), db = device_copy(b), dc = device_copy(c0);
-        ember::kernels::cuda::gemm(ta, tb, m, n, k, 1.0f, da.raw<float>(), lda, db.raw<float>(), ldb, 0.5f,
-                                   dc.raw<float>(), n, gpu_stream());
-        std::vector<float> expected = c0;
-        kcpu::gemm(ta, tb, m, n, k, 1.0f, a.data(), lda, b.data(), ldb, 0.5f, expected.data(), n);
-        const auto got = read_back<float>(dc);
-        for (std::size_t i = 0; i < m; ++i)
-          for (std::size_t j = 0; j < n; ++j) {
-            double abs_dot = 0;
-            for (std::size_t p = 0; p < k; ++p) {
-              const float av = ta == Transpose::no ? a[i * k + p] : a[p * m + i];
-              const float bv = tb == Transpose::no ? b[p * n + j] : b[j * k + p];
-              abs_dot += std::abs(av * bv);
+      for (Transpose tb : {Transpose::no, Transpose::yes})
+        for (const std::size_t pad : {std::size_t{0}, std::size_t{3}}) {  // leading dimensions past the row
+          INFO("m=" << m << " n=" << n << " k=" << k << " ta=" << int(ta) << " tb=" << int(tb) << " pad=" << pad);
+          const std::size_t lda = (ta == Transpose::no ? k : m) + pad, ldb = (tb == Transpose::no ? n : k) + pad,
+                            ldc = n + pad;
+          const std::size_t a_rows = ta == Transpose::no ? m : k, b_rows = tb == Transpose::no ? k : n;
+          const auto a = random_floats(a_rows * lda, m + k), b = random_floats(b_rows * ldb, n + k),
+                     c0 = random_floats(m * ldc, m * n);
+          Tensor da = device_copy(a), db = device_copy(b), dc = device_copy(c0);
+          ember::kernels::cuda::gemm(ta, tb, m, n, k, 1.0f, da.raw<float>(), lda, db.raw<float>(), ldb, 0.5f,
+                                     dc.raw<float>(), ldc, gpu_stream());
+          std::vector<float> expected = c0;
+          kcpu::gemm(ta, tb, m, n, k, 1.0f, a.data(), lda, b.data(), ldb, 0.5f, expected.data(), ldc);
+          const auto got = read_back<float>(dc);
+          for (std::size_t i = 0; i < m; ++i) {
+            for (std::size_t j = 0; j < n; ++j) {
+              double abs_dot = 0;
+              for (std::size_t p = 0; p < k; ++p) {
+                const float av = ta == Transpose::no ? a[i * lda + p] : a[p * lda + i];
+                const float bv = tb == Transpose::no ? b[p * ldb + j] : b[j * ldb + p];
+                abs_dot += std::abs(av * bv);
+              }
+              const std::size_t at = i * ldc + j;
+              const double bound = 2.0 * (static_cast<double>(k) + 2) * kEps * (abs_dot + 0.5 * std::abs(c0[at]));
+              INFO("C[" << i << "," << j << "]: got " << got[at] << ", expected " << expected[at]);
+              REQUIRE(std::abs(static_cast<double>(got[at]) - expected[at]) <= bound + 1e-30);
             }
-            const double bound = 2.0 * (static_cast<double>(k) + 2) * kEps * (abs_dot + 0.5 * std::abs(c0[i * n + j]));
-            INFO("C[" << i << "," << j << "]: got " << got[i * n + j] << ", expected " << expected[i * n + j]);
-            REQUIRE(std::abs(static_cast<double>(got[i * n + j]) - expected[i * n + j]) <= bound + 1e-30);
+            for (std::size_t j = n; j < ldc; ++j) REQUIRE(got[i * ldc + j] == c0[i * ldc + j]);  // padding untouched
           }
-      }
+        }
 }
 
 TEST_CASE("fused bias+ReLU forward and backward, and the bias add, match the CPU twins") {
