@@ -11,8 +11,9 @@
 
 namespace ember::apps {
 
-// 4096×4096: more than any photo of a digit needs, and a bound on what one image costs (its
-// decoding takes at most 32 bytes a pixel, 512 MiB, beside the file itself).
+// 4096×4096: more than any photo of a digit needs, and a bound on what one image costs: the file
+// (at most 8 bytes a pixel and 1 MiB: 129 MiB), then a decoder held to twice the file, 32 bytes a
+// pixel (512 MiB) and 1 MiB.
 inline constexpr std::int64_t kDefaultMaxPixels = 4096LL * 4096;
 
 // The formats read, for --help and for the messages that refuse the others.
