@@ -1,4 +1,4 @@
-// mnist_predict: classifies pictures — image files (PNG, JPEG, BMP, PGM), prepared the way the
+// mnist_predict: classifies pictures — image files (PNG, JPEG, BMP), prepared the way the
 // model's dataset was made, or samples of an IDX file — with a model trained by mnist_train (or
 // exported from PyTorch), on any device, and prints the three likeliest classes by name.
 #include <CLI/CLI.hpp>
@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
+#include "apps/common/image_file.h"
 #include "apps/common/images.h"
 #include "apps/common/model_card.h"
 #include "apps/common/program.h"
@@ -26,6 +27,7 @@ struct Settings {
   std::string model_path, device = "auto", idx_path, grid_path;
   std::vector<long long> indices;
   long long count = 1;
+  std::int64_t max_pixels = apps::kDefaultMaxPixels;
   bool json = false;
   std::vector<std::string> images;
 };
@@ -100,6 +102,7 @@ int predict(const Settings& s) {
     throw UsageError("nothing to classify: give image files, or --idx FILE --index N");
   if (!s.indices.empty() && s.idx_path.empty()) throw UsageError("--index needs --idx FILE");
   if (s.count < 1) throw UsageError("--count must be positive");
+  if (s.max_pixels < 1) throw UsageError("--max-pixels must be positive");
   Device device;
   try {
     device = s.device == "auto" ? Device::best() : Device::parse(s.device);
@@ -111,14 +114,16 @@ int predict(const Settings& s) {
   model->to(device);
   model->eval();
 
-  // The inputs; a file that cannot be read or holds nothing to classify is reported and skipped.
+  // The inputs, decoded one at a time (only each 28×28 result is kept, so memory does not grow with
+  // the number of files); a file that cannot be read or holds nothing to classify is reported and
+  // skipped.
   std::vector<Input> inputs;
   int failures = 0;
   for (const std::string& path : s.images) {
     try {
       inputs.push_back({path,
-                        apps::prepare_image(apps::read_gray_image(path), card.preprocess, static_cast<int>(card.height),
-                                            static_cast<int>(card.width)),
+                        apps::prepare_image(apps::read_gray_image(path, s.max_pixels), card.preprocess,
+                                            static_cast<int>(card.height), static_cast<int>(card.width)),
                         -1});
     } catch (const Error& e) {
       std::fprintf(stderr, "error: %s\n",
@@ -180,6 +185,10 @@ int main(int argc, char** argv) {
   app.add_option("--index", s.indices, "sample number in --idx (repeatable; default 0)");
   app.add_option("--count", s.count, "classify this many consecutive samples from each --index")->capture_default_str();
   app.add_option("--grid", s.grid_path, "write a PNG grid of the inputs with their predictions (mistakes in red)");
-  app.add_option("images", s.images, "image files: PNG, JPEG, BMP or PGM");
+  app.add_option("--max-pixels", s.max_pixels,
+                 "refuse an image whose header claims more pixels than this, before decoding it (default 4096×4096)")
+      ->capture_default_str();
+  app.add_option("images", s.images,
+                 std::string("image files: ") + apps::kImageFormats + " (others, GIF among them, are refused)");
   return apps::run_cli(app, argc, argv, [&] { return predict(s); });
 }

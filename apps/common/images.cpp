@@ -8,9 +8,6 @@
 #include "core/error.h"
 #include "core/serialize.h"
 
-#define STB_IMAGE_IMPLEMENTATION
-#define STBI_FAILURE_USERMSG
-#include <stb/stb_image.h>
 #define STB_IMAGE_WRITE_IMPLEMENTATION
 #include <stb/stb_image_write.h>
 // stb_easy_font is header-only with static functions, some of which go unused here.
@@ -52,20 +49,6 @@ std::vector<float> resample(const std::vector<float>& src, int w, int h, int ow,
   }
   return out;
 }
-
-}  // namespace
-
-GrayImage read_gray_image(const std::string& path) {
-  int w = 0, h = 0, channels = 0;
-  stbi_uc* data = stbi_load(path.c_str(), &w, &h, &channels, 1);
-  if (!data) throw IoError(detail::concat(path, ": cannot read the image (", stbi_failure_reason(), ")"));
-  GrayImage image{w, h, std::vector<std::uint8_t>(data, data + static_cast<std::size_t>(w) * h)};
-  stbi_image_free(data);
-  if (w <= 0 || h <= 0) throw IoError(detail::concat(path, ": the image is empty"));
-  return image;
-}
-
-namespace {
 
 // A float plane of the picture, light on dark: inverted when its border is mostly light.
 struct Plane {

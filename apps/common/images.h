@@ -17,14 +17,11 @@
 
 namespace ember::apps {
 
+// A decoded picture (apps/common/image_file.h reads one from a file).
 struct GrayImage {
   int width = 0, height = 0;
   std::vector<std::uint8_t> pixels;  // row-major, 0 = black
 };
-
-// Reads PNG, JPEG, BMP, PGM (anything stb_image reads) as grayscale. Throws IoError naming the
-// file and the reason when it cannot.
-GrayImage read_gray_image(const std::string& path);
 
 // The height×width sample (0..255, light on black) for a model trained with `preprocess` data.
 // Throws ValueError for a blank picture and for an unknown `preprocess`.

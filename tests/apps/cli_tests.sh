@@ -3,7 +3,9 @@
 # file, exit code 2, and nothing written; a resumed run equals an uninterrupted one bit for bit, from
 # a checkpoint pair or an ember 0.1 single file, and a pair that does not belong together is refused;
 # one seed gives one run; a non-finite loss stops training and keeps the last good checkpoint;
-# Fashion-MNIST trains and its predictions are named.
+# Fashion-MNIST trains and its predictions are named; hostile image files (a decompression bomb, a
+# header claiming 30,000×30,000 pixels, a truncated JPEG, an empty file, a folder) are refused with
+# exit 2, naming the file, within 50 MiB of the memory a valid 28×28 PNG takes.
 #   cli_tests.sh MNIST_TRAIN MNIST_PREDICT MNIST_DIR WORK_DIR [FASHION_MNIST_DIR]
 set -u
 train=$1 predict=$2 mnist=$3 work=$4 fashion=${5:-/usr/share/datasets/fashion-mnist}
@@ -97,12 +99,63 @@ ls "$work"/.*.tmp.* >/dev/null 2>&1 && fail "temporary files left behind" || pas
 expect 2 "--model is required" "predict without --model" -- "$predict" "$work/x.png"
 expect 2 "--model .*not a valid safetensors checkpoint" "predict with a corrupt model" -- \
   "$predict" --model "$work/garbage.safetensors" "$work/x.png"
-printf 'P5\n2 2\n255\n\x00\xff\xff\x00' >"$work/good.pgm"
+seeds="$here/../fuzz/seeds/image"  # PNG, JPEG and BMP digits, and inputs rebuilt from stb_image's reports
+cp "$seeds/png_gray8.png" "$work/good.png"
 printf '\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDRtruncated' >"$work/corrupt.png"
 expect 2 "corrupt.png: cannot read the image" "a corrupt image among good ones" -- \
-  "$predict" --model "$work/h16.safetensors" "$work/corrupt.png" "$work/good.pgm"
-grep -q "good.pgm: " "$work/out.txt" && pass "the other images are still classified" || fail "good image not classified"
+  "$predict" --model "$work/h16.safetensors" "$work/corrupt.png" "$work/good.png"
+grep -q "good.png: " "$work/out.txt" && pass "the other images are still classified" || fail "good image not classified"
+printf 'P5\n2 2\n255\n\x00\xff\xff\x00' >"$work/digit.pgm"
+expect 2 "digit.pgm is a PNM (Netpbm) image; mnist_predict reads PNG, JPEG and BMP" "a PGM is refused by name" -- \
+  "$predict" --model "$work/h16.safetensors" "$work/digit.pgm"
 expect 0 "" "predict --help" -- "$predict" --help
+grep -q "PNG, JPEG and BMP" "$work/out.txt" && grep -q -- "--max-pixels" "$work/out.txt" && grep -q "4096×4096" "$work/out.txt" &&
+  pass "predict --help names the formats and the pixel limit" || fail "predict --help lacks the formats or the limit"
+
+# ---- hostile images: exit 2 naming the file, memory within 50 MiB of a valid 28×28 PNG's ---------
+# measured COMMAND...: runs it (stdout and stderr to out.txt and err.txt), sets $code to its exit
+# code and $peak to its peak resident memory in KiB (getrusage's maxrss of the waited-for child).
+measured() {
+  read -r code peak < <(python3 -c 'import resource, subprocess, sys
+with open(sys.argv[1], "w") as out, open(sys.argv[2], "w") as err:
+    code = subprocess.run(sys.argv[3:], stdout=out, stderr=err).returncode
+print(code, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' "$work/out.txt" "$work/err.txt" "$@")
+}
+measured "$predict" --model "$work/h16.safetensors" "$work/good.png"
+valid_peak=$peak
+[ "$code" = 0 ] && pass "a valid 28×28 PNG: classified, peak memory $((peak / 1024)) MiB" || fail "valid PNG: exit $code"
+cp "$seeds/poc_gif_bomb_16384x16448.gif" "$work/bomb.gif"  # 98 bytes claiming 16,384×16,448 pixels
+cp "$seeds/poc_png_30000x30000.png" "$work/huge.png"
+head -c 500 "$seeds/jpeg_gray.jpg" >"$work/truncated.jpg"
+: >"$work/empty.png"
+mkdir -p "$work/folder.png"
+# A 28×28 PNG whose data inflate to 256 MiB (a 256 KiB file).
+python3 -c 'import struct, sys, zlib
+def chunk(kind, body): return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+z = zlib.compressobj(9)
+data = b"".join(z.compress(bytes(1 << 20)) for _ in range(256)) + z.flush()
+sys.stdout.buffer.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 28, 28, 8, 0, 0, 0, 0)) +
+                        chunk(b"IDAT", data) + chunk(b"IEND", b""))' >"$work/inflating.png"
+for case in "bomb.gif|bomb.gif is a GIF image; mnist_predict reads PNG, JPEG and BMP" \
+  "huge.png|huge.png: the PNG claims 30000×30000 pixels (900000000), more than the limit of 16777216" \
+  "truncated.jpg|truncated.jpg: the JPEG ends before its end-of-image marker" \
+  "empty.png|empty.png: the file is empty" "folder.png|folder.png: is a folder" \
+  "inflating.png|inflating.png: decoding the 28×28 PNG would take more than 1 MiB"; do
+  file=${case%%|*} pattern=${case#*|}
+  measured "$predict" --model "$work/h16.safetensors" "$work/$file"
+  if [ "$code" != 2 ]; then fail "$file: exit $code, expected 2 ($(head -c 300 "$work/err.txt"))"
+  elif ! grep -q -- "$pattern" "$work/err.txt"; then fail "$file: stderr lacks '$pattern': $(head -c 300 "$work/err.txt")"
+  elif [ "$peak" -gt $((valid_peak + 50 * 1024)) ]; then fail "$file: peak memory $((peak / 1024)) MiB, over 50 MiB above the valid PNG's"
+  else pass "$file: refused, exit 2, peak memory $((peak / 1024)) MiB"; fi
+done
+# All of them in one call, the valid one among them: decoded one at a time, memory stays as low.
+measured "$predict" --model "$work/h16.safetensors" "$work"/{bomb.gif,huge.png,truncated.jpg,empty.png,folder.png,inflating.png,good.png}
+[ "$code" = 2 ] && [ "$(grep -c '^error: ' "$work/err.txt")" = 6 ] && grep -q "good.png: " "$work/out.txt" &&
+  [ "$peak" -le $((valid_peak + 50 * 1024)) ] && pass "six hostile files and a good one in one call: peak $((peak / 1024)) MiB" ||
+  fail "six hostile files and a good one: exit $code, peak $((peak / 1024)) MiB, $(head -c 300 "$work/err.txt")"
+expect 2 "good.png: the PNG claims 28×28 pixels (784), more than the limit of 783" "--max-pixels lowers the limit" -- \
+  "$predict" --model "$work/h16.safetensors" --max-pixels 783 "$work/good.png"
+expect 2 "--max-pixels must be positive" "--max-pixels 0" -- "$predict" --model "$work/h16.safetensors" --max-pixels 0 "$work/good.png"
 
 # ---- --help documents every option -------------------------------------------------------------
 "$train" --help >"$work/help.txt"
