@@ -92,7 +92,8 @@ __global__ void shuffle_for_a_syncwarp(int* out) {
 // depends on the order the threads run in.
 __global__ void lower_thread_writes_higher_reads(int* out) {
   __shared__ int word;
-  if (threadIdx.x == 0) word = 7;
+  // (Not a constant: a static stored only one constant may be folded to a flag the poison sets.)
+  if (threadIdx.x == 0) word = static_cast<int>(blockDim.x);
   out[threadIdx.x] = word;  // missing: __syncthreads() before this read
 }
 
