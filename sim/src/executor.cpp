@@ -45,7 +45,7 @@ constexpr std::uint8_t kPoison = 0xFF;                 // a float of 0xFFFFFFFF 
 constexpr std::size_t kMaxDynamicShared = 227 * 1024;  // sm_90's opt-in limit
 
 // Dynamic shared memory of the launch running now: in the shared-memory pages, poisoned with them.
-__attribute__((section("ember_sim_shared"), aligned(16))) unsigned char dynamic_arena[kMaxDynamicShared];
+__attribute__((section(".ember_sim_shared"), aligned(16))) unsigned char dynamic_arena[kMaxDynamicShared];
 
 enum class Status : std::uint8_t { runnable, at_barrier, at_warp, exited, trapped };
 
@@ -235,7 +235,7 @@ void make_fibers(unsigned count) {
 // AddressSanitizer it is poisoned (the race checker, where on, reports it too).
 void poison_shared(std::size_t dynamic_bytes) {
   sanitizers::unpoison(dynamic_arena, kMaxDynamicShared);
-  std::memset(ember_sim_shared_begin, kPoison, static_cast<std::size_t>(ember_sim_shared_end - ember_sim_shared_begin));
+  sanitizers::fill_addressable(ember_sim_shared_begin, ember_sim_shared_end, kPoison);
   sanitizers::poison(dynamic_arena + dynamic_bytes, kMaxDynamicShared - dynamic_bytes);
 }
 

@@ -395,6 +395,22 @@ void release_memory(Runtime& rt, Memory* m) {
   delete m;
 }
 
+// How many reissued blocks (and bytes) the quarantine keeps before it releases the oldest.
+constexpr std::size_t kQuarantineBlocks = 4096;
+constexpr std::size_t kQuarantineBytes = std::size_t{256} << 20;
+
+void quarantine(Runtime& rt, Device& d, Memory* m) {
+  d.quarantine.push_back(m);
+  d.quarantined_bytes += m->size;
+  while (d.quarantine.size() > kQuarantineBlocks || d.quarantined_bytes > kQuarantineBytes) {
+    Memory* oldest = d.quarantine.front();
+    if (oldest->free_op && !oldest->free_op->done) break;  // its free has not run: keep it a while longer
+    d.quarantine.pop_front();
+    d.quarantined_bytes -= oldest->size;
+    release_memory(rt, oldest);
+  }
+}
+
 // Returns cached pool blocks to the system, newest first, until at most `keep` bytes stay cached;
 // a block whose cudaFreeAsync has not run yet stays (work before it may still use it).
 void trim_cache(Runtime& rt, Device& d, std::size_t keep) {
@@ -429,19 +445,23 @@ cudaError_t allocate_device(Runtime& rt, std::unique_lock<std::mutex>& lock, voi
   }
   if (s) {  // stream-ordered: a block freed on the same stream may be handed out again
     for (std::size_t i = 0; i < d.pool_cache.size(); ++i) {
-      Memory* m = d.pool_cache[i];
-      if (m->size != size || m->freed_on != s) continue;
+      Memory* old = d.pool_cache[i];
+      if (old->size != size || old->freed_on != s) continue;
+      // Reissued at a fresh address, the old one quarantined: a use through a dangling pointer to
+      // the old block is reported even after many reissues (a GPU would hand out the same address
+      // and the use would silently read the new owner's data).
+      Memory* m =
+          new_memory(rt, size, t_device, call + " of " + bytes_text(size) + " on stream " + std::to_string(s->id));
+      if (!m) return record_error(cudaErrorMemoryAllocation);
+      m->pool = true;
       d.pool_cache.erase(d.pool_cache.begin() + static_cast<std::ptrdiff_t>(i));
+      quarantine(rt, d, old);
       d.cached -= size;
       d.in_use += size;
       d.peak = std::max(d.peak, d.in_use);
-      m->freed = false;
-      m->freed_on = nullptr;
-      m->free_op = nullptr;
-      m->origin = call + " of " + bytes_text(size) + " on stream " + std::to_string(s->id);
       // Handing the block out again writes it, as far as the other streams are concerned.
-      const OpPtr op = enqueue(rt, s, call, {{m->base, 0, true, "the reused block"}}, nullptr);
-      (void)op;
+      m->last_write = Memory::Use{s->id, s->tick + 1, call};
+      enqueue(rt, s, call, {}, nullptr);
       *ptr = m->base;
       return cudaSuccess;
     }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstring>
 
 #if defined(EMBER_SIM_ASAN)
 #include <sanitizer/asan_interface.h>
@@ -44,6 +45,21 @@ inline void poison([[maybe_unused]] const void* begin, [[maybe_unused]] std::siz
 inline void unpoison([[maybe_unused]] const void* begin, [[maybe_unused]] std::size_t bytes) {
 #if defined(EMBER_SIM_ASAN)
   __asan_unpoison_memory_region(begin, bytes);
+#endif
+}
+
+// Fills [begin, end) with `byte`, except what AddressSanitizer has poisoned: the redzones it puts
+// between the shared-memory arrays.
+inline void fill_addressable(char* begin, char* end, unsigned char byte) {
+#if defined(EMBER_SIM_ASAN)
+  for (char* p = begin; p < end;) {
+    auto* bad = static_cast<char*>(__asan_region_is_poisoned(p, static_cast<std::size_t>(end - p)));
+    std::memset(p, byte, static_cast<std::size_t>((bad ? bad : end) - p));
+    if (!bad) return;
+    for (p = bad; p < end && __asan_address_is_poisoned(p);) ++p;
+  }
+#else
+  std::memset(begin, byte, static_cast<std::size_t>(end - begin));
 #endif
 }
 

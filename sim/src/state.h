@@ -119,6 +119,10 @@ struct Device {
   cudaError_t sticky = cudaSuccess;
   Stream* legacy = nullptr;
   std::vector<Memory*> pool_cache;  // freed pool blocks, reusable by their stream
+  // Pool blocks whose place was reissued at a fresh address: kept allocated and marked freed, so
+  // that a dangling pointer to one is still reported (runtime.cpp, kQuarantine…). Oldest first.
+  std::deque<Memory*> quarantine;
+  std::size_t quarantined_bytes = 0;
   std::set<int> peers;
   char pool_handle = 0;  // its address is the device's cudaMemPool_t
 };

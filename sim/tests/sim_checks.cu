@@ -106,6 +106,16 @@ __global__ void dynamic_shared_one_past(float* out, int n) {
   out[threadIdx.x] = tile[threadIdx.x];
 }
 
+// Reads one float past a static shared array, through a pointer (no fixed-size array indexing for
+// UBSan's bounds check to see).
+__global__ void static_shared_read_one_past(float* out, int n) {
+  __shared__ float tile[32];
+  tile[threadIdx.x] = static_cast<float>(threadIdx.x);
+  __syncthreads();
+  const float* row = tile;
+  out[threadIdx.x] = row[threadIdx.x + static_cast<unsigned>(n)];
+}
+
 __global__ void write_one_past_the_end(float* out, int n) {
   if (threadIdx.x == 0) out[n] = 1.0f;
 }
@@ -243,6 +253,12 @@ const std::map<std::string, std::function<void()>>& checks() {
          launch_raw<dynamic_shared_one_past>(1, 64, 64 * sizeof(float), nullptr, out.data, 64);
          cudaDeviceSynchronize();
        }},
+      {"static_shared_read_one_past",
+       [] {
+         DeviceBuffer<float> out(32);
+         launch_raw<static_shared_read_one_past>(1, 32, 0, nullptr, out.data, 1);
+         cudaDeviceSynchronize();
+       }},
       {"write_one_past_the_end",
        [] {
          DeviceBuffer<float> out(100);
@@ -256,6 +272,20 @@ const std::map<std::string, std::function<void()>>& checks() {
          cudaMallocAsync(reinterpret_cast<void**>(&p), 256 * sizeof(int), s);
          cudaFreeAsync(p, s);
          launch_raw<fill>(1, 64, 0, s, p, 256);
+         cudaStreamSynchronize(s);
+       }},
+      {"use_after_free_after_1000_allocations",
+       [] {
+         cudaStream_t s = new_stream();
+         int* dangling = nullptr;
+         cudaMallocAsync(reinterpret_cast<void**>(&dangling), 256 * sizeof(int), s);
+         cudaFreeAsync(dangling, s);
+         for (int i = 0; i < 1000; ++i) {  // the pool hands its block out again and again
+           int* p = nullptr;
+           cudaMallocAsync(reinterpret_cast<void**>(&p), 256 * sizeof(int), s);
+           cudaFreeAsync(p, s);
+         }
+         launch_raw<fill>(1, 64, 0, s, dangling, 256);
          cudaStreamSynchronize(s);
        }},
       {"missing_stream_synchronization",

@@ -361,15 +361,24 @@ TEST_CASE("memory moves between two devices with peer copies") {
   REQUIRE(cudaSetDevice(0) == cudaSuccess);
 }
 
-TEST_CASE("stream-ordered allocation reuses a block freed on the same stream") {
+TEST_CASE("stream-ordered allocation reuses a block freed on the same stream, at a fresh address") {
   cudaStream_t s;
   REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  cudaMemPool_t pool = nullptr;
+  REQUIRE(cudaDeviceGetDefaultMemPool(&pool, 0) == cudaSuccess);
+  const auto reserved = [&] {
+    std::uint64_t bytes = 0;
+    REQUIRE(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &bytes) == cudaSuccess);
+    return bytes;
+  };
   void* first = nullptr;
   void* second = nullptr;
   REQUIRE(cudaMallocAsync(&first, 4096, s) == cudaSuccess);
+  const std::uint64_t with_first = reserved();
   REQUIRE(cudaFreeAsync(first, s) == cudaSuccess);
   REQUIRE(cudaMallocAsync(&second, 4096, s) == cudaSuccess);
-  CHECK(second == first);
+  CHECK(reserved() == with_first);  // the pool's block, reissued: nothing more reserved
+  CHECK(second != first);           // the old address stays freed, so a dangling use of it is reported
   REQUIRE(cudaFreeAsync(second, s) == cudaSuccess);
   REQUIRE(cudaStreamSynchronize(s) == cudaSuccess);
   cudaStreamDestroy(s);

@@ -59,12 +59,12 @@ Run train_mlp(Device device, const std::vector<std::int64_t>& hidden, train::Mlp
   return run;
 }
 
-void require_same(const Run& a, const Run& b, double rtol) {
+void require_same(const Run& a, const Run& b, double rtol, double weight_margin = 1e-5) {
   REQUIRE(a.epoch_losses.size() == b.epoch_losses.size());
   for (std::size_t e = 0; e < a.epoch_losses.size(); ++e)
     REQUIRE(a.epoch_losses[e] == Approx(b.epoch_losses[e]).epsilon(rtol));
   for (std::size_t i = 0; i < a.weights.size(); i += 97)
-    REQUIRE(a.weights[i] == Approx(b.weights[i]).margin(1e-5).epsilon(1e-3));
+    REQUIRE(a.weights[i] == Approx(b.weights[i]).margin(weight_margin).epsilon(1e-3));
 }
 
 }  // namespace
@@ -92,7 +92,15 @@ TEST_CASE("the cuBLASLt epilogues agree with plain GEMMs and with the CPU") {
     INFO(fused.description);
     // Different GEMM algorithms and summation orders over three epochs of training.
     require_same(fused, plain, 1e-4);
-    require_same(fused, cpu, 1e-4);
+    // Against the CPU, whose GEMMs sum in another order, 784-512-256-10 needs 1e-3 on the losses
+    // and 5e-3 absolute on the weights: three epochs of SGD with momentum 0.9 at lr 0.1 on random
+    // labels amplify rounding. Measured on the software GPU (docs/simulator.md, "The full-size
+    // epilogue test"): the per-epoch loss sums part by 3.2e-5, 4.2e-5 and 1.8e-4, growing from
+    // 1e-7 at the first step, the sampled weights by up to 9.5e-4, while fused and plain GEMMs
+    // agree to the bit; moving the first layer's weights by one ulp on the CPU alone moves single
+    // steps' losses by 1.1e-4 by the third epoch. Both bounds leave a factor of 5.
+    const bool full_deep = hidden.size() > 1 && !small_test_sizes();
+    require_same(fused, cpu, full_deep ? 1e-3 : 1e-4, full_deep ? 5e-3 : 1e-5);
   }
 }
 

@@ -3,14 +3,16 @@
 // toolkit's headers, which would otherwise define them away — `__shared__` as nothing would make
 // a block's shared array a per-thread local. `__shared__` variables go to one linker section, the
 // block's shared memory, which sim/src/shared_memory.ld puts on pages of its own; the executor
-// poisons it between blocks (one block runs at a time, so one copy suffices).
+// poisons it between blocks (one block runs at a time, so one copy suffices). The section's name
+// starts with a dot: AddressSanitizer leaves globals in sections named like C identifiers
+// uninstrumented, and instruments these, with redzones between the arrays.
 #pragma once
 
 #define __global__
 #define __device__
 #define __host__
 #define __launch_bounds__(...)
-#define __shared__ static __attribute__((section("ember_sim_shared"), aligned(16)))
+#define __shared__ static __attribute__((section(".ember_sim_shared"), aligned(16)))
 #define __constant__ static
 #define __managed__
 #define __grid_constant__
