@@ -719,9 +719,11 @@ void add_optimizers(std::vector<Case>& cases, const Arena& arena, std::size_t n)
     // The step count stays at 5 (advance_steps is not part of the update's timing).
     auto step = std::make_shared<Tensor>(full({1}, 5.0, {.device = d}));
     auto slots = std::make_shared<std::vector<Tensor>>();
+    auto host_slots = std::make_shared<std::vector<kernels::ParamSlot>>();
     for (int r = 0; r < rot; ++r) {
       kernels::ParamSlot slot{(*p)[r].raw<float>(), (*g)[r].raw<float>(), (*m)[r].raw<float>(),
                               (*v)[r].raw<float>(), step->raw<float>(),   n};
+      host_slots->push_back(slot);
       std::vector<std::uint8_t> bytes(sizeof slot);
       std::memcpy(bytes.data(), &slot, sizeof slot);
       slots->push_back(from_vector(bytes, {static_cast<std::int64_t>(bytes.size())}).to(d));
@@ -742,9 +744,9 @@ void add_optimizers(std::vector<Case>& cases, const Arena& arena, std::size_t n)
           },
           [&](auto stream) {
             if (adam)
-              kernels::cuda::adam_step(s, 1, n, adam_config, lr->raw<float>(), nullptr, stream);
+              kernels::cuda::adam_step({s, &(*host_slots)[r], 1}, n, adam_config, lr->raw<float>(), nullptr, stream);
             else
-              kernels::cuda::sgd_step(s, 1, n, sgd, lr->raw<float>(), nullptr, stream);
+              kernels::cuda::sgd_step({s, &(*host_slots)[r], 1}, n, sgd, lr->raw<float>(), nullptr, stream);
           });
     };
     Case c{adam ? "adamw_step" : "sgd_momentum_step",

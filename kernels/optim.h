@@ -42,14 +42,23 @@ void adam_step(const ParamSlot* slots, std::size_t count, const AdamConfig& conf
 }  // namespace ember::kernels::cpu
 
 namespace ember::kernels::cuda {
-// slots is a device array of `count` slots; max_n the largest slot's n (sizes the grid); lr a
-// device pointer. With `advance` — a device counter at 0, which the kernel leaves at 0 — the
-// update advances the step counts itself (it runs as step count + 1 and the last block to
-// finish stores that), so a whole optimizer step is one launch; with null, call advance_steps
-// first.
-void advance_steps(const ParamSlot* slots, std::size_t count, cudaStream_t stream);
-void sgd_step(const ParamSlot* slots, std::size_t count, std::size_t max_n, const SgdConfig& config, const float* lr,
-              unsigned* advance, cudaStream_t stream);
-void adam_step(const ParamSlot* slots, std::size_t count, std::size_t max_n, const AdamConfig& config, const float* lr,
+// A slot table in device memory — what the kernels read — with the host array it was uploaded
+// from, whose pointers the launcher declares to the stream-ordering checks of a CUDA runtime that
+// runs kernels on the CPU (launch_reaching in kernels/cuda/launch.cuh): those checks see only a
+// launch's arguments, and cannot read a table an earlier copy on the stream has yet to fill.
+struct DeviceSlots {
+  const ParamSlot* device = nullptr;
+  const ParamSlot* host = nullptr;
+  std::size_t count = 0;
+};
+
+// max_n is the largest slot's n (sizes the grid); lr a device pointer. With `advance` — a device
+// counter at 0, which the kernel leaves at 0 — the update advances the step counts itself (it
+// runs as step count + 1 and the last block to finish stores that), so a whole optimizer step is
+// one launch; with null, call advance_steps first.
+void advance_steps(const DeviceSlots& slots, cudaStream_t stream);
+void sgd_step(const DeviceSlots& slots, std::size_t max_n, const SgdConfig& config, const float* lr, unsigned* advance,
+              cudaStream_t stream);
+void adam_step(const DeviceSlots& slots, std::size_t max_n, const AdamConfig& config, const float* lr,
                unsigned* advance, cudaStream_t stream);
 }  // namespace ember::kernels::cuda

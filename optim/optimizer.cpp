@@ -17,15 +17,18 @@
 
 namespace ember::optim {
 
-// What update() works on: the slot table (a host array on the CPU, a device array on CUDA), and
-// on CUDA the counter that lets the update kernel advance the step counts itself
-// (kernels/optim.h); on the CPU the counts are already advanced and `advance` is null.
+// What update() works on: the slot table (a host array; on CUDA also its device copy), and on
+// CUDA the counter that lets the update kernel advance the step counts itself (kernels/optim.h);
+// on the CPU the counts are already advanced and `advance` is null.
 struct Optimizer::UpdateBatch {
   const kernels::ParamSlot* slots;
   std::size_t count, max_n;
   Device device;
   const float* lr;
   unsigned* advance;
+  const kernels::ParamSlot* device_slots;  // CUDA only
+
+  kernels::cuda::DeviceSlots on_device() const { return {device_slots, slots, count}; }
 };
 
 // The learning rate and the slot table of one group, kept in the parameters' memory and
@@ -167,18 +170,19 @@ void Optimizer::step() {
         device,
         [&] {
           kernels::cpu::advance_steps(slots.data(), slots.size());
-          update(group, {slots.data(), slots.size(), max_n, device, cache.lr.raw<float>(), nullptr});
+          update(group, {slots.data(), slots.size(), max_n, device, cache.lr.raw<float>(), nullptr, nullptr});
         },
         [&](auto stream) {
           const auto* device_slots = static_cast<const kernels::ParamSlot*>(cache.device_slots.raw_bytes());
           // One launch: the update advances the step counts itself (with fusion off, a launch of
           // its own advances them first).
           unsigned* advance = reinterpret_cast<unsigned*>(cache.advance.raw<std::int32_t>());
+          UpdateBatch batch{slots.data(), slots.size(), max_n, device, cache.lr.raw<float>(), advance, device_slots};
           if (!fusion_enabled()) {
-            kernels::cuda::advance_steps(device_slots, slots.size(), stream);
-            advance = nullptr;
+            kernels::cuda::advance_steps(batch.on_device(), stream);
+            batch.advance = nullptr;
           }
-          update(group, {device_slots, slots.size(), max_n, device, cache.lr.raw<float>(), advance});
+          update(group, batch);
         });
   }
 }
@@ -339,7 +343,7 @@ void SGD::update(const ParamGroup& group, const UpdateBatch& b) {
   config.nesterov = group.options.nesterov;
   ext::dispatch_device(
       b.device, [&] { kernels::cpu::sgd_step(b.slots, b.count, config, b.lr); },
-      [&](auto stream) { kernels::cuda::sgd_step(b.slots, b.count, b.max_n, config, b.lr, b.advance, stream); });
+      [&](auto stream) { kernels::cuda::sgd_step(b.on_device(), b.max_n, config, b.lr, b.advance, stream); });
 }
 
 // ---- Adam and AdamW ----------------------------------------------------------------------------
@@ -360,7 +364,7 @@ void Adam::update(const ParamGroup& group, const UpdateBatch& b) {
   config.decoupled_weight_decay = decoupled_;
   ext::dispatch_device(
       b.device, [&] { kernels::cpu::adam_step(b.slots, b.count, config, b.lr); },
-      [&](auto stream) { kernels::cuda::adam_step(b.slots, b.count, b.max_n, config, b.lr, b.advance, stream); });
+      [&](auto stream) { kernels::cuda::adam_step(b.on_device(), b.max_n, config, b.lr, b.advance, stream); });
 }
 
 AdamW::AdamW(std::vector<Tensor> params, GroupOptions options)

@@ -11,11 +11,17 @@
 // compiler compiling these sources for a CUDA runtime that runs kernels on the CPU gets
 // cuda_host_launch<kernel>(...) from that runtime's headers instead. With EMBER_SYNC_DEBUG=1 the
 // check also synchronizes, so an error inside the kernel is reported here, at its cause.
+//
+// launch_reaching<kernel>(shape, reached, stream, args...) is launch() for a kernel that also
+// reaches memory through pointers stored in memory — a table of slots — rather than passed as
+// arguments. Nothing on a GPU needs the list; a CUDA runtime that runs kernels on the CPU checks
+// stream order per allocation, and sees a launch's arguments only, so the launcher names the rest.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <span>
 #include <string>
 
 #include "kernels/common.h"
@@ -47,6 +53,24 @@ void launch(const LaunchShape& shape, cudaStream_t stream, const Args&... args) 
   cuda_host_launch<Kernel>(shape.grid, shape.block, shape.shared_bytes, stream, args...);
 #endif
   check_launch(kernel_name<Kernel>(), stream);
+}
+
+// A range of memory a kernel reaches through a stored pointer, and whether it may write there.
+struct Reached {
+  const void* address;
+  std::size_t bytes;
+  bool writable;
+};
+
+template <auto Kernel, class... Args>
+void launch_reaching(const LaunchShape& shape, std::span<const Reached> reached, cudaStream_t stream,
+                     const Args&... args) {
+#if !defined(__CUDACC__)
+  for (const Reached& r : reached) cuda_host_note_reached(r.address, r.bytes, r.writable);
+#else
+  (void)reached;
+#endif
+  launch<Kernel>(shape, stream, args...);
 }
 
 template <auto Kernel, class... Args>

@@ -2,6 +2,9 @@
 // elements, so one launch updates every parameter of a group.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "kernels/cuda/launch.cuh"
 #include "kernels/optim_math.h"
 
@@ -45,35 +48,55 @@ __global__ void adam_kernel(const ParamSlot* slots, AdamConfig config, const flo
   finish_advance(slots, advance);
 }
 
+// What the kernels reach through slots [first, first + count): the parameters, their state and
+// step counts written, the gradients read (launch_reaching in kernels/cuda/launch.cuh).
+std::vector<Reached> reached_by(const ParamSlot* slots, std::size_t first, std::size_t count, bool steps_only) {
+  std::vector<Reached> out;
+  for (std::size_t i = first; i < first + count; ++i) {
+    const ParamSlot& s = slots[i];
+    const std::size_t bytes = s.n * sizeof(float);
+    out.push_back({s.step, sizeof(float), true});
+    if (steps_only || bytes == 0) continue;
+    out.push_back({s.param, bytes, true});
+    out.push_back({s.grad, bytes, false});
+    for (const float* state : {s.state0, s.state1})
+      if (state) out.push_back({state, bytes, true});
+  }
+  return out;
+}
+
 // Launches `Kernel` once per batch of at most kMaxSlotsPerLaunch slots.
 template <auto Kernel, class Config>
-void for_each_batch(const ParamSlot* slots, std::size_t count, std::size_t max_n, const Config& config, const float* lr,
+void for_each_batch(const DeviceSlots& slots, std::size_t max_n, const Config& config, const float* lr,
                     unsigned* advance, cudaStream_t stream) {
   // Parameters of no elements still take a step (their counts advance, as on the CPU): a block.
   const unsigned blocks = grid_for(max_n > 0 ? max_n : 1);
-  for (std::size_t first = 0; first < count; first += kMaxSlotsPerLaunch) {
-    const std::size_t batch = count - first < kMaxSlotsPerLaunch ? count - first : kMaxSlotsPerLaunch;
-    launch<Kernel>({dim3(blocks, static_cast<unsigned>(batch))}, stream, slots + first, config, lr, advance);
+  for (std::size_t first = 0; first < slots.count; first += kMaxSlotsPerLaunch) {
+    const std::size_t batch = std::min(slots.count - first, kMaxSlotsPerLaunch);
+    launch_reaching<Kernel>({dim3(blocks, static_cast<unsigned>(batch))}, reached_by(slots.host, first, batch, false),
+                            stream, slots.device + first, config, lr, advance);
   }
 }
 
 }  // namespace
 
-void advance_steps(const ParamSlot* slots, std::size_t count, cudaStream_t stream) {
-  if (count == 0) return;
-  launch<advance_steps_kernel>({dim3(static_cast<unsigned>(ceil_div(count, kBlock)))}, stream, slots, count);
+void advance_steps(const DeviceSlots& slots, cudaStream_t stream) {
+  if (slots.count == 0) return;
+  launch_reaching<advance_steps_kernel>({dim3(static_cast<unsigned>(ceil_div(slots.count, kBlock)))},
+                                        reached_by(slots.host, 0, slots.count, true), stream, slots.device,
+                                        slots.count);
 }
 
-void sgd_step(const ParamSlot* slots, std::size_t count, std::size_t max_n, const SgdConfig& config, const float* lr,
-              unsigned* advance, cudaStream_t stream) {
-  if (count == 0) return;
-  for_each_batch<sgd_kernel>(slots, count, max_n, config, lr, advance, stream);
+void sgd_step(const DeviceSlots& slots, std::size_t max_n, const SgdConfig& config, const float* lr, unsigned* advance,
+              cudaStream_t stream) {
+  if (slots.count == 0) return;
+  for_each_batch<sgd_kernel>(slots, max_n, config, lr, advance, stream);
 }
 
-void adam_step(const ParamSlot* slots, std::size_t count, std::size_t max_n, const AdamConfig& config, const float* lr,
+void adam_step(const DeviceSlots& slots, std::size_t max_n, const AdamConfig& config, const float* lr,
                unsigned* advance, cudaStream_t stream) {
-  if (count == 0) return;
-  for_each_batch<adam_kernel>(slots, count, max_n, config, lr, advance, stream);
+  if (slots.count == 0) return;
+  for_each_batch<adam_kernel>(slots, max_n, config, lr, advance, stream);
 }
 
 }  // namespace ember::kernels::cuda

@@ -34,6 +34,7 @@
 #include <sstream>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 
 #include "ember_sim/device.h"
 #include "executor.h"
@@ -601,8 +602,15 @@ int current_device() { return t_device; }
 // ---- launches --------------------------------------------------------------------------------------
 namespace ember_sim {
 
+namespace {
+thread_local std::vector<ReachedRange> t_reached;  // declared for the next launch from this thread
+}  // namespace
+
+void note_reached(const ReachedRange& range) { t_reached.push_back(range); }
+
 cudaError_t enqueue_launch(LaunchRequest r) {
   using namespace rt;
+  const std::vector<ReachedRange> reached = std::exchange(t_reached, {});  // this launch's, even if it fails
   Runtime& run = runtime();
   std::unique_lock<std::mutex> lock(run.mutex);
   if (cudaError_t e = sticky_error(run, t_device)) return record_error(e);
@@ -635,6 +643,8 @@ cudaError_t enqueue_launch(LaunchRequest r) {
       fail(what + ": argument " + std::to_string(p.index) + " points to memory of cuda:" + std::to_string(m->device) +
            " but the kernel runs on cuda:" + std::to_string(s->device) + " without peer access");
   }
+  for (const ReachedRange& m : reached)
+    accesses.push_back({m.address, m.bytes, m.writable, "memory its launcher says it reaches through its arguments"});
   if (!run.seed_printed) {
     run.seed_printed = true;
     std::fprintf(stderr,

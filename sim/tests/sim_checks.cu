@@ -10,6 +10,7 @@
 #include <string>
 
 #include "kernels/cuda/grid.cuh"
+#include "kernels/optim.h"
 #include "launch_raw.cuh"
 
 namespace {
@@ -122,6 +123,10 @@ __global__ void write_one_past_the_end(float* out, int n) {
 
 __global__ void fill(int* out, int n) {
   for (int i = static_cast<int>(threadIdx.x); i < n; i += static_cast<int>(blockDim.x)) out[i] = 1;
+}
+
+__global__ void fill_gradient(float* out, int n) {
+  for (int i = static_cast<int>(threadIdx.x); i < n; i += static_cast<int>(blockDim.x)) out[i] = 0.5f;
 }
 
 __global__ void sum_into(const int* in, int n, int* out) {
@@ -295,6 +300,23 @@ const std::map<std::string, std::function<void()>>& checks() {
          launch_raw<fill>(1, 64, 0, producer, data.data, 256);
          // Missing: an event recorded on `producer` that `consumer` waits for.
          launch_raw<sum_into>(1, 32, 0, consumer, data.data, 256, total.data);
+         cudaDeviceSynchronize();
+       }},
+      {"missing_stream_wait_on_an_optimizer_parameter",
+       [] {
+         // ember's SGD update reads its parameters through a slot table in device memory, not
+         // through its arguments: the launcher declares what the table points at.
+         cudaStream_t producer = new_stream(), optimizer = new_stream();
+         DeviceBuffer<float> param(256), grad(256), step(1), lr(1);
+         DeviceBuffer<ember::kernels::ParamSlot> table(1);
+         const float zeros[256] = {};
+         for (float* p : {param.data, step.data, lr.data})
+           cudaMemcpy(p, zeros, (p == param.data ? 256 : 1) * sizeof(float), cudaMemcpyHostToDevice);
+         const ember::kernels::ParamSlot slot{param.data, grad.data, nullptr, nullptr, step.data, 256};
+         cudaMemcpy(table.data, &slot, sizeof slot, cudaMemcpyHostToDevice);
+         launch_raw<fill_gradient>(1, 64, 0, producer, grad.data, 256);
+         // Missing: an event recorded on `producer` that `optimizer` waits for.
+         ember::kernels::cuda::sgd_step({table.data, &slot, 1}, 256, {}, lr.data, nullptr, optimizer);
          cudaDeviceSynchronize();
        }},
       {"pinned_buffer_refilled_before_its_copy",

@@ -698,9 +698,9 @@ TEST_CASE("degenerate shapes: the CUDA wrappers write what the CPU twins write")
       std::vector<std::uint8_t> bytes(sizeof(ParamSlot) * slots.size());
       std::memcpy(bytes.data(), slots.data(), bytes.size());
       Tensor dslots = device_copy(bytes);
-      const auto* device_slots = static_cast<const ParamSlot*>(dslots.raw_bytes());
-      if (!fused) kcuda::advance_steps(device_slots, 2, gpu_stream());
-      kcuda::sgd_step(device_slots, 2, 0, SgdConfig{}, lr.raw<float>(),
+      const kcuda::DeviceSlots device_slots{static_cast<const ParamSlot*>(dslots.raw_bytes()), slots.data(), 2};
+      if (!fused) kcuda::advance_steps(device_slots, gpu_stream());
+      kcuda::sgd_step(device_slots, 0, SgdConfig{}, lr.raw<float>(),
                       fused ? reinterpret_cast<unsigned*>(counter.raw<std::int32_t>()) : nullptr, gpu_stream());
       std::vector<ParamSlot> host_slots(2);
       for (std::size_t i = 0; i < 2; ++i) host_slots[i].step = steps.data() + i;

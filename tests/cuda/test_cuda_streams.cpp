@@ -8,6 +8,7 @@
 #include "core/ops.h"
 #include "cuda/cuda_helpers.h"
 #include "data/loader.h"
+#include "optim/optimizer.h"
 
 using namespace ember;
 using namespace ember::testing;
@@ -118,5 +119,30 @@ TEST_CASE("the DeviceLoader carries f32 batches the loader's workers normalized"
       ++batches;
     }
     CHECK(batches == 10);
+  }
+}
+
+TEST_CASE("an optimizer step on a side stream, after an event, updates with the gradients made before it") {
+  // The update reads each parameter and gradient through its slot table, not its arguments: the
+  // software GPU's stream checks see them because the launcher declares them (launch_reaching in
+  // kernels/cuda/launch.cuh), so a missing wait here is reported there by name. The second step
+  // is the one that matters: the first allocates (state, the table), and an allocation for a
+  // side stream orders that stream after the compute stream by itself.
+  Tensor weight = full({4096}, 1.0, {.device = kGpu, .requires_grad = true});
+  optim::SGD sgd({weight}, {.lr = 0.5});
+  cuda::Stream side(kGpu);
+  cuda::Event grads_made(kGpu), stepped(kGpu);
+  for (float expected : {0.0f, -1.0f}) {
+    sgd.zero_grad(false);
+    sum(weight * 2.0).backward();  // the gradients, 2 everywhere, on the compute stream
+    grads_made.record(gpu_stream());
+    grads_made.wait(side.handle());
+    {
+      cuda::StreamGuard on_side(side);
+      sgd.step();
+    }
+    stepped.record(side.handle());
+    stepped.wait(gpu_stream());  // the next forward pass reads the weights the step wrote
+    for (float v : weight.to_vector<float>()) REQUIRE(v == expected);  // 1 − 0.5 · 2, then once more
   }
 }

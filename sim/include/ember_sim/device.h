@@ -70,6 +70,16 @@ struct PointerArg {
   int index;  // the argument's position
 };
 
+// Memory a kernel reaches through pointers stored in memory (a table of slots) rather than passed
+// as arguments: its launcher declares each range before the launch (kernels/cuda/launch.cuh's
+// launch_reaching), and the launch's stream-ordering checks take them with its arguments.
+struct ReachedRange {
+  const void* address;
+  std::size_t bytes;
+  bool writable;
+};
+void note_reached(const ReachedRange& range);  // for the next launch from this host thread
+
 struct LaunchRequest {
   std::string kernel;              // the kernel's name, for every message
   const void* function = nullptr;  // its address (for cudaFuncSetAttribute limits)
@@ -132,6 +142,12 @@ void cuda_host_launch(dim3 grid, dim3 block, std::size_t shared_bytes, cudaStrea
   r.run = [](const void* p) { std::apply(Kernel, *static_cast<const Params*>(p)); };
   r.args = std::move(stored);
   ember_sim::enqueue_launch(std::move(r));  // an error is left for cudaGetLastError, as CUDA does
+}
+
+// Memory the next launch from this thread reaches through pointers stored in memory, for the
+// stream-ordering checks (kernels/cuda/launch.cuh's launch_reaching declares it).
+inline void cuda_host_note_reached(const void* address, std::size_t bytes, bool writable) {
+  ember_sim::note_reached({address, bytes, writable});
 }
 
 // Dynamic shared memory (the launch's shared_bytes), which CUDA C++ declares as an `extern
