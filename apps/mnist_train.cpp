@@ -610,7 +610,12 @@ int run_training(const Settings& s) {
   // The rate of epoch e is lr·decay^e (StepLR with step 1), a resumed run picking up where it was.
   optim::StepLR schedule(*run.optimizer, 1, s.recipe.lr_decay);
   schedule.set_last_epoch(run.start_epoch);
-  const bool tty = ::isatty(STDOUT_FILENO);
+  // The progress bar is for a person at a terminal. Under an MPI launcher each rank's output is a
+  // pseudo-terminal whatever the launcher's own output is (mpirun … > log), so a rank cannot tell
+  // whether anyone is watching: no bar there, only the epoch lines.
+  const bool under_launcher =
+      s.distributed || std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE") || std::getenv("PMIX_RANK");
+  const bool tty = ::isatty(STDOUT_FILENO) && !under_launcher;
   std::vector<nlohmann::json> log_lines;
   std::vector<apps::EpochRecord> records;
   for (int epoch = run.start_epoch; epoch < s.epochs; ++epoch) {

@@ -10,7 +10,7 @@ Accuracy: 784-32-10, batch 128, SGD lr 0.1, 10 epochs on the MNIST files given (
 split), each framework with its own initialization and shuffling: ember's test accuracy must be
 within one percentage point of PyTorch's.
 
-  parity_torch.py --train build/apps/mnist_train --data ../shared/data/mnist [--report FILE]
+  parity_torch.py --train build/apps/mnist_train --data data/mnist [--report FILE]
 
 Exits 77 (skipped) where PyTorch is missing."""
 import argparse

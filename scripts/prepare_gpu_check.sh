@@ -2,11 +2,12 @@
 # Prepares a GPU check for a machine that has the CUDA toolkit and Python with PyTorch but no
 # package registry: downloads the Debian packages ember builds with into .deps/debs (they are
 # unpacked there by scripts/gpu_check.sh: unpacked OpenBLAS is too big to carry) and copies the
-# MNIST files into data/mnist. Both folders are ignored by git. Idempotent.
-#   scripts/prepare_gpu_check.sh [MNIST_DIR]    (default ../shared/data/mnist)
+# MNIST files into data/mnist (from the folder given, else $MNIST_DIR; with neither, data/mnist
+# must already hold them: scripts/fetch_mnist.sh). Both folders are ignored by git. Idempotent.
+#   scripts/prepare_gpu_check.sh [MNIST_DIR]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-mnist_src=${1:-$root/../shared/data/mnist}
+mnist_src=${1:-${MNIST_DIR:-}}
 
 # What the build needs beyond the toolkit: headers, OpenBLAS and its Fortran runtime.
 debs=(catch2 libcli11-dev nlohmann-json3-dev libstb-dev zlib1g-dev zlib1g
@@ -27,10 +28,11 @@ fi
 git -C "$root" rev-parse HEAD >"$root/.deps/commit" 2>/dev/null || echo unknown >"$root/.deps/commit"
 echo "prepare: $(ls "$root"/.deps/debs/*.deb | wc -l) packages in .deps/debs ($(du -sh "$root/.deps/debs" | cut -f1))"
 
-if [ -d "$mnist_src" ]; then
-  mkdir -p "$root/data/mnist"
-  cp -u "$mnist_src"/*-ubyte* "$root/data/mnist/"
+if [ -n "$mnist_src" ] && [ -d "$mnist_src" ]; then
+  "$root/scripts/fetch_mnist.sh" "$root/data/mnist" --from "$mnist_src" >/dev/null
   echo "prepare: MNIST copied to data/mnist ($(ls "$root/data/mnist" | wc -l) files)"
+elif [ -d "$root/data/mnist" ]; then
+  echo "prepare: MNIST in data/mnist ($(ls "$root/data/mnist" | wc -l) files)"
 else
-  echo "prepare: warning: no MNIST folder at $mnist_src; the training section will be skipped" >&2
+  echo "prepare: warning: no MNIST files (data/mnist is empty and no folder was given); the training section will be skipped" >&2
 fi

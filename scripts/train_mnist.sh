@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job: installs what is missing, builds ember (Release) and trains the tutorials' MNIST
 # classifier on the best device (a CUDA GPU when one is usable, else the CPU) with the defaults.
-# The MNIST files are read from $MNIST_DIR, else data/mnist; when neither exists they are copied
-# from ../shared/data/mnist if present, else downloaded (scripts/fetch_mnist.sh).
+# The MNIST files are read from --data DIR, else $MNIST_DIR, else data/mnist, which is filled
+# when missing by scripts/fetch_mnist.sh (a download with the published checksums; offline, set
+# MNIST_DIR to a copy of the files or run scripts/fetch_mnist.sh data/mnist --from DIR first).
 # With --dataset fashion-mnist it trains on Fashion-MNIST's 60,000 images instead, installing
 # Debian's dataset-fashion-mnist when it is missing.
 #   scripts/train_mnist.sh [mnist_train options, e.g. --epochs 10 --lr 0.1, --model cnn,
@@ -22,13 +23,9 @@ done
 data_args=()
 case "$dataset" in
   mnist)
-    if [ $given_data = 0 ]; then
-      data=${MNIST_DIR:-data/mnist}
-      if [ ! -d "$data" ]; then
-        if [ -d ../shared/data/mnist ]; then scripts/fetch_mnist.sh "$data" --from ../shared/data/mnist
-        else scripts/fetch_mnist.sh "$data"; fi
-      fi
-      data_args=(--data "$data")
+    if [ $given_data = 0 ] && [ -z "${MNIST_DIR:-}" ]; then
+      scripts/fetch_mnist.sh data/mnist --if-missing
+      data_args=(--data data/mnist)
     fi ;;
   fashion-mnist)
     if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then

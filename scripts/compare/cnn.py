@@ -4,7 +4,7 @@ the CPU, 1 thread each, interleaved run by run; medians over runs of the trainin
 each side's test accuracy after the same epochs with the same recipe (Adam 0.002 ×0.6 per epoch,
 batch 64, normalized inputs, dropout 0.25/0.5).
 
-    scripts/compare/cnn.py --train build/apps/mnist_train --data ../shared/data/mnist \
+    scripts/compare/cnn.py --train build/apps/mnist_train --data data/mnist \
         [--before OLD/mnist_train] [--runs 5] [--epochs 2]
 
 --before adds a third program (an older mnist_train) to the same interleaving. Prints a Markdown

@@ -2,7 +2,7 @@
 """Images/s of 2 ranks × 1 thread (mpirun -np 2 mnist_train --distributed) against 1 process × 1
 thread, interleaved run by run, medians over runs; the same global batch on both sides.
 
-    scripts/compare/distributed.py --train build/apps/mnist_train --data ../shared/data/mnist [--runs 5]
+    scripts/compare/distributed.py --train build/apps/mnist_train --data data/mnist [--runs 5]
 
 Each run's figure is the median of its epochs after the first (the first includes start-up:
 loading, the first steps' allocations). Prints a Markdown table; run on a quiet machine."""

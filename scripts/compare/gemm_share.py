@@ -3,7 +3,7 @@
 (scripts/compare/bare_mlp.cpp: the same GEMMs, SGD and ReLUs by hand, nothing else) training the
 same MLP, run by run.
 
-    scripts/compare/gemm_share.py --train build/apps/mnist_train --data ../shared/data/mnist \
+    scripts/compare/gemm_share.py --train build/apps/mnist_train --data data/mnist \
         --hidden 512,256 [--runs 5] [--epochs 4] [--perf]
 
 Per step: both programs time their own GEMM calls on the training thread (ember::cpu_gemm_seconds,

@@ -61,6 +61,8 @@ def train(opts, work, name, ranks=1, extra=()):
     if result.returncode != 0:
         print(result.stdout[-3000:], result.stderr[-3000:])
         raise SystemExit(f"test_distributed: {name} failed (exit {result.returncode})")
+    if ranks > 1:  # Open MPI gives each rank a pseudo-terminal, even with mpirun's output in a pipe
+        check("\r" not in result.stdout, f"{name}: no progress-bar frames in mpirun's redirected output")
     with open(log) as f:
         lines = [json.loads(line) for line in f]
     return lines, safetensors_lite.load(model)[0]
