@@ -36,7 +36,7 @@ int main() {
   double correct = 0, seen = 0;
   while (auto b = test_batches.next()) {
     const double n = static_cast<double>(b->y.shape()[0]);
-    correct += accuracy((*model)(b->x), b->y).cpu().item() * n;
+    correct += accuracy((*model)(b->x), b->y).item<double>() * n;
     seen += n;
   }
   std::printf("test accuracy: %.4f on %.0f images (device %s)\n", correct / seen, seen, device.str().c_str());
