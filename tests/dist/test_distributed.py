@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import shutil
+import re
 import signal
 import subprocess
 import sys
@@ -62,7 +63,9 @@ def train(opts, work, name, ranks=1, extra=()):
         print(result.stdout[-3000:], result.stderr[-3000:])
         raise SystemExit(f"test_distributed: {name} failed (exit {result.returncode})")
     if ranks > 1:  # Open MPI gives each rank a pseudo-terminal, even with mpirun's output in a pipe
-        check("\r" not in result.stdout, f"{name}: no progress-bar frames in mpirun's redirected output")
+        # (a frame is "\r  [====      ] 3/16"; text mode turns the \r into a line break)
+        frames = re.findall(r"\[[= ]{30}\] \d+/\d+", result.stdout)
+        check(not frames, f"{name}: no progress-bar frames in mpirun's redirected output ({len(frames)} found)")
     with open(log) as f:
         lines = [json.loads(line) for line in f]
     return lines, safetensors_lite.load(model)[0]
