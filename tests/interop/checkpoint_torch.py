@@ -30,6 +30,7 @@ def load_file(path):
         from safetensors.torch import load_file as reference
         return reference(path), "safetensors package"
     except ImportError:
+        safetensors_lite.without_reference("checkpoint_torch")
         tensors, _ = safetensors_lite.load(path)
         return {k: torch.from_numpy(v) for k, v in tensors.items()}, "safetensors_lite (no safetensors package)"
 

@@ -58,6 +58,7 @@ def main():
             save_file(model.state_dict(), torch_ckpt)
             writer = "safetensors package"
         except ImportError:
+            safetensors_lite.without_reference("interop_torch")
             safetensors_lite.save(torch_ckpt, {k: v.numpy() for k, v in model.state_dict().items()})
             writer = "safetensors_lite"
         with torch.no_grad():
