@@ -24,7 +24,7 @@ PROGRAMS = ("mnist_train", "mnist_predict", "bench_kernels", "bench_loader", "be
 # Scripts that hand the flags they do not know to a program.
 PASSES_ON = {"train_mnist.sh": "mnist_train"}
 OTHER_TOOLS = ("cmake", "ctest", "mpirun", "pip", "perf", "python", "python3", "git", "nvcc", "apt-get", "sudo",
-               "torchrun", "clang++", "g++", "debootstrap", "chroot", "valgrind", "curl", "nsys", "ncu")
+               "torchrun", "clang++", "g++", "debootstrap", "chroot", "mount", "valgrind", "curl", "nsys", "ncu")
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 COMMAND = re.compile(r"(?:^|(?<=[\s/`(]))(" + "|".join(map(re.escape, PROGRAMS + OTHER_TOOLS)) +
                      r")(?=[\s`)]|$)|scripts/[\w./-]+")
