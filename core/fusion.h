@@ -9,4 +9,17 @@
 namespace ember {
 void set_fusion_enabled(bool enabled);
 bool fusion_enabled();
+
+// Sets the switch for a scope and restores what it was at the scope's end, exceptions included:
+// how tests (and programs comparing both paths) toggle it without leaking the setting.
+class FusionScope {
+ public:
+  explicit FusionScope(bool enabled) : before_(fusion_enabled()) { set_fusion_enabled(enabled); }
+  ~FusionScope() { set_fusion_enabled(before_); }
+  FusionScope(const FusionScope&) = delete;
+  FusionScope& operator=(const FusionScope&) = delete;
+
+ private:
+  bool before_;
+};
 }  // namespace ember

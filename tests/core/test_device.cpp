@@ -43,7 +43,7 @@ TEST_CASE("DType sizes and names") {
 }
 
 TEST_CASE("without a usable GPU, CUDA is reported unavailable with a reason") {
-  if (cuda::is_available()) return;  // this case is about machines without one
+  if (cuda::is_available()) EMBER_SKIP_CASE("a usable CUDA device exists; this case is about machines without one");
   CHECK(cuda::device_count() == 0);
   CHECK_FALSE(cuda::unavailable_reason().empty());
   CHECK(Device::best() == Device::cpu());
@@ -51,7 +51,7 @@ TEST_CASE("without a usable GPU, CUDA is reported unavailable with a reason") {
 }
 
 TEST_CASE("asking for CUDA where none is usable says what was found and what to do") {
-  if (cuda::is_available()) return;
+  if (cuda::is_available()) EMBER_SKIP_CASE("a usable CUDA device exists; this case is about machines without one");
   const std::string message = message_of<DeviceError>([] { zeros({2}).to(Device::cuda(0)); });
   CHECK_THAT(message, Contains("cannot use cuda:0"));
   CHECK_THAT(message, Contains(cuda::unavailable_reason()));
@@ -118,7 +118,7 @@ TEST_CASE("host storage counts allocations, bytes in use and peak") {
 }
 
 TEST_CASE("pinned memory falls back to pageable memory where no CUDA device is usable") {
-  if (cuda::is_available()) return;
+  if (cuda::is_available()) EMBER_SKIP_CASE("a usable CUDA device exists; this case is about machines without one");
   Storage s(256, Device::cpu(), MemoryKind::pinned);
   CHECK(s.kind() == MemoryKind::pageable);
   CHECK_FALSE(s.is_pinned());

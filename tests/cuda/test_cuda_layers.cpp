@@ -51,14 +51,13 @@ void compare_optimizer(const optim::GroupOptions& options) {
 TEST_CASE("the fused CUDA optimizer updates match the CPU, with the step counts advanced in the same launch or not") {
   const bool fused = GENERATE(true, false);
   INFO("fusion " << fused);
-  nn::set_fusion_enabled(fused);
+  const FusionScope scope(fused);
   SECTION("SGD") { compare_optimizer<optim::SGD>({.lr = 0.1}); }
   SECTION("SGD with momentum, weight decay, Nesterov") {
     compare_optimizer<optim::SGD>({.lr = 0.05, .momentum = 0.9, .weight_decay = 1e-3, .nesterov = true});
   }
   SECTION("Adam") { compare_optimizer<optim::Adam>({.lr = 0.01, .weight_decay = 1e-2}); }
   SECTION("AdamW") { compare_optimizer<optim::AdamW>({.lr = 0.01, .weight_decay = 1e-2}); }
-  nn::set_fusion_enabled(true);
 }
 
 TEST_CASE("model.to(device) moves parameters in place; the optimizer follows") {

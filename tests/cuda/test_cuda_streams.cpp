@@ -88,7 +88,7 @@ TEST_CASE("a pinned staging slot is not refilled while an asynchronous copy out 
 }
 
 TEST_CASE("a peer copy is ordered after the destination's allocation and before its later work") {
-  if (cuda::device_count() < 2) return;  // two devices: the software GPU has them; real ones are owed
+  if (cuda::device_count() < 2) EMBER_SKIP_CASE("one CUDA device (two are needed: the software GPU has them)");
   const Device second = Device::cuda(1);
   const Tensor source = full({1 << 12}, 5.0, {.device = kGpu});
   const Tensor there = source.to(second);  // allocated on cuda:1's stream, copied on cuda:0's

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 
 #include <unistd.h>
 #include <cmath>
@@ -176,9 +177,19 @@ TEST_CASE("fusing Linear→ReLU never bypasses a subclass's forward, and follows
   const auto& second = static_cast<const nn::Linear&>(*model.named_children()[2].second);
   EMBER_REQUIRE_CLOSE(model(x).to_vector<float>(),
                       relu(linear(expected, second.weight(), second.bias())).to_vector<float>(), 1e-6, 1e-6);
-  nn::set_fusion_enabled(false);
+  const FusionScope unfused(false);
   CHECK_FALSE(nn::mlp(4, {4}, 2)->fused_at(0));  // the builders consult the switch
-  nn::set_fusion_enabled(true);
+}
+
+TEST_CASE("FusionScope restores the fusion switch at the end of its scope, also when an exception ends it") {
+  const bool before = fusion_enabled();
+  try {
+    const FusionScope flipped(!before);
+    CHECK(fusion_enabled() == !before);
+    throw std::runtime_error("leaving the scope");
+  } catch (const std::runtime_error&) {
+  }
+  CHECK(fusion_enabled() == before);
 }
 
 TEST_CASE("Linear uses PyTorch's default initialization from the seeded generator") {
