@@ -14,14 +14,15 @@
 //
 // launch_reaching<kernel>(shape, reached, stream, args...) is launch() for a kernel that also
 // reaches memory through pointers stored in memory — a table of slots — rather than passed as
-// arguments. Nothing on a GPU needs the list; a CUDA runtime that runs kernels on the CPU checks
-// stream order per allocation, and sees a launch's arguments only, so the launcher names the rest.
+// arguments. `reached` is a callable returning those ranges (a std::vector<Reached>). Nothing on a
+// GPU needs them, so under nvcc it is never called (no work, no allocation in a training step); a
+// CUDA runtime that runs kernels on the CPU checks stream order per allocation and sees a launch's
+// arguments only, so there the launcher names the rest.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstddef>
-#include <span>
 #include <string>
 
 #include "kernels/common.h"
@@ -62,11 +63,10 @@ struct Reached {
   bool writable;
 };
 
-template <auto Kernel, class... Args>
-void launch_reaching(const LaunchShape& shape, std::span<const Reached> reached, cudaStream_t stream,
-                     const Args&... args) {
+template <auto Kernel, class Ranges, class... Args>
+void launch_reaching(const LaunchShape& shape, const Ranges& reached, cudaStream_t stream, const Args&... args) {
 #if !defined(__CUDACC__)
-  for (const Reached& r : reached) cuda_host_note_reached(r.address, r.bytes, r.writable);
+  for (const Reached& r : reached()) cuda_host_note_reached(r.address, r.bytes, r.writable);
 #else
   (void)reached;
 #endif

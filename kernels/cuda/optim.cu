@@ -73,8 +73,9 @@ void for_each_batch(const DeviceSlots& slots, std::size_t max_n, const Config& c
   const unsigned blocks = grid_for(max_n > 0 ? max_n : 1);
   for (std::size_t first = 0; first < slots.count; first += kMaxSlotsPerLaunch) {
     const std::size_t batch = std::min(slots.count - first, kMaxSlotsPerLaunch);
-    launch_reaching<Kernel>({dim3(blocks, static_cast<unsigned>(batch))}, reached_by(slots.host, first, batch, false),
-                            stream, slots.device + first, config, lr, advance);
+    launch_reaching<Kernel>(
+        {dim3(blocks, static_cast<unsigned>(batch))}, [&] { return reached_by(slots.host, first, batch, false); },
+        stream, slots.device + first, config, lr, advance);
   }
 }
 
@@ -82,9 +83,9 @@ void for_each_batch(const DeviceSlots& slots, std::size_t max_n, const Config& c
 
 void advance_steps(const DeviceSlots& slots, cudaStream_t stream) {
   if (slots.count == 0) return;
-  launch_reaching<advance_steps_kernel>({dim3(static_cast<unsigned>(ceil_div(slots.count, kBlock)))},
-                                        reached_by(slots.host, 0, slots.count, true), stream, slots.device,
-                                        slots.count);
+  launch_reaching<advance_steps_kernel>(
+      {dim3(static_cast<unsigned>(ceil_div(slots.count, kBlock)))},
+      [&] { return reached_by(slots.host, 0, slots.count, true); }, stream, slots.device, slots.count);
 }
 
 void sgd_step(const DeviceSlots& slots, std::size_t max_n, const SgdConfig& config, const float* lr, unsigned* advance,
