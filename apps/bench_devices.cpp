@@ -10,10 +10,10 @@
 
 #include "apps/common/plot.h"
 #include "apps/common/program.h"
-#include "core/config.h"
-#include "core/cuda.h"
-#include "core/ops.h"
-#include "core/serialize.h"
+#include "core/base/config.h"
+#include "core/cuda/runtime.h"
+#include "core/io/serialize.h"
+#include "core/ops/ops.h"
 #include "layers/models.h"
 #include "optim/optimizer.h"
 

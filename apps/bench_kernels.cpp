@@ -18,13 +18,13 @@
 #include <sstream>
 
 #include "apps/common/program.h"
-#include "core/autograd.h"
-#include "core/config.h"
-#include "core/cuda.h"
-#include "core/dispatch.h"
-#include "core/ops.h"
-#include "core/profile.h"
-#include "core/serialize.h"
+#include "core/base/config.h"
+#include "core/cuda/profile.h"
+#include "core/cuda/runtime.h"
+#include "core/io/serialize.h"
+#include "core/ops/dispatch.h"
+#include "core/ops/ops.h"
+#include "core/tensor/autograd.h"
 #include "kernels/bias_activation.h"
 #include "kernels/conv.h"
 #include "kernels/elementwise.h"
@@ -119,7 +119,7 @@ class Arena {
   std::size_t flush_;
 };
 
-// Runs cpu() or cuda(stream) on the case's device (Note [device dispatch] in core/dispatch.h).
+// Runs cpu() or cuda(stream) on the case's device (Note [device dispatch] in core/ops/dispatch.h).
 template <class Cpu, class Cuda>
 void on(Device d, Cpu&& cpu, Cuda&& cuda) {
   ext::dispatch_device(d, std::forward<Cpu>(cpu), std::forward<Cuda>(cuda));

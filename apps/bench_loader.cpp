@@ -11,9 +11,9 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "core/config.h"
-#include "core/cuda.h"
-#include "core/ops.h"
+#include "core/base/config.h"
+#include "core/cuda/runtime.h"
+#include "core/ops/ops.h"
 #include "data/loader.h"
 
 #if EMBER_WITH_CUDA
@@ -105,7 +105,7 @@ Row overlap(Device device, std::size_t batch, int steps) {
   cuda::Stream copy_stream(device);
   const cudaStream_t compute = cuda::current_stream(device);
   // `dev` comes from the compute stream's pool: the copy stream starts after it, and its free
-  // waits for the copy stream (Note [stream ownership of device memory] in core/storage.h).
+  // waits for the copy stream (Note [stream ownership of device memory] in core/tensor/storage.h).
   cuda::order_after(copy_stream.handle(), compute, device);
   dev.record_stream(copy_stream.handle());
   cuda::Event base(device), c0(device), c1(device), k0(device), k1(device);

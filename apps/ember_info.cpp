@@ -6,11 +6,11 @@
 #include <iostream>
 #include <vector>
 
-#include "core/config.h"
-#include "core/cuda.h"
-#include "core/device.h"
-#include "core/ops.h"
-#include "core/tensor.h"
+#include "core/base/config.h"
+#include "core/cuda/runtime.h"
+#include "core/ops/ops.h"
+#include "core/tensor/device.h"
+#include "core/tensor/tensor.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"ember_info: show the device ember computes on, and check it with a round trip"};

@@ -13,9 +13,9 @@
 #include "apps/common/images.h"
 #include "apps/common/model_card.h"
 #include "apps/common/program.h"
-#include "core/autograd.h"
-#include "core/ops.h"
-#include "core/serialize.h"
+#include "core/io/serialize.h"
+#include "core/ops/ops.h"
+#include "core/tensor/autograd.h"
 #include "data/idx.h"
 
 using namespace ember;

@@ -1,13 +1,13 @@
 # Installs ember's public headers under <prefix>/include/ember/ with their includes of each other
-# rewritten from "core/tensor.h" to "ember/core/tensor.h": an installed project then puts only
+# rewritten from "core/tensor/tensor.h" to "ember/core/tensor/tensor.h": an installed project then puts only
 # <prefix>/include on its include path and writes <ember/...>, and no folder of its own (a
 # project's own core/ or data/) can shadow one of ember's. Run at install time:
 #   cmake -DSOURCE=<ember's tree> -DGENERATED=<build>/generated -DDESTINATION=<prefix>/include
 #         -P InstallHeaders.cmake
-set(folders core kernels layers optim data dist train)
+set(folders core kernels layers optim data distributed train)
 set(headers ember.h extension.h extension_cuda.cuh extension_version.h)
 foreach(folder ${folders})
-  file(GLOB found RELATIVE ${SOURCE} ${SOURCE}/${folder}/*.h)
+  file(GLOB found RELATIVE ${SOURCE} ${SOURCE}/${folder}/*.h ${SOURCE}/${folder}/*/*.h)
   list(APPEND headers ${found})
 endforeach()
 # The device side of the extension API: the launch helper and the launch-shape helpers.
@@ -25,4 +25,4 @@ endfunction()
 foreach(header ${headers})
   install_rewritten(${SOURCE}/${header} ${DESTINATION}/ember/${header})
 endforeach()
-install_rewritten(${GENERATED}/core/config.h ${DESTINATION}/ember/core/config.h)
+install_rewritten(${GENERATED}/core/base/config.h ${DESTINATION}/ember/core/base/config.h)

@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <numeric>
 
-#include "core/error.h"
-#include "core/random.h"
+#include "core/base/error.h"
+#include "core/tensor/random.h"
 #include "data/idx.h"
 
 namespace ember::data {

@@ -10,8 +10,8 @@
 #include <memory>
 #include <vector>
 
-#include "core/error.h"
-#include "core/serialize.h"
+#include "core/base/error.h"
+#include "core/io/serialize.h"
 
 namespace ember::data {
 namespace {

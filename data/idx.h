@@ -13,7 +13,7 @@
 #include <span>
 #include <string>
 
-#include "core/tensor.h"
+#include "core/tensor/tensor.h"
 
 namespace ember::data {
 

@@ -7,9 +7,9 @@
 
 #include <pthread.h>
 
-#include "core/config.h"
-#include "core/error.h"
-#include "core/ops.h"
+#include "core/base/config.h"
+#include "core/base/error.h"
+#include "core/ops/ops.h"
 
 namespace ember::data {
 namespace {

@@ -13,8 +13,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/cuda.h"
-#include "core/tensor.h"
+#include "core/cuda/runtime.h"
+#include "core/tensor/tensor.h"
 #include "data/dataset.h"
 
 namespace ember::data {

@@ -1,8 +1,8 @@
 // PreloadedLoader: one copy of the dataset to the device, then a gather per batch.
 #include "data/preloaded.h"
 
-#include "core/error.h"
-#include "core/ops.h"
+#include "core/base/error.h"
+#include "core/ops/ops.h"
 
 namespace ember::data {
 

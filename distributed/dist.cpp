@@ -1,12 +1,12 @@
 // What every backend shares: the device of a rank, and the agreement checks built on the
-// collectives of dist/mpi.cpp.
-#include "dist/dist.h"
+// collectives of distributed/mpi.cpp.
+#include "distributed/dist.h"
 
 #include <cstring>
 
-#include "core/autograd.h"
-#include "core/config.h"
-#include "core/cuda.h"
+#include "core/base/config.h"
+#include "core/cuda/runtime.h"
+#include "core/tensor/autograd.h"
 
 namespace ember::dist {
 

@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
-#include "core/tensor.h"
+#include "core/base/error.h"
+#include "core/tensor/tensor.h"
 
 namespace ember::dist {
 

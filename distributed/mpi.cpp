@@ -1,13 +1,13 @@
 // The process group through MPI: init, ranks, and the collectives on host memory. CUDA tensors
-// are handed to NCCL (dist/nccl.h). Built without MPI, every entry point that needs a process
+// are handed to NCCL (distributed/nccl.h). Built without MPI, every entry point that needs a process
 // group throws DistError saying how to get one.
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 
-#include "core/config.h"
-#include "dist/dist.h"
-#include "dist/nccl.h"
+#include "core/base/config.h"
+#include "distributed/dist.h"
+#include "distributed/nccl.h"
 
 #if EMBER_WITH_MPI
 #include <mpi.h>

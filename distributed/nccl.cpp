@@ -1,13 +1,13 @@
-// CUDA tensors' collectives through NCCL (see dist/nccl.h).
-#include "dist/nccl.h"
+// CUDA tensors' collectives through NCCL (see distributed/nccl.h).
+#include "distributed/nccl.h"
 
-#include "core/config.h"
+#include "core/base/config.h"
 
 #if EMBER_WITH_NCCL
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-#include "core/cuda.h"
+#include "core/cuda/runtime.h"
 #endif
 
 namespace ember::dist::nccl {

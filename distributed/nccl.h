@@ -1,4 +1,4 @@
-// CUDA tensors' collectives through NCCL, for dist/mpi.cpp (internal to dist/). One communicator
+// CUDA tensors' collectives through NCCL, for distributed/mpi.cpp (internal to dist/). One communicator
 // per process for its device, made on first use from an id rank 0 sends over MPI. Each collective
 // runs on a communication stream that waits for the compute stream's work so far, and the compute
 // stream waits for it in turn (events, Note [stream ownership of device memory]); while the
@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <memory>
 
-#include "dist/dist.h"
+#include "distributed/dist.h"
 
 namespace ember::dist::nccl {
 
@@ -18,7 +18,7 @@ void broadcast(Tensor& t, int root);
 std::unique_ptr<Work> all_reduce_async(Tensor t);
 void shutdown();  // destroys the communicator (at finalize)
 
-// Defined in dist/mpi.cpp: `bytes` of rank 0's `data` to every rank.
+// Defined in distributed/mpi.cpp: `bytes` of rank 0's `data` to every rank.
 void broadcast_from_rank0(void* data, std::size_t bytes);
 
 }  // namespace ember::dist::nccl

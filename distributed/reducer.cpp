@@ -1,9 +1,9 @@
-// The bucketed gradient reducer (see dist/reducer.h).
-#include "dist/reducer.h"
+// The bucketed gradient reducer (see distributed/reducer.h).
+#include "distributed/reducer.h"
 
 #include <chrono>
 
-#include "core/ops.h"
+#include "core/ops/ops.h"
 
 namespace ember::dist {
 

@@ -15,9 +15,9 @@
 #include <memory>
 #include <vector>
 
-#include "core/autograd.h"
-#include "core/tensor.h"
-#include "dist/dist.h"
+#include "core/tensor/autograd.h"
+#include "core/tensor/tensor.h"
+#include "distributed/dist.h"
 
 namespace ember::dist {
 

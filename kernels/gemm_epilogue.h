@@ -12,7 +12,7 @@
 // epilogue, the shape and the pointers' alignments on the current device (cached per shape and
 // alignment); callers fall back to plain GEMM and their own kernels when it says no. No
 // workspace is requested, so nothing is allocated per call (Note [graph-safe kernels] in
-// core/cuda_graph.h).
+// core/cuda/graph.h).
 #pragma once
 
 #include "kernels/gemm.h"

@@ -2,7 +2,7 @@
 // group (a multi-tensor kernel), instead of one launch per tensor.
 //
 // The learning rate and the step counts are read from memory (device memory on CUDA), not passed
-// as kernel arguments (Note [graph-safe kernels] in core/cuda_graph.h). Each parameter has its own
+// as kernel arguments (Note [graph-safe kernels] in core/cuda/graph.h). Each parameter has its own
 // step count (PyTorch counts steps per parameter too), one more at every update: advanced by
 // advance_steps() before the update, or — on CUDA, given a counter — by the update kernel itself.
 #pragma once

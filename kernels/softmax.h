@@ -66,7 +66,7 @@ void cross_entropy_backward(const float* logits, const Target* targets, const fl
 // One launch: every block handles rows; the last block to finish (found through `blocks_done`, a
 // device counter that must be 0 before the first call and that the kernel resets) sums row_loss
 // in a fixed order, so the result is bit-identical run after run and the launch can be replayed
-// (Note [graph-safe kernels] in core/cuda_graph.h).
+// (Note [graph-safe kernels] in core/cuda/graph.h).
 template <class Target>
 void cross_entropy_fused(const float* logits, const Target* targets, float* dlogits, float* row_loss, float* batch_loss,
                          float* loss_sum, std::size_t rows, std::size_t cols, float row_scale, DeviceErrorRecord* error,

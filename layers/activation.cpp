@@ -1,10 +1,10 @@
 // Tanh, Sigmoid, GELU, Softmax, LogSoftmax and LayerNorm, from ops.
-#include "layers/activations.h"
+#include "layers/activation.h"
 
 #include <cmath>
 
-#include "core/error.h"
-#include "core/ops.h"
+#include "core/base/error.h"
+#include "core/ops/ops.h"
 
 namespace ember::nn {
 

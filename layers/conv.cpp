@@ -3,9 +3,9 @@
 
 #include <cmath>
 
-#include "core/autograd.h"
-#include "core/op_helpers.h"
-#include "core/ops.h"
+#include "core/ops/op_helpers.h"
+#include "core/ops/ops.h"
+#include "core/tensor/autograd.h"
 
 namespace ember::nn {
 

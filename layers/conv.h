@@ -2,7 +2,7 @@
 // initialization and state_dict names, so checkpoints move between ember and PyTorch.
 #pragma once
 
-#include "core/random.h"
+#include "core/tensor/random.h"
 #include "layers/module.h"
 
 namespace ember::nn {

@@ -1,7 +1,7 @@
-// The LeakyReLU module's summary line; its op is ember::leaky_relu (core/ops_elementwise.cpp).
+// The LeakyReLU module's summary line; its op is ember::leaky_relu (core/ops/elementwise.cpp).
 #include "layers/leaky_relu.h"
 
-#include "core/error.h"
+#include "core/base/error.h"
 
 namespace ember::nn {
 

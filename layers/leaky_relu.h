@@ -1,9 +1,9 @@
-// LeakyReLU: the module over the elementwise op ember::leaky_relu (core/ops.h), whose formula is
+// LeakyReLU: the module over the elementwise op ember::leaky_relu (core/ops/ops.h), whose formula is
 // one line of kernels/elementwise_math.h — the worked example of adding an elementwise op in
 // docs/writing-a-layer.md.
 #pragma once
 
-#include "core/ops.h"
+#include "core/ops/ops.h"
 #include "layers/module.h"
 
 namespace ember::nn {

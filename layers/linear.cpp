@@ -1,5 +1,5 @@
 // The built-in layers.
-#include "layers/layers.h"
+#include "layers/linear.h"
 
 #include <typeinfo>
 
@@ -8,8 +8,8 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "core/op_helpers.h"
-#include "core/ops.h"
+#include "core/ops/op_helpers.h"
+#include "core/ops/ops.h"
 #include "layers/conv.h"
 
 namespace ember::nn {

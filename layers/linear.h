@@ -8,8 +8,8 @@
 #include <string>
 #include <type_traits>
 
-#include "core/fusion.h"
-#include "core/random.h"
+#include "core/base/fusion.h"
+#include "core/tensor/random.h"
 #include "layers/module.h"
 
 namespace ember::nn {
@@ -73,7 +73,7 @@ class Dropout : public Module {
   std::uint64_t offset_ = 0;  // elements drawn so far
 };
 
-// The switch of core/fusion.h (EMBER_FUSION=0 turns ember's fusions off), which the model
+// The switch of core/base/fusion.h (EMBER_FUSION=0 turns ember's fusions off), which the model
 // builders consult before fusing Linear→ReLU pairs (Sequential::fuse_linear_relu).
 using ember::fusion_enabled;
 using ember::set_fusion_enabled;

@@ -3,7 +3,7 @@
 
 #include <map>
 
-#include "core/error.h"
+#include "core/base/error.h"
 #include "layers/conv.h"
 
 namespace ember::nn {

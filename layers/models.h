@@ -8,15 +8,15 @@
 #include <memory>
 #include <vector>
 
-#include "core/random.h"
-#include "core/serialize.h"
-#include "layers/layers.h"
+#include "core/io/serialize.h"
+#include "core/tensor/random.h"
+#include "layers/linear.h"
 
 namespace ember::nn {
 
 // Sequential(Linear(in, h1), ReLU, Linear(h1, h2), ReLU, ..., Linear(hk, out)); with no hidden
 // sizes, a single Linear(in, out). Parameters are named 0.weight, 0.bias, 2.weight, ... as in
-// PyTorch's nn.Sequential of the same layers. With fusion enabled (core/fusion.h) each Linear→ReLU
+// PyTorch's nn.Sequential of the same layers. With fusion enabled (core/base/fusion.h) each Linear→ReLU
 // pair runs as one fused op (Sequential::fuse_relu).
 std::shared_ptr<Sequential> mlp(std::int64_t in_features, const std::vector<std::int64_t>& hidden,
                                 std::int64_t out_features, Generator* generator = nullptr);

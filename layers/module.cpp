@@ -4,9 +4,9 @@
 #include <set>
 #include <sstream>
 
-#include "core/autograd.h"
-#include "core/config.h"
-#include "core/op_helpers.h"
+#include "core/base/config.h"
+#include "core/ops/op_helpers.h"
+#include "core/tensor/autograd.h"
 
 namespace ember::nn {
 

@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/serialize.h"
-#include "core/tensor.h"
+#include "core/io/serialize.h"
+#include "core/tensor/tensor.h"
 
 namespace ember::nn {
 

@@ -7,12 +7,12 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "core/autograd.h"
-#include "core/config.h"
-#include "core/cuda.h"
-#include "core/dispatch.h"
-#include "core/fusion.h"
-#include "core/op_helpers.h"
+#include "core/base/config.h"
+#include "core/base/fusion.h"
+#include "core/cuda/runtime.h"
+#include "core/ops/dispatch.h"
+#include "core/ops/op_helpers.h"
+#include "core/tensor/autograd.h"
 #include "kernels/optim.h"
 
 namespace ember::optim {

@@ -2,7 +2,7 @@
 // state_dict()/load_state_dict() for an exact resume. Each group's update is one multi-tensor
 // kernel launch on CUDA; the learning rate and the step counts live in the parameters' memory
 // (device memory on CUDA), so a captured CUDA graph still sees a changed rate on replay (Note
-// [graph-safe kernels] in core/cuda_graph.h).
+// [graph-safe kernels] in core/cuda/graph.h).
 #pragma once
 
 #include <map>
@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "core/serialize.h"
-#include "core/tensor.h"
+#include "core/io/serialize.h"
+#include "core/tensor/tensor.h"
 
 namespace ember::optim {
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/error.h"
+#include "core/base/error.h"
 
 namespace ember::optim {
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Checks the direction of ember's include arrows: apps → train → layers/optim/data/dist → core → kernels.
+# Checks the direction of ember's include arrows: apps → train → layers/optim/data/distributed → core → kernels.
 # Nothing includes a folder above its own; nothing outside tests/ includes tests/; only apps/ and
-# its tests include apps/. kernels/ may use only core/error.h and the generated core/config.h
+# its tests include apps/. kernels/ may use only core/base/ (errors, dtypes, the generated config.h)
 # from core/, and is itself included only where kernels must be called (the exceptions below,
 # each with its reason). Nothing includes the software GPU's headers (sim/). Prints each
 # violation; exits 1 if any.
@@ -13,7 +13,7 @@ cd "$root" || exit 2
 kernels_allowed() {
   case "$1" in
     kernels/*) return 0 ;;               # the kernels themselves
-    core/*) return 0 ;;                  # ops reach the kernels through core/dispatch.h
+    core/*) return 0 ;;                  # ops reach the kernels through core/ops/dispatch.h
     optim/*.cpp) return 0 ;;             # the multi-tensor update kernels and their slot tables
     train/*) return 0 ;;                 # whole training steps call the kernels directly, by design
     apps/bench_kernels.cpp) return 0 ;;  # the kernel benchmark measures the kernels themselves
@@ -31,10 +31,10 @@ allowed() {  # allowed <including file> <included path>
     tests/*) [ "$from" = tests ] ;;
     ember_sim/*) return 1 ;;  # the software GPU stands in at link time; no file of ember names it
     kernels/*) kernels_allowed "$file" ;;
-    core/error.h | core/config.h) return 0 ;;
+    core/base/*) return 0 ;;             # errors, dtypes and the generated config.h: what kernels need
     core/*) [ "$from" != kernels ] ;;
     train/*) [ "$from" = apps ] || [ "$from" = tests ] || [ "$from" = train ] ;;
-    layers/* | optim/* | data/* | dist/*) [ "$from" = apps ] || [ "$from" = tests ] || [ "$from" = train ] || [ "$from" = "${inc%%/*}" ] ;;
+    layers/* | optim/* | data/* | distributed/*) [ "$from" = apps ] || [ "$from" = tests ] || [ "$from" = train ] || [ "$from" = "${inc%%/*}" ] ;;
     *) return 0 ;;
   esac
 }
@@ -43,11 +43,11 @@ bad=0
 while IFS= read -r file; do
   while IFS= read -r inc; do
     if ! allowed "$file" "$inc"; then
-      echo "layering: $file includes $inc (arrows point down only: apps → train → layers/optim/data/dist → core → kernels; kernels/ only from core, optim's .cpp files, train/, bench_kernels and tests; sim/ from nowhere)"
+      echo "layering: $file includes $inc (arrows point down only: apps → train → layers/optim/data/distributed → core → kernels; kernels/ only from core, optim's .cpp files, train/, bench_kernels and tests; sim/ from nowhere)"
       bad=1
     fi
   done < <(sed -nE 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"([^"]+)".*/\1/p' "$file")
 done < <({ ls ember.h extension.h extension_cuda.cuh extension_version.h 2>/dev/null
-           find apps train layers optim data dist core kernels tests examples -type f \( -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '*.cuh' \) 2>/dev/null; } | sort)
+           find apps train layers optim data distributed core kernels tests examples -type f \( -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '*.cuh' \) 2>/dev/null; } | sort)
 [ $bad = 0 ] && echo "layering: ok"
 exit $bad

@@ -23,7 +23,7 @@ cmake -S "$root/examples/custom_layer" -B "$work/build" -DCMAKE_PREFIX_PATH="$pr
 cmake --build "$work/build" -j "$(nproc)" >/dev/null
 echo "test_install: the example built against $prefix (installed elsewhere, then moved)"
 # Where ember has CUDA, the example's own CUDA kernel must have been compiled, not left out.
-if grep -q '#define EMBER_WITH_CUDA 1' "$prefix/include/ember/core/config.h"; then
+if grep -q '#define EMBER_WITH_CUDA 1' "$prefix/include/ember/core/base/config.h"; then
   if ! find "$work/build" -name 'gelu.cu.o' | grep -q .; then
     echo "test_install: ember has CUDA but ember_add_extension did not compile gelu.cu" >&2
     exit 1

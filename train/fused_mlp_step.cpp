@@ -1,22 +1,22 @@
 // The MLP training step (see mlp_step.h). Notation, per Linear layer i with W [out, in]:
 //   z = a·Wᵀ + b, a' = relu(z) (h holds a' for hidden layers, the logits for the last one);
 //   backward: dW = dzᵀ·a, db = Σ_rows dz, da = dz·W, and dz of the layer below = da ⊙ [h > 0].
-#include "train/mlp_step.h"
+#include "train/fused_mlp_step.h"
 
 #include <chrono>
 #include <cstdio>
 #include <optional>
 #include <vector>
 
-#include "core/autograd.h"
-#include "core/config.h"
-#include "core/cuda.h"
-#include "core/cuda_graph.h"
-#include "core/dispatch.h"
-#include "core/error.h"
-#include "core/kernel_errors.h"
-#include "core/ops.h"
-#include "dist/dist.h"
+#include "core/base/config.h"
+#include "core/base/error.h"
+#include "core/cuda/graph.h"
+#include "core/cuda/kernel_errors.h"
+#include "core/cuda/runtime.h"
+#include "core/ops/dispatch.h"
+#include "core/ops/ops.h"
+#include "core/tensor/autograd.h"
+#include "distributed/dist.h"
 #include "kernels/bias_activation.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_epilogue.h"
@@ -137,7 +137,7 @@ struct MlpStep::Impl {
 
   cudaStream_t stream() const { return cuda::current_stream(device); }  // CUDA only
 
-  // Runs cpu() or cuda(stream) for the step's device (Note [device dispatch] in core/dispatch.h).
+  // Runs cpu() or cuda(stream) for the step's device (Note [device dispatch] in core/ops/dispatch.h).
   template <class Cpu, class Cuda>
   decltype(auto) on_device(Cpu&& cpu, Cuda&& cuda) const {
     return ext::dispatch_device(device, std::forward<Cpu>(cpu), std::forward<Cuda>(cuda));

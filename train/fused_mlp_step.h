@@ -10,7 +10,7 @@
 // no fp32 algorithm for an epilogue, plain GEMM and ember's own fused kernels take its place, and
 // the CPU runs the same sequence with its twins. On CUDA the step is then captured in a CUDA graph
 // and replayed for every full batch (every call in it follows Note [graph-safe kernels] in
-// core/cuda_graph.h); a last partial batch runs eagerly.
+// core/cuda/graph.h); a last partial batch runs eagerly.
 //
 // Loss sums and device-side errors (a target out of range, a non-finite loss) stay on the device
 // until read: on the CPU a bad batch throws at its step; on CUDA at the next synchronization.
@@ -20,8 +20,8 @@
 #include <memory>
 #include <string>
 
-#include "core/tensor.h"
-#include "layers/layers.h"
+#include "core/tensor/tensor.h"
+#include "layers/linear.h"
 #include "optim/optimizer.h"
 
 namespace ember::train {

@@ -15,7 +15,7 @@
 #include <memory>
 #include <string_view>
 
-#include "core/error.h"
+#include "core/base/error.h"
 
 namespace ember::apps {
 namespace {

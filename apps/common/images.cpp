@@ -5,8 +5,8 @@
 #include <array>
 #include <cmath>
 
-#include "core/error.h"
-#include "core/serialize.h"
+#include "core/base/error.h"
+#include "core/io/serialize.h"
 
 #define STB_IMAGE_WRITE_IMPLEMENTATION
 #include <stb/stb_image_write.h>

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "core/serialize.h"
+#include "core/io/serialize.h"
 #include "data/dataset.h"
-#include "layers/layers.h"
+#include "layers/linear.h"
 
 namespace ember::apps {
 

@@ -8,7 +8,7 @@
 #include <iomanip>
 #include <sstream>
 
-#include "core/serialize.h"
+#include "core/io/serialize.h"
 
 namespace ember::apps {
 namespace {

@@ -3,8 +3,8 @@
 
 #include <cstdio>
 
-#include "core/error.h"
-#include "dist/dist.h"
+#include "core/base/error.h"
+#include "distributed/dist.h"
 
 namespace ember::apps {
 

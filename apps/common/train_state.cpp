@@ -9,8 +9,8 @@
 #include <fstream>
 #include <span>
 
-#include "core/config.h"
-#include "core/error.h"
+#include "core/base/config.h"
+#include "core/base/error.h"
 
 namespace ember::apps {
 namespace {

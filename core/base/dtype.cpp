@@ -1,7 +1,7 @@
 // DType names and sizes.
-#include "core/dtype.h"
+#include "core/base/dtype.h"
 
-#include "core/error.h"
+#include "core/base/error.h"
 
 namespace ember {
 

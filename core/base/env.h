@@ -1,11 +1,11 @@
 // The EMBER_* environment variables, read here and nowhere else.
 //
 // Note [environment flags]
-//   EMBER_DEVICE=cpu|cuda|cuda:N  the device Device::best() picks (core/device.h)
-//   EMBER_FUSION=0                the plain paths instead of the fused ones (core/fusion.h)
+//   EMBER_DEVICE=cpu|cuda|cuda:N  the device Device::best() picks (core/tensor/device.h)
+//   EMBER_FUSION=0                the plain paths instead of the fused ones (core/base/fusion.h)
 //   EMBER_SYNC_DEBUG=1            synchronize after every CUDA launch, so an error is reported at
-//                                 its cause (core/cuda.h)
-//   EMBER_DETERMINISTIC=1         cuDNN restricted to deterministic algorithms (core/cuda.h)
+//                                 its cause (core/cuda/runtime.h)
+//   EMBER_DETERMINISTIC=1         cuDNN restricted to deterministic algorithms (core/cuda/runtime.h)
 // A flag is off when unset, empty or "0" (EMBER_FUSION: on unless "0"). Each is read once, when
 // first needed, and a setter in the header named beside it overrides it. kernels/ reads none of
 // them: core hands their values down (kernels::cuda::set_sync_debug, set_deterministic) before its

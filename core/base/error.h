@@ -63,7 +63,7 @@ std::string concat(Parts&&... parts) {
 }
 
 // Out-of-line throwers keep the macros small and let CUDA-free code use them. The CUDA ones
-// are defined in core/cuda.cpp (cuDNN's in kernels/cuda/cudnn_conv.cpp), where the libraries' error
+// are defined in core/cuda/runtime.cpp (cuDNN's in kernels/cuda/cudnn_conv.cpp), where the libraries' error
 // strings are available.
 [[noreturn]] void throw_cuda_error(int code, const char* call, const char* file, int line);
 [[noreturn]] void throw_cublas_error(int status, const char* call, const char* file, int line);

@@ -1,9 +1,9 @@
-// The fusion switch (see core/fusion.h).
-#include "core/fusion.h"
+// The fusion switch (see core/base/fusion.h).
+#include "core/base/fusion.h"
 
 #include <atomic>
 
-#include "core/env.h"
+#include "core/base/env.h"
 
 namespace ember {
 namespace {

@@ -1,10 +1,10 @@
-// CUDA graph capture and replay (see core/cuda_graph.h).
-#include "core/cuda_graph.h"
+// CUDA graph capture and replay (see core/cuda/graph.h).
+#include "core/cuda/graph.h"
 
 #include <vector>
 
-#include "core/config.h"
-#include "core/error.h"
+#include "core/base/config.h"
+#include "core/base/error.h"
 
 #if EMBER_WITH_CUDA
 #include <cuda_runtime.h>

@@ -4,7 +4,7 @@
 // Capture runs in thread-local mode, so other threads (a data loader's) may keep making CUDA
 // calls meanwhile — but none on the stream being captured: work issued to it from any thread
 // joins the capture. ember allocates and frees device memory on the compute stream (Note [stream
-// ownership of device memory] in core/storage.h), so while a device's compute stream is captured
+// ownership of device memory] in core/tensor/storage.h), so while a device's compute stream is captured
 // no other thread may make or drop tensors on that device. What may be captured is Note
 // [graph-safe kernels].
 //
@@ -16,7 +16,7 @@
 //     device memory it points at, never take it as an argument by value;
 //   - not synchronize, allocate (buffers come from the stream-ordered pool before capture), or
 //     copy from pageable memory;
-//   - report bad input through the device-side error record (core/cuda.h), which the host reads at
+//   - report bad input through the device-side error record (core/cuda/runtime.h), which the host reads at
 //     its next natural synchronization — never synchronize just to check;
 //   - leave any counter it uses as it found it (the last block resets it), so the next replay
 //     starts from the same state.
@@ -26,7 +26,7 @@
 #include <cstddef>
 #include <memory>
 
-#include "core/cuda.h"
+#include "core/cuda/runtime.h"
 
 namespace ember::cuda {
 

@@ -1,7 +1,7 @@
 // Messages for errors found inside kernels.
-#include "core/kernel_errors.h"
+#include "core/cuda/kernel_errors.h"
 
-#include "core/error.h"
+#include "core/base/error.h"
 #include "kernels/common.h"
 
 namespace ember {

@@ -1,7 +1,7 @@
 // The CUDA runtime glue: availability probing, streams, events, guards, synchronization, the
 // device-side error records and the CUDA error throwers. Compiled in every build; without the
 // CUDA backend each query reports "not available" and nothing else is reachable.
-#include "core/cuda.h"
+#include "core/cuda/runtime.h"
 
 #include <array>
 #include <cstdio>
@@ -9,10 +9,10 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "core/config.h"
-#include "core/env.h"
-#include "core/error.h"
-#include "core/kernel_errors.h"
+#include "core/base/config.h"
+#include "core/base/env.h"
+#include "core/base/error.h"
+#include "core/cuda/kernel_errors.h"
 #include "kernels/common.h"
 #include "kernels/conv.h"
 

@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "core/device.h"
+#include "core/tensor/device.h"
 
 typedef struct CUstream_st* cudaStream_t;  // identical to the CUDA runtime's own typedef
 typedef struct CUevent_st* cudaEvent_t;
@@ -33,7 +33,7 @@ void require_cuda_device(Device device, const char* caller);
 
 // An owned CUDA stream. Non-blocking: it does not wait on the legacy default stream. Its
 // destructor waits for the work issued on it, so memory it used can be freed safely afterwards
-// (Note [stream ownership of device memory] in core/storage.h).
+// (Note [stream ownership of device memory] in core/tensor/storage.h).
 class Stream {
  public:
   explicit Stream(Device device);
@@ -121,7 +121,7 @@ void synchronize(Device device);
 // Kernels that find bad input (a target out of range, a non-finite loss) cannot throw: they
 // write a record into this per-device slot, which lives in mapped pinned host memory so that
 // reading it costs no copy and a kernel that writes it can be captured in a CUDA graph (Note
-// [graph-safe kernels] in core/cuda_graph.h).
+// [graph-safe kernels] in core/cuda/graph.h).
 kernels::DeviceErrorRecord* device_error_record(Device device);
 // Throws the recorded error (and clears it) if one is pending. Call only after a
 // synchronization: it does not wait for in-flight kernels.
@@ -130,7 +130,7 @@ void check_device_errors(Device device);
 // Sync debug mode: every launch is followed by a synchronization, so a failing kernel is reported
 // at its cause. Deterministic mode: cuDNN restricted to deterministic algorithms, so one seed
 // gives one result on the GPU too. Both start from the environment (EMBER_SYNC_DEBUG=1,
-// EMBER_DETERMINISTIC=1; Note [environment flags] in core/env.h); the setters override it.
+// EMBER_DETERMINISTIC=1; Note [environment flags] in core/base/env.h); the setters override it.
 bool sync_debug();
 void set_sync_debug(bool on);
 bool deterministic();

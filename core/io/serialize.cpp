@@ -1,5 +1,5 @@
 // safetensors reading and writing, and atomic file replacement.
-#include "core/serialize.h"
+#include "core/io/serialize.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "core/error.h"
+#include "core/base/error.h"
 
 namespace ember {
 

@@ -4,7 +4,7 @@
 // extension API); defined in ops_elementwise.cpp beside the activations themselves.
 #pragma once
 
-#include "core/tensor.h"
+#include "core/tensor/tensor.h"
 #include "kernels/elementwise_math.h"
 
 namespace ember {

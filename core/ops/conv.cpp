@@ -1,11 +1,11 @@
 // Convolution, max pooling and batch normalization ops: im2col + GEMM or Winograd on the CPU,
 // cuDNN and ember's kernels on CUDA (kernels/conv.h), each with its derivative rule beside it.
-#include "core/activation_grad.h"
-#include "core/autograd.h"
-#include "core/dispatch.h"
-#include "core/op_helpers.h"
-#include "core/ops.h"
 #include "kernels/conv.h"
+#include "core/ops/activation_grad.h"
+#include "core/ops/dispatch.h"
+#include "core/ops/op_helpers.h"
+#include "core/ops/ops.h"
+#include "core/tensor/autograd.h"
 #include "kernels/elementwise.h"
 
 namespace ember {

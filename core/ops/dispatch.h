@@ -20,9 +20,9 @@
 #include <cstdint>
 #include <utility>
 
-#include "core/config.h"
-#include "core/cuda.h"
-#include "core/tensor.h"
+#include "core/base/config.h"
+#include "core/cuda/runtime.h"
+#include "core/tensor/tensor.h"
 
 namespace ember::ext {
 

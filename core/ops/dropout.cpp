@@ -1,10 +1,10 @@
 // Dropout: the mask from the counter-based stream of kernels/dropout.h, kept (1 byte per
 // element) for the backward pass.
-#include "core/autograd.h"
-#include "core/dispatch.h"
-#include "core/op_helpers.h"
-#include "core/ops.h"
 #include "kernels/dropout.h"
+#include "core/ops/dispatch.h"
+#include "core/ops/op_helpers.h"
+#include "core/ops/ops.h"
+#include "core/tensor/autograd.h"
 
 namespace ember {
 

@@ -2,15 +2,15 @@
 // kernels/elementwise_math.h), derivative rules beside each forward.
 #include <algorithm>
 
-#include "core/activation_grad.h"
-#include "core/autograd.h"
-#include "core/dispatch.h"
-#include "core/op_helpers.h"
-#include "core/ops.h"
+#include "core/ops/activation_grad.h"
+#include "core/ops/dispatch.h"
+#include "core/ops/op_helpers.h"
+#include "core/ops/ops.h"
+#include "core/tensor/autograd.h"
 #include "kernels/elementwise.h"
 
 namespace ember {
-// Declared in core/activation_grad.h.
+// Declared in core/ops/activation_grad.h.
 Tensor activation_backward(kernels::ActivationGrad op, const Tensor& dy, const Tensor& saved, double a, double b) {
   Tensor dx = ext::new_empty(saved, saved.shape());
   const std::size_t n = static_cast<std::size_t>(saved.numel());

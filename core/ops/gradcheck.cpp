@@ -1,11 +1,11 @@
 // Finite-difference gradient checking.
-#include "core/gradcheck.h"
+#include "core/ops/gradcheck.h"
 
 #include <cmath>
 #include <sstream>
 
-#include "core/autograd.h"
-#include "core/error.h"
+#include "core/base/error.h"
+#include "core/tensor/autograd.h"
 
 namespace ember {
 

@@ -1,9 +1,9 @@
 // Matrix ops: matmul, linear and transpose, on cuBLAS / OpenBLAS through kernels/gemm.h.
 // A transpose in a product is a flag to the GEMM, never a copy.
-#include "core/autograd.h"
-#include "core/dispatch.h"
-#include "core/op_helpers.h"
-#include "core/ops.h"
+#include "core/ops/dispatch.h"
+#include "core/ops/op_helpers.h"
+#include "core/ops/ops.h"
+#include "core/tensor/autograd.h"
 #include "kernels/bias_activation.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"

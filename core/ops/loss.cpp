@@ -1,10 +1,10 @@
 // Softmax, log-softmax and the fused softmax cross-entropy; the data pipeline's pixel normalization
 // and batch gather.
-#include "core/autograd.h"
-#include "core/dispatch.h"
-#include "core/kernel_errors.h"
-#include "core/op_helpers.h"
-#include "core/ops.h"
+#include "core/cuda/kernel_errors.h"
+#include "core/ops/dispatch.h"
+#include "core/ops/op_helpers.h"
+#include "core/ops/ops.h"
+#include "core/tensor/autograd.h"
 #include "kernels/common.h"
 #include "kernels/elementwise.h"
 #include "kernels/gather.h"
@@ -125,7 +125,7 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target) {
         });
       });
   // On the CPU a bad target is known now; on CUDA the device-side record is read at the next
-  // synchronization (Note [graph-safe kernels] in core/cuda_graph.h).
+  // synchronization (Note [graph-safe kernels] in core/cuda/graph.h).
   if (error.code != 0) throw_kernel_error(error, input.device());
   Tensor loss;
   {

@@ -1,5 +1,5 @@
 // Argument checks shared by the ops, with messages in PyTorch's words where users know them.
-#include "core/op_helpers.h"
+#include "core/ops/op_helpers.h"
 
 #include <algorithm>
 

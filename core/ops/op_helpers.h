@@ -1,13 +1,13 @@
 // What the op implementations share: argument checks with PyTorch-style messages and allocating
-// outputs (reaching the kernels is core/dispatch.h's). Part of the extension API (extension.h):
+// outputs (reaching the kernels is core/ops/dispatch.h's). Part of the extension API (extension.h):
 // ember's own ops use exactly these, and so may a layer written outside ember.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
-#include "core/error.h"
-#include "core/tensor.h"
+#include "core/base/error.h"
+#include "core/tensor/tensor.h"
 
 namespace ember::ext {
 

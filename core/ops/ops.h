@@ -1,5 +1,5 @@
 // The functional API: every op users call, on the CPU or a CUDA device alike. Differentiable ops
-// record themselves for autograd when an input requires grad (see core/autograd.h); docs/ops.md
+// record themselves for autograd when an input requires grad (see core/tensor/autograd.h); docs/ops.md
 // lists them with their backends and derivative rules.
 //
 // Every op checks that its tensors share one device and throws DeviceError naming the op and
@@ -11,7 +11,7 @@
 #include <span>
 #include <vector>
 
-#include "core/tensor.h"
+#include "core/tensor/tensor.h"
 
 namespace ember {
 

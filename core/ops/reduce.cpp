@@ -2,10 +2,10 @@
 // non-differentiable argmax, max, count_equal and accuracy.
 #include <algorithm>
 
-#include "core/autograd.h"
-#include "core/dispatch.h"
-#include "core/op_helpers.h"
-#include "core/ops.h"
+#include "core/ops/dispatch.h"
+#include "core/ops/op_helpers.h"
+#include "core/ops/ops.h"
+#include "core/tensor/autograd.h"
 #include "kernels/elementwise.h"
 #include "kernels/reduce.h"
 

@@ -1,10 +1,10 @@
 // Shape ops that copy: cat and slice, both built on the strided block copy of kernels/layout.h.
 #include <string>
 
-#include "core/autograd.h"
-#include "core/dispatch.h"
-#include "core/op_helpers.h"
-#include "core/ops.h"
+#include "core/ops/dispatch.h"
+#include "core/ops/op_helpers.h"
+#include "core/ops/ops.h"
+#include "core/tensor/autograd.h"
 #include "kernels/elementwise.h"
 #include "kernels/layout.h"
 

@@ -1,10 +1,10 @@
 // The autograd engine: recording, the backward walk and gradient accumulation.
-#include "core/autograd.h"
+#include "core/tensor/autograd.h"
 
 #include <atomic>
 #include <unordered_map>
 
-#include "core/ops.h"
+#include "core/ops/ops.h"
 
 namespace ember::autograd {
 namespace {

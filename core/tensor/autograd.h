@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/tensor.h"
+#include "core/tensor/tensor.h"
 
 namespace ember::autograd {
 

@@ -1,11 +1,11 @@
 // Device parsing, printing, selection and the "is it usable" check.
-#include "core/device.h"
+#include "core/tensor/device.h"
 
 #include <string>
 
-#include "core/cuda.h"
-#include "core/env.h"
-#include "core/error.h"
+#include "core/base/env.h"
+#include "core/base/error.h"
+#include "core/cuda/runtime.h"
 #include "kernels/gemm.h"
 
 namespace ember {

@@ -1,5 +1,5 @@
 // Conversions from raw random bits to distributions.
-#include "core/random.h"
+#include "core/tensor/random.h"
 
 #include <cmath>
 

@@ -1,5 +1,5 @@
 // Allocation for the three kinds of memory, with statistics, and the Storage that owns one.
-#include "core/storage.h"
+#include "core/tensor/storage.h"
 
 #include <array>
 #include <atomic>
@@ -10,9 +10,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/config.h"
-#include "core/cuda.h"
-#include "core/error.h"
+#include "core/base/config.h"
+#include "core/base/error.h"
+#include "core/cuda/runtime.h"
 
 #if EMBER_WITH_CUDA
 #include <cuda_runtime.h>

@@ -9,7 +9,7 @@
 #include <optional>
 #include <vector>
 
-#include "core/device.h"
+#include "core/tensor/device.h"
 
 typedef struct CUstream_st* cudaStream_t;
 
@@ -68,7 +68,7 @@ bool host_cache_enabled();
 // loader's staging slot) — only after that copy has finished.
 // During a CUDA graph capture of a device's compute stream no other thread may allocate or free
 // memory of that device: its stream-ordered calls would join the capture (Note [graph-safe
-// kernels] in core/cuda_graph.h).
+// kernels] in core/cuda/graph.h).
 
 // Move-only owner of one allocation. Tensors share a Storage through a shared_ptr.
 class Storage {

@@ -1,18 +1,18 @@
 // Tensor: metadata, host access, views, copies between devices, and autograd entry points.
-#include "core/tensor.h"
+#include "core/tensor/tensor.h"
 
 #include <cmath>
 #include <cstring>
 #include <numeric>
 #include <sstream>
 
-#include "core/autograd.h"
-#include "core/config.h"
-#include "core/cuda.h"
-#include "core/dispatch.h"
-#include "core/op_helpers.h"
-#include "core/ops.h"
-#include "core/random.h"
+#include "core/base/config.h"
+#include "core/cuda/runtime.h"
+#include "core/ops/dispatch.h"
+#include "core/ops/op_helpers.h"
+#include "core/ops/ops.h"
+#include "core/tensor/autograd.h"
+#include "core/tensor/random.h"
 #include "kernels/elementwise.h"
 
 #if EMBER_WITH_CUDA
@@ -78,7 +78,7 @@ void record_copy(cudaStream_t stream, Device stream_device, std::initializer_lis
 #endif
 
 // Copies src's bytes into dst (same byte count), whatever their devices (Note [stream ownership of
-// device memory] in core/storage.h for what each copy records).
+// device memory] in core/tensor/storage.h for what each copy records).
 void copy_bytes(const Tensor& dst, const Tensor& src, bool non_blocking) {
   const std::size_t bytes = src.nbytes();
   if (bytes == 0) return;

@@ -13,10 +13,10 @@
 #include <utility>
 #include <vector>
 
-#include "core/device.h"
-#include "core/dtype.h"
-#include "core/error.h"
-#include "core/storage.h"
+#include "core/base/dtype.h"
+#include "core/base/error.h"
+#include "core/tensor/device.h"
+#include "core/tensor/storage.h"
 
 namespace ember {
 
@@ -123,7 +123,7 @@ class Tensor {
   // Says that work on `stream` (a stream of this tensor's CUDA device other than the one ops use)
   // reads or writes this tensor, so its memory is not freed for reuse before that work is done —
   // PyTorch's record_stream. Copies and tensors made under a cuda::StreamGuard record their stream
-  // themselves (Note [stream ownership of device memory] in core/storage.h).
+  // themselves (Note [stream ownership of device memory] in core/tensor/storage.h).
   void record_stream(cudaStream_t stream) const;
   Tensor clone() const;
   Tensor& copy_(const Tensor& src, bool non_blocking = false);  // same numel and dtype

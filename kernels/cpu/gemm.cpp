@@ -3,8 +3,8 @@
 #include <chrono>
 #include <vector>
 
-#include "core/config.h"
-#include "core/error.h"
+#include "core/base/config.h"
+#include "core/base/error.h"
 #include "kernels/gemm.h"
 
 #if EMBER_WITH_OPENBLAS

@@ -7,7 +7,7 @@
 #include <atomic>
 #include <unordered_map>
 
-#include "core/error.h"
+#include "core/base/error.h"
 #include "kernels/gemm.h"
 
 namespace ember::kernels::cuda {
@@ -21,7 +21,7 @@ std::atomic<bool> g_allow_tf32{false};
 // otherwise), made once with cudaMalloc — not from the stream-ordered pool, so that it outlives
 // every captured graph. With its default workspace cuBLAS may allocate inside a captured step, and
 // cublasSetStream resets the workspace to that default, so every call sets it again after the
-// stream (Note [graph-safe kernels] in core/cuda_graph.h). Sizes as the cuBLAS documentation
+// stream (Note [graph-safe kernels] in core/cuda/graph.h). Sizes as the cuBLAS documentation
 // recommends for cublasSetWorkspace: 32 MiB on Hopper and later, 4 MiB before. Handles and
 // workspaces live until the process ends (destroying them at exit, after the CUDA context may be
 // gone, is unsafe); a stream handle reused by a later stream reuses its workspace, which is safe
@@ -54,7 +54,7 @@ void* workspace_for(Handle& h, cudaStream_t stream) {
   EMBER_CHECK(capture == cudaStreamCaptureStatusNone, CudaError,
               "a GEMM inside a CUDA graph capture on a stream that has not run one before: cuBLAS's workspace for "
               "the stream is made at its first GEMM, which cannot be captured. Run the work once eagerly before "
-              "capturing it (Note [graph-safe kernels] in core/cuda_graph.h)");
+              "capturing it (Note [graph-safe kernels] in core/cuda/graph.h)");
   CUDA_CHECK(cudaMalloc(&workspace, h.workspace_bytes));
   return workspace;
 }

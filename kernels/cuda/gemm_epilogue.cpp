@@ -11,7 +11,7 @@
 #include <tuple>
 #include <utility>
 
-#include "core/error.h"
+#include "core/base/error.h"
 #include "kernels/gemm_epilogue.h"
 
 namespace ember::kernels::cuda {

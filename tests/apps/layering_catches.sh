@@ -6,13 +6,13 @@ set -u
 check=$1 work=$2
 rm -rf "$work" && mkdir -p "$work/layers" "$work/kernels" "$work/core"
 printf '#include "kernels/elementwise.h"\n' >"$work/layers/bad.cpp"
-printf '#include "core/tensor.h"\n' >"$work/kernels/bad.h"
+printf '#include "core/tensor/tensor.h"\n' >"$work/kernels/bad.h"
 printf '#include "ember_sim/device.h"\n' >"$work/core/bad.cpp"
 out=$("$check" "$work")
 status=$?
 echo "$out"
 [ $status -ne 0 ] || { echo "layering_catches: the check passed a broken tree"; exit 1; }
 echo "$out" | grep -q "layers/bad.cpp includes kernels/elementwise.h" &&
-  echo "$out" | grep -q "kernels/bad.h includes core/tensor.h" &&
+  echo "$out" | grep -q "kernels/bad.h includes core/tensor/tensor.h" &&
   echo "$out" | grep -q "core/bad.cpp includes ember_sim/device.h" || { echo "layering_catches: a violation went unreported"; exit 1; }
 echo "layering_catches: ok"

@@ -10,7 +10,7 @@
 #include "apps/common/images.h"
 #include "apps/common/model_card.h"
 #include "apps/common/train_state.h"
-#include "core/ops.h"
+#include "core/ops/ops.h"
 #include "layers/models.h"
 #include "optim/optimizer.h"
 #include "support/helpers.h"

@@ -4,12 +4,12 @@
 
 #include <cstdlib>
 
-#include "core/cuda.h"
-#include "core/device.h"
-#include "core/dtype.h"
-#include "core/op_helpers.h"
-#include "core/storage.h"
-#include "core/tensor.h"
+#include "core/base/dtype.h"
+#include "core/cuda/runtime.h"
+#include "core/ops/op_helpers.h"
+#include "core/tensor/device.h"
+#include "core/tensor/storage.h"
+#include "core/tensor/tensor.h"
 #include "support/helpers.h"
 
 using namespace ember;

@@ -5,11 +5,11 @@
 #include <functional>
 #include <string>
 
-#include "core/autograd.h"
-#include "core/gradcheck.h"
-#include "core/ops.h"
-#include "core/random.h"
-#include "layers/activations.h"
+#include "core/ops/gradcheck.h"
+#include "core/ops/ops.h"
+#include "core/tensor/autograd.h"
+#include "core/tensor/random.h"
+#include "layers/activation.h"
 #include "support/helpers.h"
 
 using namespace ember;

@@ -2,8 +2,8 @@
 // mismatched dtypes and shapes.
 #include <catch2/catch.hpp>
 
-#include "core/autograd.h"
-#include "core/ops.h"
+#include "core/ops/ops.h"
+#include "core/tensor/autograd.h"
 #include "support/helpers.h"
 
 using namespace ember;

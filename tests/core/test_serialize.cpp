@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/serialize.h"
+#include "core/io/serialize.h"
 #include "support/helpers.h"
 
 using namespace ember;

@@ -3,10 +3,10 @@
 
 #include <sstream>
 
-#include "core/autograd.h"
-#include "core/ops.h"
-#include "core/random.h"
-#include "core/tensor.h"
+#include "core/ops/ops.h"
+#include "core/tensor/autograd.h"
+#include "core/tensor/random.h"
+#include "core/tensor/tensor.h"
 #include "support/helpers.h"
 
 using namespace ember;

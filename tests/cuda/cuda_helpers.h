@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "core/cuda.h"
-#include "core/tensor.h"
+#include "core/cuda/runtime.h"
+#include "core/tensor/tensor.h"
 #include "support/helpers.h"
 
 namespace ember::testing {

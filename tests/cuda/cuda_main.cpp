@@ -5,7 +5,7 @@
 
 #include <cstdio>
 
-#include "core/cuda.h"
+#include "core/cuda/runtime.h"
 
 int main(int argc, char** argv) {
   if (!ember::cuda::is_available()) {

@@ -17,8 +17,8 @@
 
 #include <cstring>
 
-#include "core/autograd.h"
-#include "core/ops.h"
+#include "core/ops/ops.h"
+#include "core/tensor/autograd.h"
 #include "cuda/cuda_helpers.h"
 #include "kernels/conv.h"
 #include "layers/models.h"

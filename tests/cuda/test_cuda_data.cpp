@@ -2,7 +2,7 @@
 // with pinned and pageable staging.
 #include <catch2/catch.hpp>
 
-#include "core/ops.h"
+#include "core/ops/ops.h"
 #include "cuda/cuda_helpers.h"
 #include "data/loader.h"
 #include "data/preloaded.h"

@@ -4,13 +4,13 @@
 // with mpirun by the GPU check (docs/distributed.md). Built only where ember has NCCL.
 #include <catch2/catch.hpp>
 
-#include "core/ops.h"
+#include "core/ops/ops.h"
 #include "cuda/cuda_helpers.h"
-#include "dist/dist.h"
-#include "dist/reducer.h"
+#include "distributed/dist.h"
+#include "distributed/reducer.h"
 #include "layers/models.h"
 #include "optim/optimizer.h"
-#include "train/mlp_step.h"
+#include "train/fused_mlp_step.h"
 
 using namespace ember;
 using namespace ember::testing;

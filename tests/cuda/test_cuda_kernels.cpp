@@ -15,7 +15,7 @@
 #include <cstring>
 #include <numeric>
 
-#include "core/ops.h"
+#include "core/ops/ops.h"
 #include "cuda/cuda_helpers.h"
 #include "kernels/bias_activation.h"
 #include "kernels/conv.h"

@@ -5,11 +5,11 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "core/ops.h"
-#include "core/serialize.h"
+#include "core/io/serialize.h"
+#include "core/ops/ops.h"
 #include "cuda/cuda_helpers.h"
-#include "layers/layers.h"
 #include "layers/leaky_relu.h"
+#include "layers/linear.h"
 #include "optim/optimizer.h"
 
 using namespace ember;

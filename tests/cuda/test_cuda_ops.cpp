@@ -2,9 +2,9 @@
 // pass through a small classifier, and every op's forward with the CPU as reference.
 #include <catch2/catch.hpp>
 
-#include "core/autograd.h"
-#include "core/ops.h"
-#include "core/random.h"
+#include "core/ops/ops.h"
+#include "core/tensor/autograd.h"
+#include "core/tensor/random.h"
 #include "cuda/cuda_helpers.h"
 
 using namespace ember;

@@ -1,11 +1,11 @@
-// Memory and streams (Note [stream ownership of device memory] in core/storage.h): device memory
+// Memory and streams (Note [stream ownership of device memory] in core/tensor/storage.h): device memory
 // used on a side stream is not reused before that stream is done with it, memory made under a
 // stream guard survives the stream, pinned staging is not refilled while a copy reads it, peer
 // copies are ordered on both devices, and the DeviceLoader carries batches its loader normalized.
 // On the software GPU a missing order is reported by name even when timing would hide it.
 #include <catch2/catch.hpp>
 
-#include "core/ops.h"
+#include "core/ops/ops.h"
 #include "cuda/cuda_helpers.h"
 #include "data/loader.h"
 #include "optim/optimizer.h"

@@ -5,8 +5,8 @@
 #include <cstring>
 #include <sstream>
 
-#include "core/ops.h"
-#include "core/storage.h"
+#include "core/ops/ops.h"
+#include "core/tensor/storage.h"
 #include "cuda/cuda_helpers.h"
 
 using namespace ember;

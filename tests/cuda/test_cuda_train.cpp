@@ -5,14 +5,14 @@
 
 #include <cmath>
 
-#include "core/cuda_graph.h"
-#include "core/ops.h"
-#include "core/storage.h"
+#include "core/cuda/graph.h"
+#include "core/ops/ops.h"
+#include "core/tensor/storage.h"
 #include "cuda/cuda_helpers.h"
 #include "kernels/gemm.h"
 #include "layers/models.h"
 #include "optim/optimizer.h"
-#include "train/mlp_step.h"
+#include "train/fused_mlp_step.h"
 
 using namespace ember;
 using namespace ember::testing;

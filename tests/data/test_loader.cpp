@@ -8,7 +8,7 @@
 #include <set>
 #include <thread>
 
-#include "core/storage.h"
+#include "core/tensor/storage.h"
 #include "data/loader.h"
 #include "data/preloaded.h"
 #include "support/helpers.h"

@@ -3,9 +3,9 @@
 // in .grad. Two ranks are tested end to end by test_distributed.py under mpirun.
 #include <catch2/catch.hpp>
 
-#include "core/ops.h"
-#include "dist/dist.h"
-#include "dist/reducer.h"
+#include "core/ops/ops.h"
+#include "distributed/dist.h"
+#include "distributed/reducer.h"
 #include "support/helpers.h"
 
 using namespace ember;

@@ -4,9 +4,9 @@
 
 #include <cmath>
 
-#include "core/autograd.h"
-#include "core/gradcheck.h"
-#include "core/ops.h"
+#include "core/ops/gradcheck.h"
+#include "core/ops/ops.h"
+#include "core/tensor/autograd.h"
 #include "kernels/conv.h"
 #include "layers/conv.h"
 #include "layers/models.h"

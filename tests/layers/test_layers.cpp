@@ -11,12 +11,12 @@
 
 #include <filesystem>
 
-#include "core/gradcheck.h"
-#include "core/ops.h"
-#include "layers/activations.h"
+#include "core/ops/gradcheck.h"
+#include "core/ops/ops.h"
+#include "layers/activation.h"
 #include "layers/conv.h"
-#include "layers/layers.h"
 #include "layers/leaky_relu.h"
+#include "layers/linear.h"
 #include "layers/models.h"
 #include "optim/optimizer.h"
 #include "support/helpers.h"

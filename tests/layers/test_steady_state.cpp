@@ -2,8 +2,8 @@
 // and gradients reuse the blocks the previous step freed (the host cache's statistics say so).
 #include <catch2/catch.hpp>
 
-#include "core/ops.h"
-#include "core/storage.h"
+#include "core/ops/ops.h"
+#include "core/tensor/storage.h"
 #include "data/loader.h"
 #include "layers/models.h"
 #include "optim/optimizer.h"

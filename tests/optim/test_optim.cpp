@@ -5,9 +5,9 @@
 #include <cmath>
 #include <filesystem>
 
-#include "core/autograd.h"
-#include "core/ops.h"
-#include "core/serialize.h"
+#include "core/io/serialize.h"
+#include "core/ops/ops.h"
+#include "core/tensor/autograd.h"
 #include "optim/optimizer.h"
 #include "optim/scheduler.h"
 #include "support/helpers.h"

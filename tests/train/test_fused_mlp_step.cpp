@@ -6,11 +6,11 @@
 
 #include <cmath>
 
-#include "core/ops.h"
-#include "core/storage.h"
+#include "core/ops/ops.h"
+#include "core/tensor/storage.h"
 #include "layers/models.h"
 #include "optim/optimizer.h"
-#include "train/mlp_step.h"
+#include "train/fused_mlp_step.h"
 
 using namespace ember;
 
