@@ -15,6 +15,7 @@
 #include "core/io/serialize.h"
 #include "core/ops/ops.h"
 #include "layers/models.h"
+#include "layers/nn.h"
 #include "optim/optimizer.h"
 
 using namespace ember;

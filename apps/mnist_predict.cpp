@@ -17,6 +17,7 @@
 #include "core/ops/ops.h"
 #include "core/tensor/autograd.h"
 #include "data/idx.h"
+#include "layers/nn.h"
 
 using namespace ember;
 using apps::UsageError;

@@ -32,6 +32,7 @@
 #include "distributed/dist.h"
 #include "distributed/reducer.h"
 #include "layers/models.h"
+#include "layers/nn.h"
 #include "optim/optimizer.h"
 #include "optim/scheduler.h"
 #include "train/fused_mlp_step.h"
@@ -183,7 +184,7 @@ struct Run {
   std::unique_ptr<data::DeviceLoader> streamed, val_batches, test_batches;
   std::optional<data::PreloadedLoader> preloaded;
   data::BatchSource* train_batches = nullptr;
-  std::unique_ptr<train::MlpStep> mlp_step;
+  std::unique_ptr<train::FusedMlpStep> mlp_step;
   std::unique_ptr<dist::GradientReducer> reducer;  // --distributed, on the autograd path
   int world = 1;                                   // ranks training together (1 without --distributed)
 };
@@ -247,8 +248,9 @@ void build_model(const Settings& s, Run& run) {
                                                 .height = c.height,
                                                 .width = c.width,
                                                 .classes = run.data.num_classes},
-                                   &init_generator)
-                         : nn::mlp(c.height * c.width, run.shapes.hidden, run.data.num_classes, &init_generator);
+                                   &init_generator, FusionOptions::all())
+                         : nn::mlp(c.height * c.width, run.shapes.hidden, run.data.num_classes, &init_generator,
+                                   FusionOptions::all());
   if (!s.init.empty()) {
     try {
       nn::load(*run.model, s.init);
@@ -348,14 +350,15 @@ void build_loaders(const Settings& s, Run& run) {
   // The MLP trains through the fused step (the whole step as fused kernels, replayed from a CUDA
   // graph on a GPU) unless --step autograd or EMBER_FUSION=0 asks for the op-by-op path. Nothing
   // here reads the weights' gradients, so plain SGD's update may run inside the GEMMs (CPU).
-  const bool fused = !s.is_cnn() && (s.step == "fused" || (s.step == "auto" && nn::fusion_enabled()));
+  const bool fused = !s.is_cnn() && (s.step == "fused" || (s.step == "auto" && fusion_enabled()));
   if (fused)
-    run.mlp_step = std::make_unique<train::MlpStep>(*run.model, *run.optimizer, s.recipe.batch_size,
-                                                    train::MlpStepOptions{.gemm_epilogues = nn::fusion_enabled(),
-                                                                          .cuda_graph = s.cuda_graph,
-                                                                          .reduce_across_ranks = s.distributed,
-                                                                          .micro_batches = s.micro_batches,
-                                                                          .sgd_in_gemm = nn::fusion_enabled()});
+    run.mlp_step =
+        std::make_unique<train::FusedMlpStep>(*run.model, *run.optimizer, s.recipe.batch_size,
+                                              train::FusedMlpStepOptions{.gemm_epilogues = true,
+                                                                         .cuda_graph = s.cuda_graph,
+                                                                         .reduce_across_ranks = s.distributed,
+                                                                         .micro_batches = s.micro_batches,
+                                                                         .sgd_in_gemm = true});
   else if (s.distributed)
     run.reducer = std::make_unique<dist::GradientReducer>(run.model->parameters());
 }

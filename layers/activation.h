@@ -1,6 +1,6 @@
-// Activation and normalization modules a PyTorch user reaches for, under PyTorch's names and
-// parameter names, so checkpoints interchange: Tanh, Sigmoid, GELU (exact or tanh), Softmax,
-// LogSoftmax and LayerNorm. Each is written with ember's ops (docs/writing-a-layer.md, route 1),
+// The activation modules a PyTorch user reaches for, under PyTorch's names: ReLU, Tanh, Sigmoid,
+// GELU (exact or tanh), Softmax and LogSoftmax (LeakyReLU, the worked example of adding an op, in
+// layers/leaky_relu.h). Each is written with ember's ops (docs/writing-a-layer.md, route 1),
 // so autograd and both devices come with them.
 #pragma once
 
@@ -10,6 +10,12 @@
 #include "layers/module.h"
 
 namespace ember::nn {
+
+class ReLU : public Module {
+ public:
+  Tensor forward(const Tensor& input) override;
+  std::string type_name() const override { return "ReLU"; }
+};
 
 class Tanh : public Module {
  public:
@@ -59,22 +65,6 @@ class LogSoftmax : public Module {
 
  private:
   int dim_;
-};
-
-// Normalizes over the last dims (normalized_shape): (x − mean)/√(var + eps), the variance biased,
-// then weight·x̂ + bias when elementwise_affine (weight ones, bias zeros at first), as
-// torch.nn.LayerNorm.
-class LayerNorm : public Module {
- public:
-  explicit LayerNorm(std::vector<std::int64_t> normalized_shape, double eps = 1e-5, bool elementwise_affine = true);
-  Tensor forward(const Tensor& input) override;
-  std::string type_name() const override { return "LayerNorm"; }
-  std::string extra_repr() const override;
-
- private:
-  std::vector<std::int64_t> shape_;
-  double eps_;
-  Tensor weight_, bias_;
 };
 
 }  // namespace ember::nn

@@ -1,8 +1,9 @@
-// Conv2d, MaxPool2d and BatchNorm2d.
+// Conv2d.
 #include "layers/conv.h"
 
 #include <cmath>
 
+#include "core/ops/fused.h"
 #include "core/ops/op_helpers.h"
 #include "core/ops/ops.h"
 #include "core/tensor/autograd.h"
@@ -29,14 +30,14 @@ Tensor Conv2d::forward(const Tensor& input) {
 Tensor Conv2d::forward_relu(const Tensor& input) {
   check_input_device(input);
   check_shape(input);
-  return conv2d_relu(input, weight_, bias_, static_cast<int>(stride_), static_cast<int>(padding_));
+  return fused::conv2d_relu(input, weight_, bias_, static_cast<int>(stride_), static_cast<int>(padding_));
 }
 
 Tensor Conv2d::forward_relu_max_pool(const Tensor& input, const MaxPool2d& pool) {
   check_input_device(input);
   check_shape(input);
-  return conv2d_relu_max_pool2d(input, weight_, bias_, static_cast<int>(stride_), static_cast<int>(padding_),
-                                static_cast<int>(pool.kernel_size()), static_cast<int>(pool.stride()));
+  return fused::conv2d_relu_max_pool2d(input, weight_, bias_, static_cast<int>(stride_), static_cast<int>(padding_),
+                                       static_cast<int>(pool.kernel_size()), static_cast<int>(pool.stride()));
 }
 
 void Conv2d::check_shape(const Tensor& input) const {
@@ -48,38 +49,6 @@ std::string Conv2d::extra_repr() const {
   return detail::concat(in_, ", ", out_, ", kernel_size=(", kernel_, ", ", kernel_, "), stride=(", stride_, ", ",
                         stride_, ")", padding_ ? detail::concat(", padding=(", padding_, ", ", padding_, ")") : "",
                         bias_.defined() ? "" : ", bias=False");
-}
-
-Tensor MaxPool2d::forward(const Tensor& input) {
-  return max_pool2d(input, static_cast<int>(kernel_), static_cast<int>(stride_));
-}
-
-std::string MaxPool2d::extra_repr() const {
-  return detail::concat("kernel_size=", kernel_, ", stride=", stride_, ", padding=0, dilation=1, ceil_mode=False");
-}
-
-BatchNorm2d::BatchNorm2d(std::int64_t num_features, double eps, double momentum)
-    : features_(num_features), eps_(eps), momentum_(momentum) {
-  EMBER_CHECK(num_features > 0, ValueError, "BatchNorm2d: num_features must be positive");
-  weight_ = register_parameter("weight", ones({num_features}));
-  bias_ = register_parameter("bias", zeros({num_features}));
-  running_mean_ = register_buffer("running_mean", zeros({num_features}));
-  running_var_ = register_buffer("running_var", ones({num_features}));
-  num_batches_tracked_ = register_buffer("num_batches_tracked", zeros({}, {.dtype = DType::i64}));
-}
-
-Tensor BatchNorm2d::forward(const Tensor& input) {
-  if (is_training()) {
-    // Counted on the tensor's own device: a cast, an add and a cast back, no synchronization
-    // (exact up to 2^24 batches).
-    NoGradGuard no_grad;
-    num_batches_tracked_.copy_(num_batches_tracked_.to(DType::f32) + 1.0);
-  }
-  return batch_norm(input, weight_, bias_, running_mean_, running_var_, is_training(), momentum_, eps_);
-}
-
-std::string BatchNorm2d::extra_repr() const {
-  return detail::concat(features_, ", eps=", eps_, ", momentum=", momentum_, ", affine=True, track_running_stats=True");
 }
 
 }  // namespace ember::nn

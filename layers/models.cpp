@@ -4,12 +4,17 @@
 #include <map>
 
 #include "core/base/error.h"
+#include "layers/activation.h"
 #include "layers/conv.h"
+#include "layers/dropout.h"
+#include "layers/flatten.h"
+#include "layers/linear.h"
+#include "layers/pooling.h"
 
 namespace ember::nn {
 
 std::shared_ptr<Sequential> mlp(std::int64_t in_features, const std::vector<std::int64_t>& hidden,
-                                std::int64_t out_features, Generator* generator) {
+                                std::int64_t out_features, Generator* generator, const FusionOptions& fusion) {
   auto model = std::make_shared<Sequential>();
   std::int64_t width = in_features;
   for (std::int64_t h : hidden) {
@@ -18,11 +23,11 @@ std::shared_ptr<Sequential> mlp(std::int64_t in_features, const std::vector<std:
     width = h;
   }
   model->append(std::make_shared<Linear>(width, out_features, true, generator));
-  if (fusion_enabled()) model->fuse_relu();
+  model->fuse(fusion);
   return model;
 }
 
-std::shared_ptr<Sequential> cnn(const CnnShape& shape, Generator* generator) {
+std::shared_ptr<Sequential> cnn(const CnnShape& shape, Generator* generator, const FusionOptions& fusion) {
   EMBER_CHECK(shape.height >= 6 && shape.width >= 6, ShapeError, "cnn: inputs of ", shape.height, "×", shape.width,
               " are too small: two 3×3 convolutions and a 2×2 pooling need at least 6×6");
   EMBER_CHECK(shape.c1 > 0 && shape.c2 > 0 && shape.hidden > 0 && shape.classes > 0, ValueError,
@@ -40,7 +45,7 @@ std::shared_ptr<Sequential> cnn(const CnnShape& shape, Generator* generator) {
   model->append(std::make_shared<ReLU>());
   model->append(std::make_shared<Dropout>(0.5, g.next_u64()));
   model->append(std::make_shared<Linear>(shape.hidden, shape.classes, true, &g));
-  if (fusion_enabled()) model->fuse_relu();
+  model->fuse(fusion);
   return model;
 }
 

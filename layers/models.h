@@ -10,16 +10,17 @@
 
 #include "core/io/serialize.h"
 #include "core/tensor/random.h"
-#include "layers/linear.h"
+#include "layers/container.h"
 
 namespace ember::nn {
 
 // Sequential(Linear(in, h1), ReLU, Linear(h1, h2), ReLU, ..., Linear(hk, out)); with no hidden
 // sizes, a single Linear(in, out). Parameters are named 0.weight, 0.bias, 2.weight, ... as in
-// PyTorch's nn.Sequential of the same layers. With fusion enabled (core/base/fusion.h) each Linear→ReLU
-// pair runs as one fused op (Sequential::fuse_relu).
+// PyTorch's nn.Sequential of the same layers. `fusion` picks the fused runs (Sequential::fuse);
+// by default only those that keep values bit for bit, which for an MLP is none.
 std::shared_ptr<Sequential> mlp(std::int64_t in_features, const std::vector<std::int64_t>& hidden,
-                                std::int64_t out_features, Generator* generator = nullptr);
+                                std::int64_t out_features, Generator* generator = nullptr,
+                                const FusionOptions& fusion = {});
 
 // The CNN of PyTorch's MNIST example: Conv2d(1, c1, 3), ReLU, Conv2d(c1, c2, 3), ReLU,
 // MaxPool2d(2), Dropout(0.25), Flatten, Linear(c2·⌊(H−4)/2⌋·⌊(W−4)/2⌋, hidden), ReLU,
@@ -31,7 +32,10 @@ struct CnnShape {
   std::int64_t classes = 10;
   std::int64_t flat_features() const { return c2 * ((height - 4) / 2) * ((width - 4) / 2); }
 };
-std::shared_ptr<Sequential> cnn(const CnnShape& shape, Generator* generator = nullptr);
+// `fusion` picks the fused runs (Sequential::fuse): by default Conv2d→ReLU→MaxPool2d and
+// Conv2d→ReLU, bit for bit the same as unfused.
+std::shared_ptr<Sequential> cnn(const CnnShape& shape, Generator* generator = nullptr,
+                                const FusionOptions& fusion = {});
 // The MNIST-sized CNN (28×28 inputs, 10 classes).
 std::shared_ptr<Sequential> cnn(std::int64_t c1 = 32, std::int64_t c2 = 64, std::int64_t hidden = 128,
                                 Generator* generator = nullptr);

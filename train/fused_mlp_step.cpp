@@ -10,6 +10,7 @@
 
 #include "core/base/config.h"
 #include "core/base/error.h"
+#include "core/base/fusion.h"
 #include "core/cuda/graph.h"
 #include "core/cuda/kernel_errors.h"
 #include "core/cuda/runtime.h"
@@ -22,6 +23,8 @@
 #include "kernels/gemm_epilogue.h"
 #include "kernels/reduce.h"
 #include "kernels/softmax.h"
+#include "layers/activation.h"
+#include "layers/linear.h"
 
 namespace ember::train {
 namespace {
@@ -44,7 +47,7 @@ struct Layer {
 
 }  // namespace
 
-std::string mlp_step_unsupported(const nn::Sequential& model) {
+std::string fused_mlp_step_unsupported(const nn::Sequential& model) {
   const auto& children = model.named_children();
   if (children.empty()) return "the model has no layers";
   bool expect_linear = true;
@@ -71,9 +74,9 @@ std::string mlp_step_unsupported(const nn::Sequential& model) {
   return "";
 }
 
-struct MlpStep::Impl {
+struct FusedMlpStep::Impl {
   optim::Optimizer* optimizer = nullptr;
-  MlpStepOptions options;
+  FusedMlpStepOptions options;
   Device device;
   std::size_t batch = 0, classes = 0;
   std::vector<Layer> layers;
@@ -89,11 +92,11 @@ struct MlpStep::Impl {
   std::size_t step_launches = 0, replays = 0;
   std::string graph_note;
   long long steps = 0;
-  bool sgd_in_gemm = false;  // this step updates the weights inside their GEMMs (MlpStepOptions)
+  bool sgd_in_gemm = false;  // this step updates the weights inside their GEMMs (FusedMlpStepOptions)
 
   bool cuda() const { return device.is_cuda(); }
 
-  // Whether MlpStepOptions::sgd_in_gemm is the optimizer's own update for this step (see there).
+  // Whether FusedMlpStepOptions::sgd_in_gemm is the optimizer's own update for this step (see there).
   bool sgd_in_gemm_applies() const {
     if (!options.sgd_in_gemm || cuda() || options.reduce_across_ranks || options.micro_batches != 1 ||
         !dynamic_cast<const optim::SGD*>(optimizer))
@@ -381,7 +384,7 @@ struct MlpStep::Impl {
     graph = std::make_unique<cuda::Graph>();
     graph_failed = true;
     graph_note = "eager (" + why + ")";
-    std::fprintf(stderr, "ember: warning: MlpStep: %s; every step runs eagerly from now on\n", graph_note.c_str());
+    std::fprintf(stderr, "ember: warning: FusedMlpStep: %s; every step runs eagerly from now on\n", graph_note.c_str());
   }
 
   // The parameters' .grad must be this step's buffers (a zero_grad(set_to_none) may have dropped them).
@@ -397,23 +400,28 @@ struct MlpStep::Impl {
   }
 };
 
-MlpStep::MlpStep(nn::Sequential& model, optim::Optimizer& optimizer, std::size_t batch_size, MlpStepOptions options)
+FusedMlpStep::FusedMlpStep(nn::Sequential& model, optim::Optimizer& optimizer, std::size_t batch_size,
+                           FusedMlpStepOptions options)
     : impl_(std::make_unique<Impl>()) {
-  const std::string why = mlp_step_unsupported(model);
-  EMBER_CHECK(why.empty(), ValueError, "MlpStep: ", why,
+  const std::string why = fused_mlp_step_unsupported(model);
+  EMBER_CHECK(why.empty(), ValueError, "FusedMlpStep: ", why,
               " (it trains Sequentials of Linear and ReLU, as nn::mlp makes)");
-  EMBER_CHECK(batch_size > 0, ValueError, "MlpStep: batch_size must be positive");
+  EMBER_CHECK(batch_size > 0, ValueError, "FusedMlpStep: batch_size must be positive");
   EMBER_CHECK(!options.reduce_across_ranks || dist::is_initialized(), ValueError,
-              "MlpStep: reduce_across_ranks needs a process group; call dist::init() first");
+              "FusedMlpStep: reduce_across_ranks needs a process group; call dist::init() first");
   EMBER_CHECK(options.micro_batches >= 1 && batch_size % options.micro_batches == 0, ValueError,
-              "MlpStep: micro_batches must divide the batch size (", batch_size, "), got ", options.micro_batches);
+              "FusedMlpStep: micro_batches must divide the batch size (", batch_size, "), got ", options.micro_batches);
   EMBER_CHECK(options.eager_steps >= 1, ValueError,
-              "MlpStep: eager_steps must be at least 1 (the buffers a captured "
+              "FusedMlpStep: eager_steps must be at least 1 (the buffers a captured "
               "step uses must exist before capture), got ",
               options.eager_steps);
   Impl& s = *impl_;
   s.optimizer = &optimizer;
   s.options = options;
+  if (!fusion_enabled()) {  // Note [fusion off-switch]: plain GEMMs and kernels, the update apart
+    s.options.gemm_epilogues = false;
+    s.options.sgd_in_gemm = false;
+  }
   s.batch = batch_size;
   const auto& children = model.named_children();
   for (std::size_t i = 0; i < children.size(); ++i) {
@@ -435,7 +443,7 @@ MlpStep::MlpStep(nn::Sequential& model, optim::Optimizer& optimizer, std::size_t
   s.device = s.layers.front().weight.device();
   for (const Layer& l : s.layers)
     EMBER_CHECK(l.weight.device() == s.device && l.bias.device() == s.device, DeviceError,
-                "MlpStep: the model's parameters are on more than one device; call model.to(device) first");
+                "FusedMlpStep: the model's parameters are on more than one device; call model.to(device) first");
   const TensorOptions on_device{.device = s.device};
   const auto B = static_cast<std::int64_t>(batch_size);
   std::int64_t total = 0;
@@ -474,35 +482,36 @@ MlpStep::MlpStep(nn::Sequential& model, optim::Optimizer& optimizer, std::size_t
     s.graph_note = "eager (EMBER_SYNC_DEBUG=1 forbids graph capture)";
 }
 
-MlpStep::~MlpStep() = default;
+FusedMlpStep::~FusedMlpStep() = default;
 
-void MlpStep::step(const Tensor& x, const Tensor& y) {
+void FusedMlpStep::step(const Tensor& x, const Tensor& y) {
   Impl& s = *impl_;
-  EMBER_CHECK(x.defined() && y.defined(), ValueError, "MlpStep::step: x and y must be defined tensors");
+  EMBER_CHECK(x.defined() && y.defined(), ValueError, "FusedMlpStep::step: x and y must be defined tensors");
   for (const auto& [name, t] : {std::pair<const char*, const Tensor&>{"x", x}, {"y", y}})
     if (t.device() != s.device)
-      throw DeviceError(detail::concat("MlpStep::step: '", name, "' is on ", t.device(), " but the model is on ",
+      throw DeviceError(detail::concat("FusedMlpStep::step: '", name, "' is on ", t.device(), " but the model is on ",
                                        s.device, ": move every batch, inputs and labels, with .to(", s.device, ")"));
   EMBER_CHECK(x.dtype() == DType::f32 && x.dim() == 2 && x.size(1) == static_cast<std::int64_t>(s.layers.front().in),
-              ShapeError, "MlpStep::step: expected x f32 [B, ", s.layers.front().in, "], got ", x.dtype(), " ",
+              ShapeError, "FusedMlpStep::step: expected x f32 [B, ", s.layers.front().in, "], got ", x.dtype(), " ",
               shape_str(x.shape()));
   const auto rows = static_cast<std::size_t>(x.size(0));
-  EMBER_CHECK(rows >= 1 && rows <= s.batch, ShapeError, "MlpStep::step: the batch has ", rows,
+  EMBER_CHECK(rows >= 1 && rows <= s.batch, ShapeError, "FusedMlpStep::step: the batch has ", rows,
               " rows; this step was built for 1 to ", s.batch);
   EMBER_CHECK((y.dtype() == DType::i32 || y.dtype() == DType::i64) && y.dim() == 1 &&
                   y.size(0) == static_cast<std::int64_t>(rows),
-              ShapeError, "MlpStep::step: expected y i32 or i64 [", rows, "], got ", y.dtype(), " ",
+              ShapeError, "FusedMlpStep::step: expected y i32 or i64 [", rows, "], got ", y.dtype(), " ",
               shape_str(y.shape()));
   for (const Layer& l : s.layers)
-    EMBER_CHECK(l.weight.device() == s.device, DeviceError, "MlpStep::step: the model moved to ", l.weight.device(),
-                " after this step was built for ", s.device, "; build a new MlpStep after model.to()");
+    EMBER_CHECK(l.weight.device() == s.device, DeviceError, "FusedMlpStep::step: the model moved to ",
+                l.weight.device(), " after this step was built for ", s.device,
+                "; build a new FusedMlpStep after model.to()");
   NoGradGuard no_grad;
   std::optional<cuda::DeviceGuard> guard;
   if (s.cuda()) guard.emplace(s.device);
   s.attach_grads();
   s.sgd_in_gemm = s.sgd_in_gemm_applies();  // (the optimizer's settings may have changed since the last step)
   if (s.options.micro_batches > 1) {
-    EMBER_CHECK(rows % s.options.micro_batches == 0, ShapeError, "MlpStep::step: a batch of ", rows,
+    EMBER_CHECK(rows % s.options.micro_batches == 0, ShapeError, "FusedMlpStep::step: a batch of ", rows,
                 " rows cannot be split into ", s.options.micro_batches, " equal micro-batches");
     s.run_micro_batches(x, y, rows);
     ++s.steps;
@@ -571,18 +580,18 @@ void MlpStep::step(const Tensor& x, const Tensor& y) {
   ++s.steps;
 }
 
-const Tensor& MlpStep::loss_sum() const { return impl_->loss_sum; }
-const Tensor& MlpStep::batch_loss() const { return impl_->batch_loss; }
-void MlpStep::reset_loss_sum() { impl_->loss_sum.zero_(); }
-bool MlpStep::graph_captured() const { return impl_->graph->ready(); }
-std::size_t MlpStep::graph_kernel_nodes() const { return impl_->graph->kernel_nodes(); }
-std::size_t MlpStep::step_launches() const { return impl_->step_launches; }
-std::size_t MlpStep::graph_replays() const { return impl_->replays; }
-bool MlpStep::sgd_in_gemm_applied() const { return impl_->sgd_in_gemm; }
-double MlpStep::communication_seconds() const { return impl_->communication_s; }
-void MlpStep::reset_communication_seconds() { impl_->communication_s = 0; }
+const Tensor& FusedMlpStep::loss_sum() const { return impl_->loss_sum; }
+const Tensor& FusedMlpStep::batch_loss() const { return impl_->batch_loss; }
+void FusedMlpStep::reset_loss_sum() { impl_->loss_sum.zero_(); }
+bool FusedMlpStep::graph_captured() const { return impl_->graph->ready(); }
+std::size_t FusedMlpStep::graph_kernel_nodes() const { return impl_->graph->kernel_nodes(); }
+std::size_t FusedMlpStep::step_launches() const { return impl_->step_launches; }
+std::size_t FusedMlpStep::graph_replays() const { return impl_->replays; }
+bool FusedMlpStep::sgd_in_gemm_applied() const { return impl_->sgd_in_gemm; }
+double FusedMlpStep::communication_seconds() const { return impl_->communication_s; }
+void FusedMlpStep::reset_communication_seconds() { impl_->communication_s = 0; }
 
-std::string MlpStep::describe() const {
+std::string FusedMlpStep::describe() const {
   const Impl& s = *impl_;
   std::string text = s.graph_note.empty() ? "eager until captured" : s.graph_note;
   if (!s.cuda())

@@ -21,14 +21,15 @@
 #include <string>
 
 #include "core/tensor/tensor.h"
-#include "layers/linear.h"
+#include "layers/container.h"
 #include "optim/optimizer.h"
 
 namespace ember::train {
 
-struct MlpStepOptions {
+struct FusedMlpStepOptions {
   // cuBLASLt epilogues on CUDA where cuBLASLt supports them; false forces plain GEMMs and ember's
-  // own bias/ReLU kernels (for comparison, or as a fallback).
+  // own bias/ReLU kernels (for comparison, or as a fallback). The global off-switch (Note [fusion
+  // off-switch], core/base/fusion.h) turns this and sgd_in_gemm off.
   bool gemm_epilogues = true;
   // Capture the step in a CUDA graph after `eager_steps` (≥ 1) eager steps on full batches (so
   // that every gradient and optimizer buffer exists before capture) and replay it for every full
@@ -56,16 +57,17 @@ struct MlpStepOptions {
   bool sgd_in_gemm = false;
 };
 
-// Why `model` cannot be trained by MlpStep, or an empty string when it can.
-std::string mlp_step_unsupported(const nn::Sequential& model);
+// Why `model` cannot be trained by FusedMlpStep, or an empty string when it can.
+std::string fused_mlp_step_unsupported(const nn::Sequential& model);
 
-class MlpStep {
+class FusedMlpStep {
  public:
-  // Throws ValueError (naming the reason) when mlp_step_unsupported(model) is not empty.
-  MlpStep(nn::Sequential& model, optim::Optimizer& optimizer, std::size_t batch_size, MlpStepOptions options = {});
-  ~MlpStep();
-  MlpStep(const MlpStep&) = delete;
-  MlpStep& operator=(const MlpStep&) = delete;
+  // Throws ValueError (naming the reason) when fused_mlp_step_unsupported(model) is not empty.
+  FusedMlpStep(nn::Sequential& model, optim::Optimizer& optimizer, std::size_t batch_size,
+               FusedMlpStepOptions options = {});
+  ~FusedMlpStep();
+  FusedMlpStep(const FusedMlpStep&) = delete;
+  FusedMlpStep& operator=(const FusedMlpStep&) = delete;
 
   // One step on a batch: x f32 [B, in], y class indices [B] (i32 or i64), both on the model's
   // device, 1 ≤ B ≤ batch_size. The parameters' .grad tensors hold this step's gradients after it
@@ -90,7 +92,7 @@ class MlpStep {
   void reset_communication_seconds();
   // How the step runs, for logs: "CUDA graph, 8 kernels per step; cuBLASLt epilogues: ...".
   std::string describe() const;
-  // Whether the last step updated the weights inside their GEMMs (MlpStepOptions::sgd_in_gemm).
+  // Whether the last step updated the weights inside their GEMMs (FusedMlpStepOptions::sgd_in_gemm).
   bool sgd_in_gemm_applied() const;
 
  private:

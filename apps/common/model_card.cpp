@@ -7,6 +7,7 @@
 
 #include "core/base/error.h"
 #include "layers/models.h"
+#include "layers/nn.h"
 
 namespace ember::apps {
 namespace {

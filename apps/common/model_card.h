@@ -12,7 +12,7 @@
 
 #include "core/io/serialize.h"
 #include "data/dataset.h"
-#include "layers/linear.h"
+#include "layers/container.h"
 
 namespace ember::apps {
 

@@ -3,6 +3,7 @@
 #include "kernels/conv.h"
 #include "core/ops/activation_grad.h"
 #include "core/ops/dispatch.h"
+#include "core/ops/fused.h"
 #include "core/ops/op_helpers.h"
 #include "core/ops/ops.h"
 #include "core/tensor/autograd.h"
@@ -122,7 +123,7 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int
   return y;
 }
 
-Tensor conv2d_relu(const Tensor& input, const Tensor& weight, const Tensor& bias, int stride, int padding) {
+Tensor fused::conv2d_relu(const Tensor& input, const Tensor& weight, const Tensor& bias, int stride, int padding) {
   const ConvGeometry g = checked_geometry("conv2d_relu", input, weight, bias, stride, padding);
   Tensor y = conv_forward(input, weight, bias, g, true);
   if (autograd::needs_recording({&input, &weight, &bias}))
@@ -202,8 +203,8 @@ Tensor max_pool2d(const Tensor& input, int kernel, int stride) {
   return y;
 }
 
-Tensor conv2d_relu_max_pool2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int stride, int padding,
-                              int pool_kernel, int pool_stride) {
+Tensor fused::conv2d_relu_max_pool2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int stride,
+                                     int padding, int pool_kernel, int pool_stride) {
   const char* op = "conv2d_relu_max_pool2d";
   const ConvGeometry g = checked_geometry(op, input, weight, bias, stride, padding);
   const Shape conv_shape{static_cast<std::int64_t>(g.n), static_cast<std::int64_t>(g.k),

@@ -1,6 +1,7 @@
 // Matrix ops: matmul, linear and transpose, on cuBLAS / OpenBLAS through kernels/gemm.h.
 // A transpose in a product is a flag to the GEMM, never a copy.
 #include "core/ops/dispatch.h"
+#include "core/ops/fused.h"
 #include "core/ops/op_helpers.h"
 #include "core/ops/ops.h"
 #include "core/tensor/autograd.h"
@@ -145,7 +146,7 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   return y;
 }
 
-Tensor linear_relu(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+Tensor fused::linear_relu(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   EMBER_CHECK(bias.defined(), ValueError, "linear_relu: needs a bias (use relu(linear(x, w)) without one)");
   const std::int64_t rows = check_linear("linear_relu", input, weight, bias);
   const std::int64_t in = weight.shape()[1], out_features = weight.shape()[0];

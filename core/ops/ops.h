@@ -1,6 +1,7 @@
 // The functional API: every op users call, on the CPU or a CUDA device alike. Differentiable ops
 // record themselves for autograd when an input requires grad (see core/tensor/autograd.h); docs/ops.md
-// lists them with their backends and derivative rules.
+// lists them with their backends and derivative rules. Ops that fuse several of these into one
+// pass live apart, in core/ops/fused.h (namespace ember::fused).
 //
 // Every op checks that its tensors share one device and throws DeviceError naming the op and
 // the argument otherwise; dtype and shape mismatches throw DTypeError / ShapeError naming both
@@ -62,9 +63,6 @@ Tensor lt(const Tensor& input, double other);
 // [out, in], PyTorch's layout) + bias [out] → [..., out]; bias may be undefined.
 Tensor matmul(const Tensor& input, const Tensor& other);
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor());
-// relu(linear(input, weight, bias)) fused: the bias and the ReLU in one pass after the GEMM, and
-// one node in the graph whose backward applies the mask and sums the bias gradient in one pass.
-Tensor linear_relu(const Tensor& input, const Tensor& weight, const Tensor& bias);
 Tensor transpose(const Tensor& input);  // swaps the last two dims (a copy)
 
 // Convolutional networks, NCHW. conv2d: cross-correlation of input [N, C, H, W] with weight
@@ -74,17 +72,7 @@ Tensor transpose(const Tensor& input);  // swaps the last two dims (a copy)
 // `momentum`; in evaluation it uses the running statistics.
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(), int stride = 1,
               int padding = 0);
-// relu(conv2d(...)) as one op: on the CPU the ReLU runs on each image's output while it is in
-// cache (Sequential fuses Conv2d→ReLU into it, as Linear→ReLU into linear_relu).
-Tensor conv2d_relu(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(), int stride = 1,
-                   int padding = 0);
 Tensor max_pool2d(const Tensor& input, int kernel, int stride = 0);
-// max_pool2d(conv2d_relu(...), pool_kernel, pool_stride) as one op, the same values and gradients
-// (Sequential fuses Conv2d→ReLU→MaxPool2d into it). On the CPU, for 3×3 stride-1 kernels and a
-// 2×2 pooling, each 2×2 block of outputs is pooled as it is computed and the convolution's output
-// is never stored; its backward needs only the pooled values and their positions.
-Tensor conv2d_relu_max_pool2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int stride, int padding,
-                              int pool_kernel, int pool_stride = 0);
 Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
                   Tensor& running_var, bool training, double momentum = 0.1, double eps = 1e-5);
 

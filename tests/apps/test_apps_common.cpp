@@ -12,6 +12,7 @@
 #include "apps/common/train_state.h"
 #include "core/ops/ops.h"
 #include "layers/models.h"
+#include "layers/nn.h"
 #include "optim/optimizer.h"
 #include "support/helpers.h"
 

@@ -5,11 +5,12 @@
 #include <functional>
 #include <string>
 
+#include "core/ops/fused.h"
 #include "core/ops/gradcheck.h"
 #include "core/ops/ops.h"
 #include "core/tensor/autograd.h"
 #include "core/tensor/random.h"
-#include "layers/activation.h"
+#include "layers/nn.h"
 #include "support/helpers.h"
 
 using namespace ember;
@@ -81,7 +82,7 @@ std::vector<OpCase> op_cases() {
       {"matmul", [](auto& x) { return matmul(x[0], x[1]); }, {a, input({4, 2}, 7)}},
       {"linear", [](auto& x) { return linear(x[0], x[1], x[2]); }, {a, input({2, 4}, 8), input({2}, 9)}},
       {"linear_relu (fused)",
-       [](auto& x) { return linear_relu(x[0], x[1], x[2]); },
+       [](auto& x) { return fused::linear_relu(x[0], x[1], x[2]); },
        {input({5, 4}, 13), input({3, 4}, 14), from_vector<double>({0.3, -0.2, 0.45}, {3}).set_requires_grad()}},
       {"linear (no bias, 3-d input)",
        [](auto& x) { return linear(x[0], x[1]); },

@@ -17,6 +17,7 @@
 
 #include <cstring>
 
+#include "core/ops/fused.h"
 #include "core/ops/ops.h"
 #include "core/tensor/autograd.h"
 #include "cuda/cuda_helpers.h"
@@ -39,7 +40,7 @@ TEST_CASE("cuDNN convolution forward and backward match the CPU", "[cudnn]") {
   REQUIRE(kernels::cuda::cudnn_available());
   CHECK(kernels::cuda::cudnn_version() >= 90000);
   const bool fused = GENERATE(false, true);  // conv2d, or conv2d_relu (ReLU in place after the bias)
-  const auto op = fused ? &conv2d_relu : &conv2d;
+  const auto op = fused ? &fused::conv2d_relu : &conv2d;
   for (auto [n, c, h, k, kernel, stride, pad] :
        {std::tuple{2, 1, 28, 8, 3, 1, 0}, std::tuple{3, 8, 13, 16, 3, 2, 1}, std::tuple{64, 32, 26, 64, 3, 1, 0},
         std::tuple{1, 3, 7, 5, 5, 1, 2}}) {
@@ -77,8 +78,8 @@ TEST_CASE("conv2d_relu_max_pool2d on the GPU is its composition there, and the C
     const Tensor x = rnd({n, c, h, h}, 11), w = rnd({k, c, 3, 3}, 12), b = rnd({k}, 13);
     Tensor gx = x.to(kGpu).set_requires_grad(), gw = w.to(kGpu).set_requires_grad(),
            gb = b.to(kGpu).set_requires_grad();
-    const Tensor fused = conv2d_relu_max_pool2d(gx, gw, gb, 1, 0, 2);
-    const Tensor composed = max_pool2d(conv2d_relu(gx, gw, gb, 1, 0), 2);
+    const Tensor fused = fused::conv2d_relu_max_pool2d(gx, gw, gb, 1, 0, 2);
+    const Tensor composed = max_pool2d(fused::conv2d_relu(gx, gw, gb, 1, 0), 2);
     CHECK(fused.to_vector<float>() == composed.to_vector<float>());
     const Tensor upstream = rnd(fused.shape(), 14).to(kGpu);
     std::vector<std::vector<float>> grads;
@@ -89,8 +90,8 @@ TEST_CASE("conv2d_relu_max_pool2d on the GPU is its composition there, and the C
     }
     for (std::size_t i = 0; i < 3; ++i) CHECK(grads[i] == grads[i + 3]);
     // The pooled values as the CPU computes them (Winograd's rounding: see the tolerances above).
-    EMBER_REQUIRE_CLOSE(fused.to_vector<float>(), conv2d_relu_max_pool2d(x, w, b, 1, 0, 2).to_vector<float>(), 5e-4,
-                        2e-4);
+    EMBER_REQUIRE_CLOSE(fused.to_vector<float>(), fused::conv2d_relu_max_pool2d(x, w, b, 1, 0, 2).to_vector<float>(),
+                        5e-4, 2e-4);
   }
   ember::cuda::set_deterministic(false);
 }

@@ -62,7 +62,7 @@ TEST_CASE("the fused step's reduction is captured in its CUDA graph and changes 
     auto model = nn::mlp(784, {32}, 10, &init);
     model->to(kGpu);
     optim::Adam adam(model->parameters(), {.lr = 1e-3});
-    train::MlpStep step(*model, adam, 64, {.reduce_across_ranks = reduce});
+    train::FusedMlpStep step(*model, adam, 64, {.reduce_across_ranks = reduce});
     Generator data(5);
     for (int b = 0; b < 8; ++b)
       step.step(uniform({64, 784}, 0, 1, {}, &data).to(kGpu),

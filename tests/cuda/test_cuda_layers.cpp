@@ -8,8 +8,7 @@
 #include "core/io/serialize.h"
 #include "core/ops/ops.h"
 #include "cuda/cuda_helpers.h"
-#include "layers/leaky_relu.h"
-#include "layers/linear.h"
+#include "layers/nn.h"
 #include "optim/optimizer.h"
 
 using namespace ember;

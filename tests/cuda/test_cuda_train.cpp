@@ -28,8 +28,8 @@ struct Run {
 };
 
 // Trains 784-hidden-10 for `epochs` epochs of 12 batches (the last one partial) on `device`.
-Run train_mlp(Device device, const std::vector<std::int64_t>& hidden, train::MlpStepOptions options, int epochs = 3,
-              const std::string& kind = "sgd") {
+Run train_mlp(Device device, const std::vector<std::int64_t>& hidden, train::FusedMlpStepOptions options,
+              int epochs = 3, const std::string& kind = "sgd") {
   Generator init(11);
   auto model = nn::mlp(784, hidden, 10, &init);
   model->to(device);
@@ -38,7 +38,7 @@ Run train_mlp(Device device, const std::vector<std::int64_t>& hidden, train::Mlp
     opt = std::make_unique<optim::SGD>(model->parameters(), optim::GroupOptions{.lr = 0.1, .momentum = 0.9});
   else
     opt = std::make_unique<optim::Adam>(model->parameters(), optim::GroupOptions{.lr = 1e-3});
-  train::MlpStep step(*model, *opt, 128, options);
+  train::FusedMlpStep step(*model, *opt, 128, options);
   Generator data(5);
   std::vector<std::pair<Tensor, Tensor>> batches;
   for (int b = 0; b < 12; ++b) {
@@ -117,7 +117,7 @@ TEST_CASE("a bad target under a graph raises its error at the epoch's end", "[gr
   auto model = nn::mlp(784, {32}, 10, &init);
   model->to(kGpu);
   optim::SGD sgd(model->parameters(), {.lr = 0.1});
-  train::MlpStep step(*model, sgd, 64);
+  train::FusedMlpStep step(*model, sgd, 64);
   Generator data(2);
   const Tensor x = uniform({64, 784}, 0, 1, {}, &data).to(kGpu);
   const Tensor good = randint(0, 10, {64}, {.dtype = DType::i32}, &data).to(kGpu);
@@ -135,7 +135,7 @@ TEST_CASE("a setting changed after capture reaches the replayed step: the graph 
     auto model = nn::mlp(784, {32}, 10, &init);
     model->to(kGpu);
     optim::SGD sgd(model->parameters(), {.lr = 0.05});
-    train::MlpStep step(*model, sgd, 64, {.cuda_graph = graph});
+    train::FusedMlpStep step(*model, sgd, 64, {.cuda_graph = graph});
     Generator data(8);
     const Tensor x = uniform({64, 784}, 0, 1, {}, &data).to(kGpu);
     const Tensor y = randint(0, 10, {64}, {.dtype = DType::i32}, &data).to(kGpu);
@@ -191,7 +191,7 @@ TEST_CASE("an optimizer changed just before the first capture gets one more eage
     auto model = nn::mlp(784, {32}, 10, &init);
     model->to(kGpu);
     optim::SGD sgd(model->parameters(), {.lr = 0.05});
-    train::MlpStep step(*model, sgd, 64, {.cuda_graph = graph, .eager_steps = 1});
+    train::FusedMlpStep step(*model, sgd, 64, {.cuda_graph = graph, .eager_steps = 1});
     Generator data(9);
     const Tensor x = uniform({64, 784}, 0, 1, {}, &data).to(kGpu);
     const Tensor y = randint(0, 10, {64}, {.dtype = DType::i32}, &data).to(kGpu);
@@ -210,7 +210,7 @@ TEST_CASE("replayed steps allocate nothing, on the device or the host", "[graph]
   auto model = nn::mlp(784, {32}, 10, &init);
   model->to(kGpu);
   optim::Adam adam(model->parameters(), {.lr = 1e-3});
-  train::MlpStep step(*model, adam, 128);
+  train::FusedMlpStep step(*model, adam, 128);
   Generator data(6);
   const Tensor x = uniform({128, 784}, 0, 1, {}, &data).to(kGpu);
   const Tensor y = randint(0, 10, {128}, {.dtype = DType::i32}, &data).to(kGpu);

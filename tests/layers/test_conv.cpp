@@ -4,12 +4,12 @@
 
 #include <cmath>
 
+#include "core/ops/fused.h"
 #include "core/ops/gradcheck.h"
 #include "core/ops/ops.h"
 #include "core/tensor/autograd.h"
 #include "kernels/conv.h"
-#include "layers/conv.h"
-#include "layers/models.h"
+#include "layers/nn.h"
 #include "support/helpers.h"
 
 using namespace ember;
@@ -132,7 +132,7 @@ TEST_CASE("3×3 stride-1 convolutions with 8+ channels (Winograd F(4×4, 3×3)) 
     EMBER_REQUIRE_CLOSE(y32.to_vector<double>(), y.to_vector<double>(), 1e-4, 1e-4);
   }
   SECTION("gradcheck, with ReLU fused") {
-    require_gradcheck([](const std::vector<Tensor>& v) { return conv2d_relu(v[0], v[1], v[2], 1, 1); },
+    require_gradcheck([](const std::vector<Tensor>& v) { return fused::conv2d_relu(v[0], v[1], v[2], 1, 1); },
                       {random({2, 8, 5, 6}, 35).set_requires_grad(), random({8, 8, 3, 3}, 36).set_requires_grad(),
                        random({8}, 37).set_requires_grad()});
   }
@@ -148,10 +148,10 @@ TEST_CASE("conv2d_relu is relu(conv2d) in values and gradients, and Sequential f
   for (auto [stride, pad] : {std::pair{1, 0}, std::pair{2, 1}}) {
     INFO("stride " << stride << " padding " << pad);
     const Tensor x = random({2, 3, 6, 7}, 21), w = random({4, 3, 3, 3}, 22), b = random({4}, 23);
-    EMBER_REQUIRE_CLOSE(conv2d_relu(x, w, b, stride, pad).to_vector<double>(),
+    EMBER_REQUIRE_CLOSE(fused::conv2d_relu(x, w, b, stride, pad).to_vector<double>(),
                         relu(conv2d(x, w, b, stride, pad)).to_vector<double>(), 0.0, 0.0);
     require_gradcheck(
-        [s = stride, p = pad](const std::vector<Tensor>& v) { return conv2d_relu(v[0], v[1], v[2], s, p); },
+        [s = stride, p = pad](const std::vector<Tensor>& v) { return fused::conv2d_relu(v[0], v[1], v[2], s, p); },
         {x.clone().set_requires_grad(), w.clone().set_requires_grad(), b.clone().set_requires_grad()});
   }
 }
@@ -162,7 +162,7 @@ TEST_CASE("Sequential fuses Conv2d→ReLU(→MaxPool2d), with the values and gra
   const auto c1 = GENERATE(4, 8);
   INFO("conv1 channels " << c1);
   Generator g(5);
-  auto model = nn::cnn(c1, 8, 16, &g);
+  auto model = nn::cnn(nn::CnnShape{.c1 = c1, .c2 = 8, .hidden = 16}, &g, FusionOptions::all());
   // conv1 with its ReLU, conv2 with its ReLU and the pooling, and the Linear with its ReLU.
   CHECK((model->fused_with(0) == 1 && model->fused_with(2) == 2 && model->fused_with(7) == 1));
   const Tensor images = rand({3, 1, 28, 28});
@@ -170,7 +170,7 @@ TEST_CASE("Sequential fuses Conv2d→ReLU(→MaxPool2d), with the values and gra
   model->eval();  // no dropout, so the two passes see the same network
   for (bool fused : {true, false}) {
     if (fused)
-      CHECK(model->fuse_relu() == 3);
+      CHECK(model->fuse(FusionOptions::all()) == 3);
     else
       model->unfuse();
     model->zero_grad();
@@ -209,8 +209,8 @@ TEST_CASE("conv2d_relu_max_pool2d is max_pool2d(conv2d_relu) in values and gradi
     for (bool fused : {true, false}) {
       const Tensor xg = x.clone().set_requires_grad(), wg = w.clone().set_requires_grad(),
                    bg = b.clone().set_requires_grad();
-      const Tensor y = fused ? conv2d_relu_max_pool2d(xg, wg, bg, stride, pad, pool)
-                             : max_pool2d(conv2d_relu(xg, wg, bg, stride, pad), pool);
+      const Tensor y = fused ? fused::conv2d_relu_max_pool2d(xg, wg, bg, stride, pad, pool)
+                             : max_pool2d(fused::conv2d_relu(xg, wg, bg, stride, pad), pool);
       values.push_back(y.to_vector<double>());
       sum(y * random(y.shape(), 44)).backward();
       for (const Tensor& t : {xg, wg, bg}) {
@@ -221,9 +221,10 @@ TEST_CASE("conv2d_relu_max_pool2d is max_pool2d(conv2d_relu) in values and gradi
     EMBER_REQUIRE_CLOSE(values[0], values[1], 0.0, 0.0);
     for (std::size_t i = 0; i < 3; ++i) EMBER_REQUIRE_CLOSE(grads[i], grads[i + 3], 0.0, 0.0);
   }
-  require_gradcheck([](const std::vector<Tensor>& v) { return conv2d_relu_max_pool2d(v[0], v[1], v[2], 1, 1, 2); },
-                    {random({2, 8, 4, 6}, 45).set_requires_grad(), random({8, 8, 3, 3}, 46).set_requires_grad(),
-                     random({8}, 47).set_requires_grad()});
+  require_gradcheck(
+      [](const std::vector<Tensor>& v) { return fused::conv2d_relu_max_pool2d(v[0], v[1], v[2], 1, 1, 2); },
+      {random({2, 8, 4, 6}, 45).set_requires_grad(), random({8, 8, 3, 3}, 46).set_requires_grad(),
+       random({8}, 47).set_requires_grad()});
 }
 
 TEST_CASE("max_pool2d's 2×2 path picks what the window definition does, NaN and ties included") {

@@ -13,11 +13,7 @@
 
 #include "core/ops/gradcheck.h"
 #include "core/ops/ops.h"
-#include "layers/activation.h"
-#include "layers/conv.h"
-#include "layers/leaky_relu.h"
-#include "layers/linear.h"
-#include "layers/models.h"
+#include "layers/nn.h"
 #include "optim/optimizer.h"
 #include "support/helpers.h"
 
@@ -132,13 +128,15 @@ TEST_CASE("Sequential names its children 0, 1, ... and parameters with dotted na
 TEST_CASE("Sequential's fused Linear+ReLU gives the plain path's values and gradients") {
   Generator g(9);
   auto model = nn::mlp(784, {16}, 10, &g);
-  CHECK(model->fused_at(0));  // nn::mlp fuses when fusion is enabled (the default)
+  // By default nn::mlp fuses nothing: linear_relu rounds its bias differently, so it is opt-in.
+  CHECK_FALSE(model->fused_at(0));
+  CHECK(nn::mlp(784, {16}, 10, &g, FusionOptions::all())->fused_at(0));
   const Tensor x = rand({6, 784});
   const Tensor y = randint(0, 10, {6}, {.dtype = DType::i64});
   std::vector<std::vector<float>> outputs, grads;
   for (bool fused : {true, false}) {
     if (fused)
-      CHECK(model->fuse_relu() == 1);
+      CHECK(model->fuse(FusionOptions::all()) == 1);
     else
       model->unfuse();
     CHECK(model->fused_at(0) == fused);
@@ -169,7 +167,7 @@ class DoublingLinear : public nn::Linear {
 TEST_CASE("fusing Linear→ReLU never bypasses a subclass's forward, and follows the switch") {
   nn::Sequential model{std::make_shared<DoublingLinear>(3, 2), std::make_shared<nn::ReLU>(),
                        std::make_shared<nn::Linear>(2, 2), std::make_shared<nn::ReLU>()};
-  CHECK(model.fuse_relu() == 1);  // only the plain Linear at 2
+  CHECK(model.fuse(FusionOptions::all()) == 1);  // only the plain Linear at 2
   CHECK((!model.fused_at(0) && model.fused_at(2)));
   const Tensor x = ones({1, 3});
   const auto& first = static_cast<const nn::Linear&>(*model.named_children()[0].second);
@@ -178,7 +176,22 @@ TEST_CASE("fusing Linear→ReLU never bypasses a subclass's forward, and follows
   EMBER_REQUIRE_CLOSE(model(x).to_vector<float>(),
                       relu(linear(expected, second.weight(), second.bias())).to_vector<float>(), 1e-6, 1e-6);
   const FusionScope unfused(false);
-  CHECK_FALSE(nn::mlp(4, {4}, 2)->fused_at(0));  // the builders consult the switch
+  CHECK(model.fuse(FusionOptions::all()) == 0);  // the off-switch wins over the options
+  CHECK_FALSE(model.fused_at(2));
+  CHECK_FALSE(nn::mlp(4, {4}, 2, nullptr, FusionOptions::all())->fused_at(0));
+}
+
+TEST_CASE("FusionOptions fuse exactly the groups they name") {
+  Generator g(2);
+  auto model = nn::cnn(nn::CnnShape{.c1 = 2, .c2 = 3, .hidden = 4}, &g, FusionOptions::none());
+  CHECK(model->fuse(FusionOptions::none()) == 0);
+  // Conv2d(0)→ReLU, Conv2d(2)→ReLU→MaxPool2d(4), Linear(7)→ReLU.
+  CHECK(model->fuse({}) == 2);  // the defaults: both convolutions, not the Linear
+  CHECK((model->fused_with(0) == 1 && model->fused_with(2) == 2 && !model->fused_at(7)));
+  CHECK(model->fuse({.conv2d_relu = true, .conv2d_relu_max_pool2d = false, .linear_relu = false}) == 2);
+  CHECK((model->fused_with(0) == 1 && model->fused_with(2) == 1));
+  CHECK(model->fuse({.conv2d_relu = false, .conv2d_relu_max_pool2d = true, .linear_relu = true}) == 2);
+  CHECK((!model->fused_at(0) && model->fused_with(2) == 2 && model->fused_with(7) == 1));
 }
 
 TEST_CASE("FusionScope restores the fusion switch at the end of its scope, also when an exception ends it") {

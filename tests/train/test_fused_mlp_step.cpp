@@ -1,4 +1,4 @@
-// MlpStep on the CPU against the same training written with autograd ops: the same losses and
+// FusedMlpStep on the CPU against the same training written with autograd ops: the same losses and
 // the same weights after several steps, for SGD with momentum and for Adam, with a partial last
 // batch; plain SGD's update inside the weight GEMMs (sgd_in_gemm), and where it must not apply;
 // its errors; and a steady state that takes no memory from the system.
@@ -9,6 +9,7 @@
 #include "core/ops/ops.h"
 #include "core/tensor/storage.h"
 #include "layers/models.h"
+#include "layers/nn.h"
 #include "optim/optimizer.h"
 #include "train/fused_mlp_step.h"
 
@@ -36,7 +37,7 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const std::string& kind, std::v
 
 }  // namespace
 
-TEST_CASE("MlpStep trains exactly like autograd on the CPU") {
+TEST_CASE("FusedMlpStep trains exactly like autograd on the CPU") {
   for (const std::string kind : {"sgd", "adam"})
     for (const std::vector<std::int64_t>& hidden : {std::vector<std::int64_t>{32}, {64, 48}, {}}) {
       INFO(kind << ", " << hidden.size() << " hidden layers");
@@ -45,7 +46,7 @@ TEST_CASE("MlpStep trains exactly like autograd on the CPU") {
       auto stepped = nn::mlp(20, hidden, 10, &g2);
       auto ref_opt = make_optimizer(kind, reference->parameters());
       auto step_opt = make_optimizer(kind, stepped->parameters());
-      train::MlpStep step(*stepped, *step_opt, 16);
+      train::FusedMlpStep step(*stepped, *step_opt, 16);
       const auto batches = make_batches(20, 10, {16, 16, 16, 16, 16, 5}, DType::i32);
       double ref_sum = 0;
       for (const Batch& b : batches) {
@@ -77,7 +78,7 @@ TEST_CASE("MlpStep trains exactly like autograd on the CPU") {
     }
 }
 
-TEST_CASE("MlpStep with sgd_in_gemm updates the weights inside their GEMMs, training as autograd does") {
+TEST_CASE("FusedMlpStep with sgd_in_gemm updates the weights inside their GEMMs, training as autograd does") {
   for (const std::vector<std::int64_t>& hidden : {std::vector<std::int64_t>{32}, {64, 48}, {}}) {
     INFO(hidden.size() << " hidden layers");
     Generator g1(7), g2(7);
@@ -85,7 +86,7 @@ TEST_CASE("MlpStep with sgd_in_gemm updates the weights inside their GEMMs, trai
     auto stepped = nn::mlp(20, hidden, 10, &g2);
     optim::SGD ref_opt(reference->parameters(), {.lr = 0.3});
     optim::SGD step_opt(stepped->parameters(), {.lr = 0.3});
-    train::MlpStep step(*stepped, step_opt, 16, {.sgd_in_gemm = true});
+    train::FusedMlpStep step(*stepped, step_opt, 16, {.sgd_in_gemm = true});
     for (const Batch& b : make_batches(20, 10, {16, 16, 16, 16, 16, 5}, DType::i32)) {
       Tensor loss = cross_entropy((*reference)(b.x), b.y);
       ref_opt.zero_grad();
@@ -113,7 +114,7 @@ TEST_CASE("MlpStep with sgd_in_gemm updates the weights inside their GEMMs, trai
   }
 }
 
-TEST_CASE("MlpStep's sgd_in_gemm steps aside where the update would not be plain SGD's on every weight") {
+TEST_CASE("FusedMlpStep's sgd_in_gemm steps aside where the update would not be plain SGD's on every weight") {
   const auto batches = make_batches(12, 4, {8, 8}, DType::i32);
   // Each case: the optimizer over some of the parameters with some settings; the update must then
   // be the optimizer's own, bit for bit the same as without the option.
@@ -134,7 +135,7 @@ TEST_CASE("MlpStep's sgd_in_gemm steps aside where the update would not be plain
       return all;
     };
     optim::SGD plain_opt(params(*plain), c.options), with_opt(params(*with), c.options);
-    train::MlpStep plain_step(*plain, plain_opt, 8), with_step(*with, with_opt, 8, {.sgd_in_gemm = true});
+    train::FusedMlpStep plain_step(*plain, plain_opt, 8), with_step(*with, with_opt, 8, {.sgd_in_gemm = true});
     for (const Batch& b : batches) {
       plain_step.step(b.x, b.y);
       with_step.step(b.x, b.y);
@@ -148,11 +149,11 @@ TEST_CASE("MlpStep's sgd_in_gemm steps aside where the update would not be plain
   }
 }
 
-TEST_CASE("MlpStep takes i64 labels, and keeps working after zero_grad(set_to_none)") {
+TEST_CASE("FusedMlpStep takes i64 labels, and keeps working after zero_grad(set_to_none)") {
   Generator g(3);
   auto model = nn::mlp(12, {8}, 4, &g);
   optim::SGD sgd(model->parameters(), {.lr = 0.1});
-  train::MlpStep step(*model, sgd, 8);
+  train::FusedMlpStep step(*model, sgd, 8);
   const auto batches = make_batches(12, 4, {8, 8}, DType::i64);
   step.step(batches[0].x, batches[0].y);
   const float before = model->parameters()[0].to_vector<float>()[0];
@@ -162,15 +163,15 @@ TEST_CASE("MlpStep takes i64 labels, and keeps working after zero_grad(set_to_no
   CHECK(model->parameters()[0].to_vector<float>()[0] != before);
 }
 
-TEST_CASE("MlpStep rejects models and batches it cannot train, naming the reason") {
+TEST_CASE("FusedMlpStep rejects models and batches it cannot train, naming the reason") {
   Generator g(1);
   auto model = nn::mlp(6, {4}, 3, &g);
   optim::SGD sgd(model->parameters(), {.lr = 0.1});
   SECTION("a layer other than Linear or ReLU") {
     nn::Sequential with_dropout{std::make_shared<nn::Linear>(6, 4, true, &g), std::make_shared<nn::Dropout>(0.5, 1),
                                 std::make_shared<nn::Linear>(4, 3, true, &g)};
-    CHECK_THAT(train::mlp_step_unsupported(with_dropout), Catch::Contains("layer 1 (Dropout) is neither"));
-    CHECK_THROWS_AS(train::MlpStep(with_dropout, sgd, 4), ValueError);
+    CHECK_THAT(train::fused_mlp_step_unsupported(with_dropout), Catch::Contains("layer 1 (Dropout) is neither"));
+    CHECK_THROWS_AS(train::FusedMlpStep(with_dropout, sgd, 4), ValueError);
   }
   SECTION("a Linear shared between two places") {
     auto shared = std::make_shared<nn::Linear>(4, 4, true, &g);
@@ -181,20 +182,21 @@ TEST_CASE("MlpStep rejects models and batches it cannot train, naming the reason
                          shared,
                          std::make_shared<nn::ReLU>(),
                          std::make_shared<nn::Linear>(4, 3, true, &g)};
-    CHECK_THAT(train::mlp_step_unsupported(twice), Catch::Contains("layer 4 (Linear) is the same Linear as layer 2"));
+    CHECK_THAT(train::fused_mlp_step_unsupported(twice),
+               Catch::Contains("layer 4 (Linear) is the same Linear as layer 2"));
     optim::SGD sgd_twice(twice.parameters(), {.lr = 0.1});
-    CHECK_THROWS_AS(train::MlpStep(twice, sgd_twice, 4), ValueError);
+    CHECK_THROWS_AS(train::FusedMlpStep(twice, sgd_twice, 4), ValueError);
   }
   SECTION("no eager step before capture") {
-    CHECK_THROWS_WITH(train::MlpStep(*model, sgd, 4, {.eager_steps = 0}),
+    CHECK_THROWS_WITH(train::FusedMlpStep(*model, sgd, 4, {.eager_steps = 0}),
                       Catch::Contains("eager_steps must be at least 1"));
   }
   SECTION("a model ending in ReLU") {
     nn::Sequential ends_relu{std::make_shared<nn::Linear>(6, 4, true, &g), std::make_shared<nn::ReLU>()};
-    CHECK_THAT(train::mlp_step_unsupported(ends_relu), Catch::Contains("ends with a ReLU"));
+    CHECK_THAT(train::fused_mlp_step_unsupported(ends_relu), Catch::Contains("ends with a ReLU"));
   }
   SECTION("a batch too large, a wrong width, labels of the wrong length") {
-    train::MlpStep step(*model, sgd, 4);
+    train::FusedMlpStep step(*model, sgd, 4);
     CHECK_THROWS_WITH(step.step(zeros({5, 6}), zeros({5}, {.dtype = DType::i32})), Catch::Contains("built for 1 to 4"));
     CHECK_THROWS_WITH(step.step(zeros({4, 7}), zeros({4}, {.dtype = DType::i32})),
                       Catch::Contains("expected x f32 [B, 6]"));
@@ -202,7 +204,7 @@ TEST_CASE("MlpStep rejects models and batches it cannot train, naming the reason
                       Catch::Contains("expected y i32 or i64 [4]"));
   }
   SECTION("a target out of range throws at its step, before any update") {
-    train::MlpStep step(*model, sgd, 4);
+    train::FusedMlpStep step(*model, sgd, 4);
     const auto before = model->parameters()[0].to_vector<float>();
     CHECK_THROWS_WITH(step.step(zeros({2, 6}), from_vector<std::int32_t>({1, 3}, {2})),
                       Catch::Contains("target 3 at row 1 is out of range [0, 3)"));
@@ -211,14 +213,14 @@ TEST_CASE("MlpStep rejects models and batches it cannot train, naming the reason
   SECTION("a non-finite loss throws NonFiniteError") {
     auto linear = nn::mlp(6, {}, 3, &g);  // no ReLU, which would turn NaN into 0
     optim::SGD plain(linear->parameters(), {.lr = 0.1});
-    train::MlpStep step(*linear, plain, 4);
+    train::FusedMlpStep step(*linear, plain, 4);
     Tensor x = zeros({2, 6});
     x.fill_(std::nan(""));
     CHECK_THROWS_AS(step.step(x, from_vector<std::int32_t>({0, 1}, {2})), NonFiniteError);
   }
 }
 
-TEST_CASE("MlpStep in steady state takes no memory from the system") {
+TEST_CASE("FusedMlpStep in steady state takes no memory from the system") {
   for (const bool sgd_in_gemm : {false, true}) {
     INFO((sgd_in_gemm ? "plain SGD inside the GEMMs" : "Adam"));
     Generator g(5);
@@ -228,7 +230,7 @@ TEST_CASE("MlpStep in steady state takes no memory from the system") {
       optimizer = std::make_unique<optim::SGD>(model->parameters(), optim::GroupOptions{.lr = 0.1});
     else
       optimizer = std::make_unique<optim::Adam>(model->parameters(), optim::GroupOptions{.lr = 1e-3});
-    train::MlpStep step(*model, *optimizer, 8, {.sgd_in_gemm = sgd_in_gemm});
+    train::FusedMlpStep step(*model, *optimizer, 8, {.sgd_in_gemm = sgd_in_gemm});
     const auto batches = make_batches(30, 10, {8, 8, 3}, DType::i32);
     for (const Batch& b : batches) step.step(b.x, b.y);
     const MemoryStats before = memory_stats(Device::cpu());
