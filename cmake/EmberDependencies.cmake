@@ -21,15 +21,14 @@ if(NOT CLI11_FOUND)
   ember_missing("CLI11" "libcli11-dev")
 endif()
 
-# The programs tie a training state to its model file by the file's SHA-256 (OpenSSL's libcrypto).
-if(EMBER_BUILD_APPS)
-  if(EMBER_DEPS_ROOT AND NOT OPENSSL_ROOT_DIR)
-    set(OPENSSL_ROOT_DIR ${EMBER_DEPS_ROOT}/usr)
-  endif()
-  find_package(OpenSSL QUIET COMPONENTS Crypto)
-  if(NOT OpenSSL_FOUND)
-    ember_missing("OpenSSL's libcrypto" "libssl-dev")
-  endif()
+# A training checkpoint ties its state to its model file by the file's SHA-256 (train/checkpoint.cpp,
+# with OpenSSL's libcrypto).
+if(EMBER_DEPS_ROOT AND NOT OPENSSL_ROOT_DIR)
+  set(OPENSSL_ROOT_DIR ${EMBER_DEPS_ROOT}/usr)
+endif()
+find_package(OpenSSL QUIET COMPONENTS Crypto)
+if(NOT OpenSSL_FOUND)
+  ember_missing("OpenSSL's libcrypto" "libssl-dev")
 endif()
 
 find_path(EMBER_STB_INCLUDE_DIR stb/stb_image.h HINTS ${EMBER_DEPS_ROOT}/usr/include)

@@ -1,18 +1,20 @@
 // Training checkpoints: the model file, the training state beside it, and the hash that ties them.
-#include "apps/common/train_state.h"
+#include "train/checkpoint.h"
 
 #include <openssl/evp.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <span>
+#include <sstream>
 
 #include "core/base/config.h"
 #include "core/base/error.h"
 
-namespace ember::apps {
+namespace ember::train {
 namespace {
 
 namespace fs = std::filesystem;
@@ -149,4 +151,35 @@ LoadedCheckpoint load_checkpoint(const std::string& path, nn::Module& model, opt
   return loaded;
 }
 
-}  // namespace ember::apps
+std::vector<nn::Dropout*> dropout_layers(nn::Module& model) {
+  std::vector<nn::Dropout*> out;
+  for (const auto& [name, child] : model.named_children()) {
+    if (auto* d = dynamic_cast<nn::Dropout*>(child.get())) out.push_back(d);
+    for (nn::Dropout* inner : dropout_layers(*child)) out.push_back(inner);
+  }
+  return out;
+}
+
+void save_training_checkpoint(const std::string& path, nn::Module& model, const optim::Optimizer& optimizer,
+                              int epochs_done, Metadata model_metadata, Metadata state_metadata) {
+  std::string offsets;
+  for (nn::Dropout* d : dropout_layers(model)) offsets += (offsets.empty() ? "" : ",") + std::to_string(d->offset());
+  model_metadata["epoch"] = state_metadata["epoch"] = std::to_string(epochs_done);
+  state_metadata["dropout_offsets"] = offsets;
+  save_checkpoint(path, model, optimizer, model_metadata, state_metadata);
+}
+
+ResumedTraining resume_training_checkpoint(const std::string& path, nn::Module& model, optim::Optimizer& optimizer) {
+  ResumedTraining resumed{load_checkpoint(path, model, optimizer)};
+  Metadata& meta = resumed.checkpoint.metadata;
+  resumed.start_epoch = meta.count("epoch") ? std::atoi(meta["epoch"].c_str()) : 0;
+  if (meta.count("dropout_offsets")) {
+    std::stringstream in(meta["dropout_offsets"]);
+    std::string item;
+    for (nn::Dropout* d : dropout_layers(model))
+      if (std::getline(in, item, ',')) d->set_offset(std::stoull(item));
+  }
+  return resumed;
+}
+
+}  // namespace ember::train

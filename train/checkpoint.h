@@ -13,13 +13,16 @@
 // file) still resume.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
+#include "layers/dropout.h"
 #include "layers/module.h"
 #include "optim/optimizer.h"
 
-namespace ember::apps {
+namespace ember::train {
 
 using Metadata = std::map<std::string, std::string>;
 
@@ -44,4 +47,23 @@ LoadedCheckpoint load_checkpoint(const std::string& path, nn::Module& model, opt
 // The hex SHA-256 of a file's bytes (IoError naming it when it cannot be read).
 std::string file_sha256(const std::string& path);
 
-}  // namespace ember::apps
+// ---- a training run's checkpoint: the pair above, with what an exact resume needs -----------------
+// The Dropout layers of a model, in order (their positions in their random streams make a resumed
+// run drop what an uninterrupted one would).
+std::vector<nn::Dropout*> dropout_layers(nn::Module& model);
+
+// save_checkpoint, with the epochs done ("epoch") and the Dropout layers' stream positions
+// ("dropout_offsets") added to the state's metadata.
+void save_training_checkpoint(const std::string& path, nn::Module& model, const optim::Optimizer& optimizer,
+                              int epochs_done, Metadata model_metadata, Metadata state_metadata);
+
+struct ResumedTraining {
+  LoadedCheckpoint checkpoint;
+  int start_epoch = 0;  // the epoch to train next
+};
+
+// load_checkpoint, then the Dropout layers' stream positions restored: the run continues at
+// start_epoch as if it had not stopped.
+ResumedTraining resume_training_checkpoint(const std::string& path, nn::Module& model, optim::Optimizer& optimizer);
+
+}  // namespace ember::train

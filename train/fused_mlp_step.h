@@ -23,6 +23,7 @@
 #include "core/tensor/tensor.h"
 #include "layers/container.h"
 #include "optim/optimizer.h"
+#include "train/step.h"
 
 namespace ember::train {
 
@@ -60,25 +61,25 @@ struct FusedMlpStepOptions {
 // Why `model` cannot be trained by FusedMlpStep, or an empty string when it can.
 std::string fused_mlp_step_unsupported(const nn::Sequential& model);
 
-class FusedMlpStep {
+class FusedMlpStep final : public Step {
  public:
   // Throws ValueError (naming the reason) when fused_mlp_step_unsupported(model) is not empty.
   FusedMlpStep(nn::Sequential& model, optim::Optimizer& optimizer, std::size_t batch_size,
                FusedMlpStepOptions options = {});
-  ~FusedMlpStep();
+  ~FusedMlpStep() override;
   FusedMlpStep(const FusedMlpStep&) = delete;
   FusedMlpStep& operator=(const FusedMlpStep&) = delete;
 
   // One step on a batch: x f32 [B, in], y class indices [B] (i32 or i64), both on the model's
   // device, 1 ≤ B ≤ batch_size. The parameters' .grad tensors hold this step's gradients after it
   // (but for the weights' when the update ran inside the GEMMs: sgd_in_gemm).
-  void step(const Tensor& x, const Tensor& y);
+  void step(const Tensor& x, const Tensor& y) override;
 
   // Σ of the per-image losses since the last reset (f32 scalar in the model's memory): read it
   // once per epoch; reading synchronizes and reports device-side errors.
-  const Tensor& loss_sum() const;
-  const Tensor& batch_loss() const;  // the last step's mean loss, f32 scalar, same memory
-  void reset_loss_sum();
+  const Tensor& loss_sum() const override;
+  const Tensor& batch_loss() const override;  // the last step's mean loss, f32 scalar, same memory
+  void reset_loss_sum() override;
 
   bool graph_captured() const;
   std::size_t graph_kernel_nodes() const;  // kernel nodes of the captured step (0 until captured)
@@ -88,10 +89,10 @@ class FusedMlpStep {
   std::size_t graph_replays() const;  // steps run by replaying the graph so far
   // Host seconds spent in the reduction across ranks since the last reset (reduce_across_ranks;
   // on the CPU the whole exchange, on CUDA only the host's share of issuing it).
-  double communication_seconds() const;
-  void reset_communication_seconds();
+  double communication_seconds() const override;
+  void reset_communication_seconds() override;
   // How the step runs, for logs: "CUDA graph, 8 kernels per step; cuBLASLt epilogues: ...".
-  std::string describe() const;
+  std::string describe() const override;
   // Whether the last step updated the weights inside their GEMMs (FusedMlpStepOptions::sgd_in_gemm).
   bool sgd_in_gemm_applied() const;
 

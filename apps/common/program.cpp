@@ -1,7 +1,11 @@
 // Exception-to-exit-code mapping for the programs.
 #include "apps/common/program.h"
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
+#include <sstream>
 
 #include "core/base/error.h"
 #include "distributed/dist.h"
@@ -51,6 +55,55 @@ int run_cli(CLI::App& app, int argc, char** argv, const std::function<int()>& bo
     return 2;
   }
   return run_program(body);
+}
+
+Device choose_device(const std::string& option, const std::string& value, std::string& reason) {
+  if (value == "auto") {
+    reason = Device::best_reason();
+    return Device::best();
+  }
+  try {
+    const Device device = Device::parse(value);
+    require_usable(device);
+    reason = device.str() + " (" + option + " " + value + ")";
+    return device;
+  } catch (const Error& e) {
+    throw UsageError(option + " " + value + ": " + e.what());
+  }
+}
+
+std::vector<std::int64_t> parse_sizes(const std::string& option, const std::string& text, const char* example) {
+  std::vector<std::int64_t> sizes;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    char* end = nullptr;
+    const long long v = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v <= 0 || v > (1 << 20))
+      throw UsageError(option + " " + text + ": expected positive sizes separated by commas, e.g. " + example);
+    sizes.push_back(v);
+  }
+  return sizes;
+}
+
+std::string join_sizes(const std::vector<std::int64_t>& sizes) {
+  std::string s;
+  for (std::size_t i = 0; i < sizes.size(); ++i) s += (i ? "," : "") + std::to_string(sizes[i]);
+  return s;
+}
+
+bool interactive_output(bool distributed) {
+  const bool under_launcher =
+      distributed || std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE") || std::getenv("PMIX_RANK");
+  return ::isatty(STDOUT_FILENO) && !under_launcher;
+}
+
+void progress_bar(std::size_t done, std::size_t total) {
+  const int width = 30;
+  const int filled = total ? static_cast<int>(width * done / total) : width;
+  std::printf("\r  [%.*s%.*s] %zu/%zu", filled, "==============================", width - filled,
+              "                              ", done, total);
+  std::fflush(stdout);
 }
 
 }  // namespace ember::apps

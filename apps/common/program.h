@@ -4,9 +4,13 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <vector>
+
+#include "core/tensor/device.h"
 
 namespace ember::apps {
 
@@ -23,5 +27,20 @@ int run_program(const std::function<int()>& body);
 // Parses the command line (--help prints the options and returns 0; a bad option prints
 // "error: ..." and returns 2), then run_program(body).
 int run_cli(CLI::App& app, int argc, char** argv, const std::function<int()>& body);
+
+// The device a --device option names: "auto" is Device::best() (and `reason` says why), else
+// cpu, cuda or cuda:N, checked usable. UsageError naming the option otherwise.
+Device choose_device(const std::string& option, const std::string& value, std::string& reason);
+
+// "32" or "512,256": positive sizes separated by commas (UsageError naming the option and showing
+// `example` otherwise), and back.
+std::vector<std::int64_t> parse_sizes(const std::string& option, const std::string& text, const char* example);
+std::string join_sizes(const std::vector<std::int64_t>& sizes);
+
+// Whether a person may be watching stdout: a terminal, and not one rank of an MPI launch (each
+// rank's output is a pseudo-terminal whatever the launcher's own output is, so a rank cannot tell).
+bool interactive_output(bool distributed);
+// "\r  [=====     ] done/total", for interactive output.
+void progress_bar(std::size_t done, std::size_t total);
 
 }  // namespace ember::apps

@@ -1,5 +1,5 @@
-// What the programs share: checkpoint pairs (saved, resumed, refused when they do not belong
-// together, single files of ember 0.1), model cards, and preparing photos like each dataset.
+// What the programs share: model cards and preparing photos like each dataset (checkpoints:
+// tests/train/test_checkpoint.cpp).
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -9,7 +9,6 @@
 
 #include "apps/common/images.h"
 #include "apps/common/model_card.h"
-#include "apps/common/train_state.h"
 #include "core/ops/ops.h"
 #include "layers/models.h"
 #include "layers/nn.h"
@@ -19,103 +18,8 @@
 using namespace ember;
 using Catch::Matchers::Contains;
 using ember::testing::message_of;
+using ember::testing::state_values;
 namespace fs = std::filesystem;
-
-namespace {
-
-fs::path work_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("ember_apps_" + std::to_string(::getpid())) / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-// A model and an optimizer with state: two SGD steps with momentum on random data.
-struct Trained {
-  std::shared_ptr<nn::Sequential> model;
-  std::unique_ptr<optim::SGD> sgd;
-};
-
-Trained trained(std::uint64_t seed) {
-  Generator g(seed);
-  Trained t{nn::mlp(6, {5}, 3, &g), nullptr};
-  t.sgd = std::make_unique<optim::SGD>(t.model->parameters(), optim::GroupOptions{.lr = 0.1, .momentum = 0.9});
-  for (int step = 0; step < 2; ++step) {
-    Tensor loss = cross_entropy((*t.model)(rand({4, 6}, {}, &g)), from_vector<std::int32_t>({0, 1, 2, 1}, {4}));
-    t.sgd->zero_grad();
-    loss.backward();
-    t.sgd->step();
-  }
-  return t;
-}
-
-std::vector<float> flat(const nn::Module& m) {
-  std::vector<float> out;
-  for (const auto& [name, t] : m.state_dict())
-    for (float v : t.to_vector<float>()) out.push_back(v);
-  return out;
-}
-
-}  // namespace
-
-TEST_CASE("checkpoint pairs: the model file alone, the state beside it, tied by the model's hash") {
-  const fs::path dir = work_dir("pair");
-  CHECK(apps::state_path_for("a/m.safetensors") == "a/m.state.safetensors");
-  CHECK(apps::state_path_for("model.bin") == "model.bin.state.safetensors");
-
-  Trained a = trained(1);
-  const std::string path = (dir / "m.safetensors").string();
-  apps::save_checkpoint(path, *a.model, *a.sgd, {{"dataset", "mnist"}}, {{"epoch", "3"}});
-  // The model file holds the model's tensors only, under PyTorch's names.
-  const Checkpoint model_file = load_safetensors(path);
-  REQUIRE(model_file.tensors.size() == 4);
-  CHECK(model_file.tensors[0].first == "0.weight");
-  CHECK(model_file.metadata.at("format") == "pt");
-  const Checkpoint state_file = load_safetensors(apps::state_path_for(path));
-  CHECK(state_file.metadata.at("model_sha256") == apps::file_sha256(path));
-  CHECK(state_file.metadata.at("model_file") == "m.safetensors");
-
-  // Resuming restores the model and the optimizer's momentum: the next step matches.
-  Trained b = trained(2);
-  const apps::LoadedCheckpoint loaded = apps::load_checkpoint(path, *b.model, *b.sgd);
-  CHECK(loaded.metadata.at("epoch") == "3");
-  CHECK(loaded.metadata.at("dataset") == "mnist");
-  CHECK(flat(*b.model) == flat(*a.model));
-  Trained c = trained(3);
-  apps::load_checkpoint(apps::state_path_for(path), *c.model, *c.sgd);  // either file names the pair
-  CHECK(flat(*c.model) == flat(*a.model));
-  for (Trained* t : {&a, &b}) {
-    Tensor loss = cross_entropy((*t->model)(ones({2, 6})), from_vector<std::int32_t>({2, 0}, {2}));
-    t->sgd->zero_grad();
-    loss.backward();
-    t->sgd->step();
-  }
-  CHECK(flat(*b.model) == flat(*a.model));
-
-  // Another run's state beside this model: refused, naming both files.
-  const std::string other = (dir / "other.safetensors").string();
-  apps::save_checkpoint(other, *trained(4).model, *trained(4).sgd, {}, {});
-  fs::copy_file(apps::state_path_for(other), apps::state_path_for(path), fs::copy_options::overwrite_existing);
-  Trained d = trained(5);
-  const std::string mismatch = message_of<ValueError>([&] { apps::load_checkpoint(path, *d.model, *d.sgd); });
-  CHECK_THAT(mismatch, Contains(path + " and " + apps::state_path_for(path) + " do not belong together"));
-  // A model file without its state: says to use --init.
-  fs::remove(apps::state_path_for(path));
-  CHECK_THAT(message_of<ValueError>([&] { apps::load_checkpoint(path, *d.model, *d.sgd); }),
-             Contains("no training state beside it"));
-
-  // ember 0.1's single file: model, "optimizer." tensors and metadata in one.
-  StateDict single = a.model->state_dict();
-  const Checkpoint opt = a.sgd->state_dict();
-  std::map<std::string, std::string> meta{{"epoch", "7"}};
-  for (const auto& [name, t] : opt.tensors) single.emplace_back("optimizer." + name, t);
-  for (const auto& [key, value] : opt.metadata) meta["optimizer." + key] = value;
-  const std::string old = (dir / "old.safetensors").string();
-  save_safetensors(old, single, meta);
-  Trained e = trained(6);
-  CHECK(apps::load_checkpoint(old, *e.model, *e.sgd).metadata.at("epoch") == "7");
-  CHECK(flat(*e.model) == flat(*a.model));
-}
 
 TEST_CASE("model cards travel with the model and rebuild it") {
   Generator g(3);
@@ -131,7 +35,7 @@ TEST_CASE("model cards travel with the model and rebuild it") {
   const apps::ModelCard back = apps::read_model_card(file, "f");
   CHECK((back.kind == "cnn" && back.height == 10 && back.width == 12 && back.classes == card.classes));
   CHECK((back.normalization.mean == 0.25f && back.normalization.std == 0.5f && back.preprocess == "plain"));
-  CHECK(flat(*apps::build_model(back, file, "f")) == flat(*model));
+  CHECK(state_values(*apps::build_model(back, file, "f")) == state_values(*model));
 
   // Names that do not fit the model's outputs.
   Checkpoint wrong = file;

@@ -82,6 +82,15 @@ inline std::vector<double> random_doubles(std::size_t n, std::uint64_t seed, dou
   return v;
 }
 
+// Every value of a module's state dict, in order, as f32: two models compare equal with ==.
+template <class Module>
+std::vector<float> state_values(const Module& m) {
+  std::vector<float> out;
+  for (const auto& [name, t] : m.state_dict())
+    for (float v : t.template to_vector<float>()) out.push_back(v);
+  return out;
+}
+
 // Runs `fn` and returns the message of the ExceptionType it throws; fails the test otherwise.
 template <class ExceptionType, class Fn>
 std::string message_of(Fn&& fn) {

@@ -1,0 +1,192 @@
+// The training library's loop (train/loop.h) and steps (train/step.h): an epoch, evaluation, fit's
+// hooks and schedule, a non-finite loss, micro-batches, the fused step through the same loop, and
+// a resume that continues where a run stopped.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "core/base/fusion.h"
+#include "core/ops/ops.h"
+#include "layers/nn.h"
+#include "optim/optimizer.h"
+#include "optim/scheduler.h"
+#include "support/helpers.h"
+#include "train/checkpoint.h"
+#include "train/fused_mlp_step.h"
+#include "train/loop.h"
+
+using namespace ember;
+
+namespace {
+
+// Batches held in memory: a BatchSource without a loader, the same batches every epoch.
+class Batches : public data::BatchSource {
+ public:
+  Batches(std::size_t count, std::size_t rows, std::uint64_t seed) {
+    Generator g(seed);
+    for (std::size_t i = 0; i < count; ++i) {
+      const Tensor x = rand({static_cast<std::int64_t>(rows), 8}, {}, &g);
+      // A learnable rule: the class is the index of the largest of the first three features.
+      const Tensor y = argmax(slice(x, 1, 0, 3)).to(DType::i32);
+      batches_.push_back({x, y});
+    }
+  }
+  void start_epoch(std::int64_t) override { next_ = 0; }
+  std::optional<data::DeviceBatch> next() override {
+    if (next_ == batches_.size()) return std::nullopt;
+    return batches_[next_++];
+  }
+  Device device() const override { return Device::cpu(); }
+  data::LoaderStats epoch_stats() const override { return {}; }
+  std::size_t samples() const { return batches_.size() * static_cast<std::size_t>(batches_[0].x.size(0)); }
+  std::vector<data::DeviceBatch> batches_;
+
+ private:
+  std::size_t next_ = 0;
+};
+
+std::vector<float> parameters_of(nn::Module& m) {
+  std::vector<float> out;
+  for (const Tensor& p : m.parameters())
+    for (float v : p.to_vector<float>()) out.push_back(v);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("fit trains any model through its step, evaluates, calls on_epoch and steps the schedule") {
+  Generator g(1);
+  auto model = nn::mlp(8, {16}, 3, &g);
+  optim::SGD sgd(model->parameters(), {.lr = 0.5});
+  optim::StepLR schedule(sgd, 1, 0.5);
+  train::AutogradStep step(*model, sgd);
+  Batches train_batches(20, 16, 2), validation(4, 16, 3);
+  std::vector<train::EpochReport> reports;
+  std::vector<std::size_t> progress;
+  train::fit(*model, step, train_batches, validation, validation.samples(),
+             {.epochs = 4,
+              .start_epoch = 1,
+              .schedule = &schedule,
+              .epoch = {.record_step_losses = true,
+                        .steps = 20,
+                        .on_step =
+                            [&](std::size_t done, std::size_t total) {
+                              CHECK(total == 20);
+                              progress.push_back(done);
+                            }},
+              .on_epoch = [&](const train::EpochReport& r) { reports.push_back(r); }});
+  REQUIRE(reports.size() == 3);  // epochs 1, 2, 3
+  CHECK((reports[0].epoch == 1 && reports[2].epoch == 3));
+  CHECK(progress.size() == 60);
+  CHECK(sgd.param_groups()[0].options.lr == Approx(0.5 * 0.125));  // three halvings
+  for (const auto& r : reports) {
+    CHECK(r.train.samples == 320);
+    CHECK(r.train.step_losses.size() == 20);
+    CHECK(r.train.seconds > 0);
+    CHECK(r.seconds >= r.train.seconds);
+    // The epoch's loss is the mean of its steps' (equal batches).
+    double mean = 0;
+    for (double l : r.train.step_losses) mean += l / 20;
+    CHECK(r.train.loss == Approx(mean).epsilon(1e-5));
+  }
+  CHECK(reports[2].train.loss < reports[0].train.loss);
+  CHECK(reports[2].validation.accuracy > 0.7);
+  const train::Evaluation again = train::evaluate(*model, validation, validation.samples());
+  CHECK(again.accuracy == reports[2].validation.accuracy);
+}
+
+TEST_CASE("a non-finite loss names its epoch and step") {
+  Generator g(4);
+  auto model = nn::mlp(8, {4}, 3, &g);
+  optim::SGD sgd(model->parameters(), {.lr = 1e30});
+  train::AutogradStep step(*model, sgd);
+  Batches batches(10, 8, 5);
+  try {
+    for (int epoch = 0; epoch < 3; ++epoch) train::train_epoch(*model, step, batches, epoch);
+    FAIL("no NonFiniteLoss");
+  } catch (const train::NonFiniteLoss& e) {
+    CHECK(e.step >= 0);
+    CHECK_THAT(e.what(), Catch::Matchers::Contains("non-finite training loss in epoch " + std::to_string(e.epoch) +
+                                                   ", step " + std::to_string(e.step)));
+  }
+}
+
+TEST_CASE("micro-batches of an autograd step give the whole batch's update") {
+  Batches batches(3, 12, 6);
+  std::vector<std::vector<float>> after;
+  for (std::size_t k : {1, 2, 3}) {
+    Generator g(7);
+    auto model = nn::mlp(8, {6}, 3, &g);
+    optim::SGD sgd(model->parameters(), {.lr = 0.1});
+    train::AutogradStep step(*model, sgd, nullptr, {.micro_batches = k});
+    train::train_epoch(*model, step, batches, 0);
+    after.push_back(parameters_of(*model));
+  }
+  // The mean of K micro-batch means is the batch mean up to rounding.
+  EMBER_REQUIRE_CLOSE(after[1], after[0], 1e-6, 1e-5);
+  EMBER_REQUIRE_CLOSE(after[2], after[0], 1e-6, 1e-5);
+  Generator g(7);
+  auto model = nn::mlp(8, {6}, 3, &g);
+  optim::SGD sgd(model->parameters(), {.lr = 0.1});
+  train::AutogradStep step(*model, sgd, nullptr, {.micro_batches = 5});
+  CHECK_THROWS_AS(step.step(batches.batches_[0].x, batches.batches_[0].y), ValueError);  // 12 rows, 5 parts
+}
+
+TEST_CASE("the fused MLP step and the autograd step train the same model alike through the same loop") {
+  Batches batches(6, 32, 8);
+  std::vector<std::vector<float>> after;
+  std::vector<double> losses;
+  for (bool fused : {false, true}) {
+    Generator g(9);
+    auto model = nn::mlp(8, {16}, 3, &g);
+    optim::SGD sgd(model->parameters(), {.lr = 0.2, .momentum = 0.9});
+    std::unique_ptr<train::Step> step;
+    if (fused)
+      step = std::make_unique<train::FusedMlpStep>(*model, sgd, 32);
+    else
+      step = std::make_unique<train::AutogradStep>(*model, sgd);
+    losses.push_back(train::train_epoch(*model, *step, batches, 0).loss);
+    after.push_back(parameters_of(*model));
+  }
+  // The same arithmetic in another order: the fused step adds each bias after its GEMM.
+  EMBER_REQUIRE_CLOSE(after[1], after[0], 1e-5, 1e-4);
+  CHECK(losses[1] == Approx(losses[0]).epsilon(1e-5));
+}
+
+TEST_CASE("a training checkpoint resumes at the next epoch with the dropout streams where they were") {
+  const auto dir = std::filesystem::temp_directory_path() / ("ember_loop_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "run.safetensors").string();
+  Batches batches(4, 8, 10);
+  auto build = [] {
+    Generator g(11);
+    return std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(8, 16, true, &g), std::make_shared<nn::ReLU>(),
+                                            std::make_shared<nn::Dropout>(0.3, 5),
+                                            std::make_shared<nn::Linear>(16, 3, true, &g));
+  };
+  // Uninterrupted: three epochs. Interrupted: two, a checkpoint, then the third in a new model.
+  auto whole = build();
+  optim::Adam adam_whole(whole->parameters(), {.lr = 0.01});
+  train::AutogradStep step_whole(*whole, adam_whole);
+  for (int e = 0; e < 3; ++e) train::train_epoch(*whole, step_whole, batches, e);
+
+  auto first = build();
+  optim::Adam adam_first(first->parameters(), {.lr = 0.01});
+  train::AutogradStep step_first(*first, adam_first);
+  for (int e = 0; e < 2; ++e) train::train_epoch(*first, step_first, batches, e);
+  train::save_training_checkpoint(path, *first, adam_first, 2, {}, {{"note", "kept"}});
+
+  auto second = build();
+  optim::Adam adam_second(second->parameters(), {.lr = 0.01});
+  const train::ResumedTraining resumed = train::resume_training_checkpoint(path, *second, adam_second);
+  CHECK(resumed.start_epoch == 2);
+  CHECK(resumed.checkpoint.metadata.at("note") == "kept");
+  CHECK(train::dropout_layers(*second).at(0)->offset() == train::dropout_layers(*first).at(0)->offset());
+  train::AutogradStep step_second(*second, adam_second);
+  train::train_epoch(*second, step_second, batches, 2);
+  CHECK(parameters_of(*second) == parameters_of(*whole));  // bit for bit
+  std::filesystem::remove_all(dir);
+}

@@ -1,0 +1,39 @@
+// Ready-made reporting for the loop's on_epoch hook (train/loop.h): the tutorials' epoch line, and
+// a JSON-lines log with one object per epoch that a plotting script or a test reads back.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "train/loop.h"
+
+namespace ember::train {
+
+// "Epoch [e], val_loss: …, val_acc: …, train_loss: …, epoch_s: …, images/s: …, data wait: …%",
+// with ", communication wait: …%" when `distributed`.
+std::string epoch_line(const EpochReport& report, bool distributed);
+
+using LogValue = std::variant<std::int64_t, double, std::string, std::vector<double>>;
+using LogFields = std::vector<std::pair<std::string, LogValue>>;
+
+// The log's lines, rewritten whole (atomically) at every write so that a reader never sees half a
+// line. An empty path keeps the lines without writing.
+class JsonLinesLog {
+ public:
+  explicit JsonLinesLog(std::string path) : path_(std::move(path)) {}
+  // An epoch's figures: epoch, train_loss, val_loss, val_acc, epoch_s, images_per_s, train_s,
+  // input_wait_s, communication_wait_s, step_losses (when recorded) and `extra`.
+  void add_epoch(const EpochReport& report, const LogFields& extra = {});
+  void add(const LogFields& fields);
+  void write() const;
+  std::size_t size() const { return lines_.size(); }
+
+ private:
+  std::string path_;
+  std::vector<LogFields> lines_;
+};
+
+}  // namespace ember::train

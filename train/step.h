@@ -1,0 +1,78 @@
+// A training step: what the loop (train/loop.h) calls once per batch, whatever does the work.
+// Two kinds: AutogradStep — forward, loss, backward and update op by op through autograd, for any
+// nn::Module and optim::Optimizer, as a PyTorch training loop is written — and FusedMlpStep
+// (train/fused_mlp_step.h), the same step of an MLP written as fused kernels.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "core/tensor/tensor.h"
+#include "layers/module.h"
+#include "optim/optimizer.h"
+
+namespace ember::dist {
+class GradientReducer;
+}
+
+namespace ember::train {
+
+class Step {
+ public:
+  virtual ~Step() = default;
+  // Trains on one batch: inputs x and targets y on the model's device.
+  virtual void step(const Tensor& x, const Tensor& y) = 0;
+  // The last step's mean loss and the Σ of per-sample losses since reset_loss_sum(): f32 scalars
+  // in the model's memory, not read by the step (reading synchronizes; read them once per epoch).
+  virtual const Tensor& batch_loss() const = 0;
+  virtual const Tensor& loss_sum() const = 0;
+  virtual void reset_loss_sum() = 0;
+  // Host seconds spent in the exchange of gradients between ranks since the last reset (0 for a
+  // step that does not reduce across ranks).
+  virtual double communication_seconds() const { return 0; }
+  virtual void reset_communication_seconds() {}
+  // How the step runs, for logs.
+  virtual std::string describe() const = 0;
+};
+
+// The loss of a batch: model output and targets → a scalar mean.
+using LossFunction = std::function<Tensor(const Tensor& output, const Tensor& target)>;
+
+struct AutogradStepOptions {
+  // Gradient accumulation: each batch split into this many micro-batches, rows m, m + K, ... (the
+  // rows rank m of K ranks would take), their gradients summed and divided by K — one process
+  // reproducing K ranks bit for bit. Must divide every batch's size.
+  std::size_t micro_batches = 1;
+  // Data-parallel (dist::): average the gradients over the ranks in buckets during backward.
+  bool reduce_across_ranks = false;
+};
+
+class AutogradStep final : public Step {
+ public:
+  // `loss` defaults to cross_entropy (logits [B, C], class indices [B]).
+  AutogradStep(nn::Module& model, optim::Optimizer& optimizer, LossFunction loss = {},
+               AutogradStepOptions options = {});
+  ~AutogradStep() override;
+  AutogradStep(const AutogradStep&) = delete;
+  AutogradStep& operator=(const AutogradStep&) = delete;
+
+  void step(const Tensor& x, const Tensor& y) override;
+  const Tensor& batch_loss() const override { return batch_loss_; }
+  const Tensor& loss_sum() const override { return loss_sum_; }
+  void reset_loss_sum() override;
+  double communication_seconds() const override;
+  void reset_communication_seconds() override;
+  std::string describe() const override;
+
+ private:
+  nn::Module& model_;
+  optim::Optimizer& optimizer_;
+  LossFunction loss_;
+  AutogradStepOptions options_;
+  std::unique_ptr<dist::GradientReducer> reducer_;
+  Tensor batch_loss_, loss_sum_;
+};
+
+}  // namespace ember::train
