@@ -12,7 +12,7 @@
 //     barrier), an atomic after that fence, an atomic of the second block on the same address
 //     after it, and a __threadfence after that observation before the second access (again by
 //     its thread, or by a thread of its block before a barrier);
-//   - launches: ordered by stream order; what streams share is the runtime's check (runtime.cpp).
+//   - launches: ordered by stream order; what streams share is the runtime's check (checks.cpp).
 // Atomics are not compared with each other or with plain accesses. See docs/simulator.md for
 // what it covers and what it does not.
 #pragma once

@@ -1,6 +1,7 @@
-// The software GPU's runtime state, shared by the runtime API (runtime.cpp) and stream capture
-// (graphs.cpp): devices, streams and their operations with vector clocks, events, memory and its
-// history, and the captures in progress. Every field is guarded by Runtime::mutex.
+// The software GPU's runtime state, shared by the runtime (runtime.cpp and the API's files beside
+// it) and stream capture (graphs.cpp): devices, streams and their operations with vector clocks,
+// events, memory and its history, and the captures in progress. Every field is guarded by
+// Runtime::mutex.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -120,7 +121,7 @@ struct Device {
   Stream* legacy = nullptr;
   std::vector<Memory*> pool_cache;  // freed pool blocks, reusable by their stream
   // Pool blocks whose place was reissued at a fresh address: kept allocated and marked freed, so
-  // that a dangling pointer to one is still reported (runtime.cpp, kQuarantine…). Oldest first.
+  // that a dangling pointer to one is still reported (memory.cpp, kQuarantine…). Oldest first.
   std::deque<Memory*> quarantine;
   std::size_t quarantined_bytes = 0;
   std::set<int> peers;
@@ -148,15 +149,25 @@ struct Runtime {
 Runtime& runtime();
 
 extern thread_local int t_device;
-cudaError_t record_error(cudaError_t e);
+cudaError_t record_error(cudaError_t e);  // the calling thread's last error, for cudaGetLastError (api.cpp)
 cudaError_t sticky_error(Runtime& rt, int device);
 
+// A new stream of `device`, with its worker thread.
+Stream* new_stream(Runtime& rt, int device, bool blocking, bool legacy);
 // The stream a handle names (the legacy default stream for 0); null for an unknown handle; a
 // destroyed one is reported.
 Stream* resolve(Runtime& rt, cudaStream_t handle);
+// The stream `handle` names, for work the calling thread issues to it, after the checks every
+// issue makes in turn: the device's sticky error, an unknown handle, legacy_conflict.
+cudaError_t issuing_stream(Runtime& rt, cudaStream_t handle, Stream** s);
+
+// ---- memory (memory.cpp) and the checks between streams (checks.cpp) -------------------------------
 Memory* find_memory(Runtime& rt, const void* p, bool or_end = false);
 Memory* new_memory(Runtime& rt, std::size_t size, int device, std::string origin);
 void release_memory(Runtime& rt, Memory* m);
+std::string bytes_text(std::size_t n);  // "n bytes", for messages
+std::string describe(const Memory& m);  // its origin and address, for messages
+void check_access(Runtime& rt, const Op& op, const Access& a);
 
 // Issues an operation to stream `s`: checked against the other streams and queued — or, while the
 // stream is being captured, recorded as a node of kind `type` instead (graphs.cpp), `make_work`
@@ -166,6 +177,8 @@ OpPtr enqueue(Runtime& rt, Stream* s, std::string what, const std::vector<Access
               std::function<std::function<void()>()> make_work = nullptr);
 void release_through(Runtime& rt, const OpPtr& op);
 void wait_done(Runtime& rt, std::unique_lock<std::mutex>& lock, const OpPtr& op);
+// Waits for everything issued to the streams of `device`.
+void device_synchronize(Runtime& rt, std::unique_lock<std::mutex>& lock, int device);
 
 // ---- capture (graphs.cpp) -------------------------------------------------------------------------
 // Records an operation issued to a capturing stream as a node of its graph; returns a completed
