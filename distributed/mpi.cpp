@@ -76,16 +76,11 @@ void join() {
 
 MPI_Datatype mpi_type(DType dtype) {
   switch (dtype) {
-    case DType::f32:
-      return MPI_FLOAT;
-    case DType::f64:
-      return MPI_DOUBLE;
-    case DType::i32:
-      return MPI_INT32_T;
-    case DType::i64:
-      return MPI_INT64_T;
-    case DType::u8:
-      return MPI_UINT8_T;
+#define EMBER_MPI_TYPE(name, type, floating, safetensors, suffix, ...) \
+  case DType::name:                                                    \
+    return MPI_##suffix;
+    EMBER_FORALL_DTYPES(EMBER_MPI_TYPE)
+#undef EMBER_MPI_TYPE
   }
   throw DTypeError("dist: no MPI type for this dtype");
 }

@@ -50,16 +50,11 @@ Communicator& communicator(Device device) {
 
 ncclDataType_t nccl_type(DType dtype) {
   switch (dtype) {
-    case DType::f32:
-      return ncclFloat32;
-    case DType::f64:
-      return ncclFloat64;
-    case DType::i32:
-      return ncclInt32;
-    case DType::i64:
-      return ncclInt64;
-    case DType::u8:
-      return ncclUint8;
+#define EMBER_NCCL_TYPE(name, type, floating, safetensors, mpi, suffix) \
+  case DType::name:                                                     \
+    return nccl##suffix;
+    EMBER_FORALL_DTYPES(EMBER_NCCL_TYPE)
+#undef EMBER_NCCL_TYPE
   }
   throw DTypeError("dist: no NCCL type for this dtype");
 }

@@ -1,50 +1,47 @@
 // DType names and sizes.
 #include "core/base/dtype.h"
 
+#include <string>
+
 #include "core/base/error.h"
 
 namespace ember {
 
 std::size_t dtype_size(DType dtype) {
-  switch (dtype) {
-    case DType::f32:
-      return 4;
-    case DType::f64:
-      return 8;
-    case DType::i32:
-      return 4;
-    case DType::i64:
-      return 8;
-    case DType::u8:
-      return 1;
-  }
-  throw ValueError("dtype_size: invalid DType value");
+  return visit_dtype(dtype, [](auto zero) { return sizeof(zero); });
 }
 
 std::string_view dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::f32:
-      return "f32";
-    case DType::f64:
-      return "f64";
-    case DType::i32:
-      return "i32";
-    case DType::i64:
-      return "i64";
-    case DType::u8:
-      return "u8";
+#define EMBER_DTYPE_NAME(name, ...) \
+  case DType::name:                 \
+    return #name;
+    EMBER_FORALL_DTYPES(EMBER_DTYPE_NAME)
+#undef EMBER_DTYPE_NAME
   }
   return "invalid";
 }
 
 DType parse_dtype(std::string_view name) {
-  for (DType d : {DType::f32, DType::f64, DType::i32, DType::i64, DType::u8})
-    if (dtype_name(d) == name) return d;
-  throw ValueError(detail::concat("unknown dtype '", name, "': expected one of f32, f64, i32, i64, u8"));
+  std::string known;
+#define EMBER_DTYPE_PARSE(dtype, ...)      \
+  if (name == #dtype) return DType::dtype; \
+  known += std::string(known.empty() ? "" : ", ") + #dtype;
+  EMBER_FORALL_DTYPES(EMBER_DTYPE_PARSE)
+#undef EMBER_DTYPE_PARSE
+  throw ValueError(detail::concat("unknown dtype '", name, "': expected one of ", known));
 }
 
-bool is_floating(DType dtype) { return dtype == DType::f32 || dtype == DType::f64; }
-
+bool is_floating(DType dtype) {
+  switch (dtype) {
+#define EMBER_DTYPE_FLOATING(name, type, floating, ...) \
+  case DType::name:                                     \
+    return floating;
+    EMBER_FORALL_DTYPES(EMBER_DTYPE_FLOATING)
+#undef EMBER_DTYPE_FLOATING
+  }
+  return false;
+}
 std::ostream& operator<<(std::ostream& out, DType dtype) { return out << dtype_name(dtype); }
 
 }  // namespace ember

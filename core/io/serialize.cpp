@@ -30,16 +30,11 @@ constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
 
 const char* safetensors_dtype(DType d) {
   switch (d) {
-    case DType::f32:
-      return "F32";
-    case DType::f64:
-      return "F64";
-    case DType::i32:
-      return "I32";
-    case DType::i64:
-      return "I64";
-    case DType::u8:
-      return "U8";
+#define EMBER_SAFETENSORS_NAME(name, type, floating, safetensors, ...) \
+  case DType::name:                                                    \
+    return #safetensors;
+    EMBER_FORALL_DTYPES(EMBER_SAFETENSORS_NAME)
+#undef EMBER_SAFETENSORS_NAME
   }
   return "?";
 }
@@ -51,11 +46,10 @@ const char* safetensors_dtype(DType d) {
 DType parse_dtype_field(const std::string& file, const std::string& tensor, const json& value) {
   if (!value.is_string()) bad(file, detail::concat("tensor '", tensor, "': dtype must be a string"));
   const std::string s = value.get<std::string>();
-  if (s == "F32") return DType::f32;
-  if (s == "F64") return DType::f64;
-  if (s == "I32") return DType::i32;
-  if (s == "I64") return DType::i64;
-  if (s == "U8") return DType::u8;
+#define EMBER_SAFETENSORS_PARSE(name, type, floating, safetensors, ...) \
+  if (s == #safetensors) return DType::name;
+  EMBER_FORALL_DTYPES(EMBER_SAFETENSORS_PARSE)
+#undef EMBER_SAFETENSORS_PARSE
   static const std::set<std::string> known{"BOOL", "I8",   "I16",     "U16",     "U32", "U64",
                                            "F16",  "BF16", "F8_E4M3", "F8_E5M2", "C64"};
   if (known.count(s))

@@ -35,23 +35,7 @@ decltype(auto) visit_floating(DType dtype, F&& f) {
   return f(float{});
 }
 
-// Calls f(T{}) for any dtype's element type.
-template <class F>
-decltype(auto) visit_dtype(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::f64:
-      return f(double{});
-    case DType::i32:
-      return f(std::int32_t{});
-    case DType::i64:
-      return f(std::int64_t{});
-    case DType::u8:
-      return f(std::uint8_t{});
-    case DType::f32:
-      break;
-  }
-  return f(float{});
-}
+using ember::visit_dtype;  // f(T{}) for any dtype's element type (core/base/dtype.h)
 
 // For CUDA code: makes the device current and gives the stream to enqueue on.
 class CudaScope {

@@ -148,19 +148,7 @@ void copy_bytes(const Tensor& dst, const Tensor& src, bool non_blocking) {
 
 template <class To>
 To convert_scalar(const void* p, DType dtype) {
-  switch (dtype) {
-    case DType::f32:
-      return static_cast<To>(*static_cast<const float*>(p));
-    case DType::f64:
-      return static_cast<To>(*static_cast<const double*>(p));
-    case DType::i32:
-      return static_cast<To>(*static_cast<const std::int32_t*>(p));
-    case DType::i64:
-      return static_cast<To>(*static_cast<const std::int64_t*>(p));
-    case DType::u8:
-      return static_cast<To>(*static_cast<const std::uint8_t*>(p));
-  }
-  return To{};
+  return visit_dtype(dtype, [p](auto zero) { return static_cast<To>(*static_cast<const decltype(zero)*>(p)); });
 }
 
 }  // namespace
@@ -238,11 +226,9 @@ std::vector<T> Tensor::to_vector() const {
 #define EMBER_INSTANTIATE(T)          \
   template T Tensor::item<T>() const; \
   template std::vector<T> Tensor::to_vector<T>() const;
-EMBER_INSTANTIATE(float)
-EMBER_INSTANTIATE(double)
-EMBER_INSTANTIATE(std::int32_t)
-EMBER_INSTANTIATE(std::int64_t)
-EMBER_INSTANTIATE(std::uint8_t)
+#define EMBER_INSTANTIATE_DTYPE(name, type, ...) EMBER_INSTANTIATE(type)
+EMBER_FORALL_DTYPES(EMBER_INSTANTIATE_DTYPE)  // Note [the dtype list]
+#undef EMBER_INSTANTIATE_DTYPE
 #undef EMBER_INSTANTIATE
 
 Tensor Tensor::reshape(Shape new_shape) const {
@@ -474,23 +460,13 @@ void print_values(std::ostream& out, const Tensor& t, const char* base, std::siz
     if (i > 0) out << (dim + 1 == shape.size() ? ", " : ",\n ");
     const char* p = base + static_cast<std::size_t>(i) * inner * elem;
     if (dim + 1 == shape.size()) {
-      switch (t.dtype()) {
-        case DType::f32:
-          out << *reinterpret_cast<const float*>(p);
-          break;
-        case DType::f64:
-          out << *reinterpret_cast<const double*>(p);
-          break;
-        case DType::i32:
-          out << *reinterpret_cast<const std::int32_t*>(p);
-          break;
-        case DType::i64:
-          out << *reinterpret_cast<const std::int64_t*>(p);
-          break;
-        case DType::u8:
-          out << static_cast<int>(*reinterpret_cast<const std::uint8_t*>(p));
-          break;
-      }
+      visit_dtype(t.dtype(), [&out, p](auto zero) {
+        const auto v = *reinterpret_cast<const decltype(zero)*>(p);
+        if constexpr (sizeof(v) == 1)
+          out << static_cast<int>(v);  // a u8 as a number, not a character
+        else
+          out << v;
+      });
     } else {
       print_values(out, t, p, dim + 1);
     }

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "kernels/conv.h"
+
+#include "kernels/batch_norm_math.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 
@@ -267,16 +269,17 @@ void batch_norm_forward_train(const T* x, const T* gamma, const T* beta, T* y, T
   for (std::size_t ch = 0; ch < c; ++ch) {
     double mean = 0, var = 0;
     channel_moments(x, n, c, hw, ch, mean, var);
-    const double invstd = 1.0 / std::sqrt(var + eps);
+    const double invstd = batch_norm_invstd<double>(var, eps);
     save_mean[ch] = static_cast<T>(mean);
     save_invstd[ch] = static_cast<T>(invstd);
     // An empty batch (m = 0) has NaN statistics; the running ones stay as they were, as PyTorch
     // leaves them.
     if (m == 0) continue;
-    const double unbiased = m > 1 ? var * m / (m - 1) : var;
-    running_mean[ch] = static_cast<T>((1 - momentum) * running_mean[ch] + momentum * mean);
-    running_var[ch] = static_cast<T>((1 - momentum) * running_var[ch] + momentum * unbiased);
-    const T scale = static_cast<T>(invstd * gamma[ch]), shift = static_cast<T>(beta[ch] - mean * invstd * gamma[ch]);
+    running_mean[ch] = static_cast<T>(batch_norm_running<double>(running_mean[ch], mean, momentum));
+    running_var[ch] =
+        static_cast<T>(batch_norm_running<double>(running_var[ch], batch_norm_unbiased_var(var, n * hw), momentum));
+    const auto affine = batch_norm_affine<double>(mean, invstd, gamma[ch], beta[ch]);
+    const T scale = static_cast<T>(affine.scale), shift = static_cast<T>(affine.shift);
     for (std::size_t i = 0; i < n; ++i) {
       const T* in = x + (i * c + ch) * hw;
       T* out = y + (i * c + ch) * hw;
@@ -289,9 +292,9 @@ template <class T>
 void batch_norm_forward_eval(const T* x, const T* gamma, const T* beta, const T* running_mean, const T* running_var,
                              T* y, std::size_t n, std::size_t c, std::size_t hw, T eps) {
   for (std::size_t ch = 0; ch < c; ++ch) {
-    const double invstd = 1.0 / std::sqrt(static_cast<double>(running_var[ch]) + eps);
-    const T scale = static_cast<T>(invstd * gamma[ch]);
-    const T shift = static_cast<T>(beta[ch] - running_mean[ch] * invstd * gamma[ch]);
+    const double invstd = batch_norm_invstd<double>(running_var[ch], eps);
+    const auto affine = batch_norm_affine<double>(running_mean[ch], invstd, gamma[ch], beta[ch]);
+    const T scale = static_cast<T>(affine.scale), shift = static_cast<T>(affine.shift);
     for (std::size_t i = 0; i < n; ++i) {
       const T* in = x + (i * c + ch) * hw;
       T* out = y + (i * c + ch) * hw;
@@ -317,15 +320,13 @@ void batch_norm_backward(const T* dy, const T* x, const T* gamma, const T* save_
     }
     dgamma[ch] = static_cast<T>(sum_dy_xhat);
     dbeta[ch] = static_cast<T>(sum_dy);
-    const double k = gamma[ch] * invstd / m;
     for (std::size_t i = 0; i < n; ++i) {
       const T* g = dy + (i * c + ch) * hw;
       const T* in = x + (i * c + ch) * hw;
       T* out = dx + (i * c + ch) * hw;
-      for (std::size_t p = 0; p < hw; ++p) {
-        const double xhat = (in[p] - mean) * invstd;
-        out[p] = static_cast<T>(k * (m * g[p] - sum_dy - xhat * sum_dy_xhat));
-      }
+      for (std::size_t p = 0; p < hw; ++p)
+        out[p] =
+            static_cast<T>(batch_norm_input_grad<double>(g[p], in[p], mean, invstd, gamma[ch], m, sum_dy, sum_dy_xhat));
     }
   }
 }

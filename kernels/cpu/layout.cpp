@@ -2,6 +2,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/base/dtype.h"
 #include "kernels/layout.h"
 
 namespace ember::kernels::cpu {
@@ -29,11 +30,9 @@ void copy_2d(const T* src, std::size_t src_ld, T* dst, std::size_t dst_ld, std::
 #define EMBER_INSTANTIATE(T)                                                             \
   template void transpose_last2<T>(const T*, T*, std::size_t, std::size_t, std::size_t); \
   template void copy_2d<T>(const T*, std::size_t, T*, std::size_t, std::size_t, std::size_t);
-EMBER_INSTANTIATE(float)
-EMBER_INSTANTIATE(double)
-EMBER_INSTANTIATE(std::int32_t)
-EMBER_INSTANTIATE(std::int64_t)
-EMBER_INSTANTIATE(std::uint8_t)
+#define EMBER_INSTANTIATE_DTYPE(name, type, ...) EMBER_INSTANTIATE(type)
+EMBER_FORALL_DTYPES(EMBER_INSTANTIATE_DTYPE)  // Note [the dtype list]
+#undef EMBER_INSTANTIATE_DTYPE
 #undef EMBER_INSTANTIATE
 
 }  // namespace ember::kernels::cpu

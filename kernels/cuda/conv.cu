@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "kernels/batch_norm_math.h"
 #include "kernels/conv.h"
 #include "kernels/cuda/launch.cuh"
 
@@ -95,11 +96,10 @@ __global__ void batch_norm_stats_kernel(const float* x, float* save_mean, float*
   const float var = block_sum_all(sq) / static_cast<float>(m);
   if (threadIdx.x == 0) {
     save_mean[ch] = mean;
-    save_invstd[ch] = rsqrtf(var + eps);
+    save_invstd[ch] = batch_norm_invstd(var, eps);
     if (m == 0) return;  // an empty batch: NaN statistics, the running ones untouched (the CPU twin's rule)
-    const float unbiased = m > 1 ? var * static_cast<float>(m) / static_cast<float>(m - 1) : var;
-    running_mean[ch] = (1.0f - momentum) * running_mean[ch] + momentum * mean;
-    running_var[ch] = (1.0f - momentum) * running_var[ch] + momentum * unbiased;
+    running_mean[ch] = batch_norm_running(running_mean[ch], mean, momentum);
+    running_var[ch] = batch_norm_running(running_var[ch], batch_norm_unbiased_var(var, m), momentum);
   }
 }
 
@@ -108,7 +108,8 @@ __global__ void batch_norm_apply_kernel(const float* x, const float* gamma, cons
                                         std::size_t total) {
   for (std::size_t i = global_thread(); i < total; i += grid_stride()) {
     const std::size_t ch = (i / hw) % c;
-    y[i] = (x[i] - mean[ch]) * invstd[ch] * gamma[ch] + beta[ch];
+    const BatchNormAffine<float> a = batch_norm_affine(mean[ch], invstd[ch], gamma[ch], beta[ch]);
+    y[i] = x[i] * a.scale + a.shift;
   }
 }
 
@@ -117,7 +118,9 @@ __global__ void batch_norm_eval_kernel(const float* x, const float* gamma, const
                                        std::size_t total, float eps) {
   for (std::size_t i = global_thread(); i < total; i += grid_stride()) {
     const std::size_t ch = (i / hw) % c;
-    y[i] = (x[i] - running_mean[ch]) * rsqrtf(running_var[ch] + eps) * gamma[ch] + beta[ch];
+    const BatchNormAffine<float> a =
+        batch_norm_affine(running_mean[ch], batch_norm_invstd(running_var[ch], eps), gamma[ch], beta[ch]);
+    y[i] = x[i] * a.scale + a.shift;
   }
 }
 
@@ -145,9 +148,8 @@ __global__ void batch_norm_backward_dx_kernel(const float* dy, const float* x, c
                                               std::size_t m, std::size_t total) {
   for (std::size_t i = global_thread(); i < total; i += grid_stride()) {
     const std::size_t ch = (i / hw) % c;
-    const float xhat = (x[i] - save_mean[ch]) * save_invstd[ch];
-    const float k = gamma[ch] * save_invstd[ch] / static_cast<float>(m);
-    dx[i] = k * (static_cast<float>(m) * dy[i] - dbeta[ch] - xhat * dgamma[ch]);
+    dx[i] = batch_norm_input_grad(dy[i], x[i], save_mean[ch], save_invstd[ch], gamma[ch], static_cast<float>(m),
+                                  dbeta[ch], dgamma[ch]);
   }
 }
 
