@@ -16,7 +16,7 @@ kernels_allowed() {
     core/*) return 0 ;;                  # ops reach the kernels through core/ops/dispatch.h
     optim/*.cpp) return 0 ;;             # the multi-tensor update kernels and their slot tables
     train/*) return 0 ;;                 # whole training steps call the kernels directly, by design
-    apps/bench_kernels.cpp) return 0 ;;  # the kernel benchmark measures the kernels themselves
+    apps/bench_kernels.cpp | apps/bench/*) return 0 ;;  # the kernel benchmark (its table of cases in apps/bench/) measures the kernels themselves
     tests/*) return 0 ;;                 # tests compare each kernel with its twin
     extension.h | extension_cuda.cuh) return 0 ;;  # the extension API hands out WriteMode and the launch helper
     *) return 1 ;;

@@ -1,0 +1,157 @@
+// Matrix products: GEMMs and convolutions.
+#include "apps/bench/case.h"
+#include "kernels/conv.h"
+#include "kernels/gemm.h"
+
+namespace ember::apps::bench {
+namespace {
+
+namespace kc = kernels::cpu;
+using kernels::Transpose;
+
+// One input set: c = a·b with a [m, k] and b [k, n], either transposed.
+struct Gemm {
+  Transpose ta, tb;
+  std::size_t m, n, k, lda, ldb;
+  Tensor a, b, c;
+  std::vector<Tensor*> per_set() { return {&a, &b, &c}; }
+};
+
+Tensor on_host(const std::vector<float>& v) { return from_vector(v, {static_cast<std::int64_t>(v.size())}); }
+
+}  // namespace
+
+// GEMMs of the MLP's shapes and a large square one; on the CPU, OpenBLAS (in use) and the builtin.
+void add_gemms(std::vector<Case>& cases, const Arena& arena, bool quick) {
+  const bool gpu = arena.device().is_cuda();
+  struct Shape3 {
+    std::size_t m, n, k;
+    Transpose ta, tb;
+    const char* name;
+  };
+  std::vector<Shape3> shapes{{128, 32, 784, Transpose::no, Transpose::yes, "x·W1ᵀ 784-32"},
+                             {32, 784, 128, Transpose::yes, Transpose::no, "gᵀ·x 784-32"},
+                             {128, 128, 784, Transpose::no, Transpose::yes, "x·W1ᵀ 784-128"}};
+  if (!quick) shapes.push_back({1024, 1024, 1024, Transpose::no, Transpose::no, "square"});
+  for (const Shape3& s : shapes) {
+    const Gemm host{s.ta,
+                    s.tb,
+                    s.m,
+                    s.n,
+                    s.k,
+                    s.ta == Transpose::no ? s.k : s.m,
+                    s.tb == Transpose::no ? s.n : s.k,
+                    on_host(random_vector(s.m * s.k, s.m)),
+                    on_host(random_vector(s.k * s.n, s.n)),
+                    zeros({static_cast<std::int64_t>(s.m * s.n)})};
+    const std::string label =
+        std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k) + " " + s.name;
+    const double flops = 2.0 * s.m * s.n * s.k, bytes = 4.0 * (s.m * s.k + s.k * s.n + s.m * s.n);
+    // A length-k dot product of values in [−2, 2] may round differently by k·ε·Σ|a·b| ≤ k²·4ε.
+    const double tol = 4.0 * static_cast<double>(s.k * s.k) * std::numeric_limits<float>::epsilon();
+    const Entry<Gemm> in_use{.family = "gemm",
+                             .bytes = bytes,
+                             .output = &Gemm::c,
+                             .atol = tol,
+                             .rtol = 0.0,
+                             .run =
+                                 [](Device d, const Gemm& g) {
+                                   EMBER_BENCH_CALL(d, gemm, g.ta, g.tb, g.m, g.n, g.k, 1.0f, f32(g.a), g.lda, f32(g.b),
+                                                    g.ldb, 0.0f, f32(g.c), g.n);
+                                 },
+                             .version = gpu ? "cublas" : kc::blas_name(),
+                             .flops = flops};
+    std::vector<Entry<Gemm>> table{in_use};
+    if (!gpu && std::string(kc::blas_name()) != "builtin") {
+      Entry<Gemm> builtin = in_use;
+      builtin.version = "builtin";
+      builtin.in_use = false;
+      builtin.run = [](Device, const Gemm& g) {
+        kc::gemm_builtin(g.ta, g.tb, g.m, g.n, g.k, 1.0f, f32(g.a), g.lda, f32(g.b), g.ldb, 0.0f, f32(g.c), g.n);
+      };
+      table.push_back(builtin);
+    }
+    add_table(cases, arena, host, arena.rotations(4 * (s.m * s.k + s.k * s.n + s.m * s.n)), label, table);
+  }
+}
+
+// The MNIST CNN's convolutions at batch 64 (CPU): forward, backward data and backward filter as
+// the framework runs them (kernels/conv.h: im2col + GEMM image by image for conv1, Winograd
+// F(4×4, 3×3) for conv2, whose forward also runs fused with its ReLU and pooling), each next to
+// the bare GEMMs that im2col would need (family conv_gemm): FLOPs are the direct algorithm's, so
+// a rate above the GEMMs' is work saved. The first convolution's input gradient is never needed
+// (the images need none).
+void add_convolutions(std::vector<Case>& cases, const Arena& arena) {
+  if (arena.device().is_cuda()) return;
+  struct Layer {
+    const char* name;
+    kernels::ConvGeometry g;
+    bool data_gradient;
+  };
+  for (const Layer& l : {Layer{"conv1 1→32 28²", {64, 1, 28, 28, 32, 3, 3, 1, 0}, false},
+                         Layer{"conv2 32→64 26²", {64, 32, 26, 26, 64, 3, 3, 1, 0}, true}}) {
+    const kernels::ConvGeometry g = l.g;
+    const std::size_t patch = g.c * g.kh * g.kw, out = g.oh() * g.ow(), image = g.c * g.h * g.w;
+    auto x = std::make_shared<std::vector<float>>(random_vector(g.n * image, 1));
+    auto w = std::make_shared<std::vector<float>>(random_vector(g.k * patch, 2));
+    auto b = std::make_shared<std::vector<float>>(random_vector(g.k, 3));
+    auto dy = std::make_shared<std::vector<float>>(random_vector(g.n * g.k * out, 4));
+    auto y = std::make_shared<std::vector<float>>(g.n * g.k * out);
+    auto dx = std::make_shared<std::vector<float>>(g.n * image);
+    auto dw = std::make_shared<std::vector<float>>(g.k * patch);
+    const kernels::PoolGeometry pool{g.n, g.k, g.oh(), g.ow(), 2, 2};
+    auto pooled = std::make_shared<std::vector<float>>(g.n * g.k * pool.oh() * pool.ow());
+    auto argmax = std::make_shared<std::vector<std::int32_t>>(pooled->size());
+    auto columns = std::make_shared<std::vector<float>>(std::max(
+        {kc::conv2d_workspace_elements(g), patch * out, kc::conv2d_relu_max_pool2d_workspace_elements(g, pool)}));
+    const std::string algorithm = kc::winograd_applies(g) ? " winograd" : " im2col+gemm";
+    const double flops = 2.0 * g.n * g.k * patch * out;
+    const std::string label = l.name;
+    // Bytes: the tensors each pass reads and writes once (the columns stay in cache, or not).
+    auto add = [&](const char* what, double tensors, std::function<void(int)> conv, std::function<void(int)> bare) {
+      const double bytes = 4.0 * tensors;
+      cases.push_back({"conv", std::string(what) + algorithm, true, arena.device(), label, bytes, flops, 1,
+                       std::move(conv), nullptr});
+      if (bare)
+        cases.push_back({"conv_gemm", std::string(what) + " gemm only", false, arena.device(), label, bytes, flops, 1,
+                         std::move(bare), nullptr});
+    };
+    const double x_size = static_cast<double>(g.n * image), w_size = static_cast<double>(g.k * patch),
+                 y_size = static_cast<double>(g.n * g.k * out);
+    add(
+        "forward", x_size + w_size + y_size,
+        [=](int) { kc::conv2d_forward(x->data(), w->data(), b->data(), y->data(), g, columns->data()); },
+        [=](int) {
+          for (std::size_t i = 0; i < g.n; ++i)
+            kc::gemm(Transpose::no, Transpose::no, g.k, out, patch, 1.0f, w->data(), patch, columns->data(), out, 0.0f,
+                     y->data() + i * g.k * out, out);
+        });
+    if (kc::winograd_pools_tiles(g, pool))
+      add(
+          "forward+relu+pool", x_size + w_size + y_size / 2,  // pooled values and their int32 positions
+          [=](int) {
+            kc::conv2d_relu_max_pool2d_forward(x->data(), w->data(), b->data(), pooled->data(), argmax->data(), g, pool,
+                                               columns->data());
+          },
+          nullptr);
+    if (l.data_gradient)
+      add(
+          "backward_data", y_size + w_size + x_size,
+          [=](int) { kc::conv2d_backward_data(dy->data(), w->data(), dx->data(), g, columns->data()); },
+          [=](int) {
+            for (std::size_t i = 0; i < g.n; ++i)
+              kc::gemm(Transpose::yes, Transpose::no, patch, out, g.k, 1.0f, w->data(), patch,
+                       dy->data() + i * g.k * out, out, 0.0f, columns->data(), out);
+          });
+    add(
+        "backward_filter", x_size + y_size + w_size,
+        [=](int) { kc::conv2d_backward_filter(x->data(), dy->data(), dw->data(), g, columns->data()); },
+        [=](int) {
+          for (std::size_t i = 0; i < g.n; ++i)
+            kc::gemm(Transpose::no, Transpose::yes, g.k, patch, out, 1.0f, dy->data() + i * g.k * out, out,
+                     columns->data(), out, i == 0 ? 0.0f : 1.0f, dw->data(), patch);
+        });
+  }
+}
+
+}  // namespace ember::apps::bench
