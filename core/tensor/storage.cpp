@@ -12,11 +12,8 @@
 
 #include "core/base/config.h"
 #include "core/base/error.h"
+#include "core/cuda/memory.h"
 #include "core/cuda/runtime.h"
-
-#if EMBER_WITH_CUDA
-#include <cuda_runtime.h>
-#endif
 
 namespace ember {
 namespace {
@@ -143,42 +140,6 @@ HostCache& host_cache() {
   return *cache;
 }
 
-#if EMBER_WITH_CUDA
-cudaMemPool_t device_pool(Device device) {
-  static std::array<std::once_flag, kMaxDevices> configured;
-  cudaMemPool_t pool = nullptr;
-  CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device.index));
-  std::call_once(configured[static_cast<std::size_t>(device.index)], [&] {
-    // Keep freed memory in the pool instead of returning it at every synchronization: steady
-    // state training then never reaches the driver's allocator.
-    std::uint64_t threshold = UINT64_MAX;
-    CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
-  });
-  return pool;
-}
-
-std::size_t pool_attribute(Device device, cudaMemPoolAttr attribute) {
-  std::uint64_t value = 0;
-  CUDA_CHECK(cudaMemPoolGetAttribute(device_pool(device), attribute, &value));
-  return static_cast<std::size_t>(value);
-}
-
-std::string mib(std::size_t bytes) { return detail::concat(bytes / (1024.0 * 1024.0), " MiB"); }
-
-[[noreturn]] void throw_out_of_memory(Device device, std::size_t bytes) {
-  cudaGetLastError();  // an allocation failure is not sticky; clear it
-  const MemoryStats s = memory_stats(device);
-  std::size_t free_bytes = 0, total_bytes = 0;
-  cudaMemGetInfo(&free_bytes, &total_bytes);
-  throw OutOfMemoryError(
-      detail::concat("CUDA out of memory on ", device, ": tried to allocate ", mib(bytes), "; tensors hold ",
-                     mib(s.bytes_in_use), " (peak ", mib(s.peak_bytes_in_use), "), the pool reserves ",
-                     mib(s.reserved_bytes), ", the device has ", mib(free_bytes), " free of ", mib(total_bytes),
-                     ". Try a smaller batch size, drop references to tensors you no longer need, or call "
-                     "ember::cuda::empty_cache() to return cached blocks"));
-}
-#endif
-
 }  // namespace
 
 const char* memory_kind_name(MemoryKind kind) {
@@ -203,10 +164,9 @@ MemoryStats memory_stats(Device device) {
   }
   require_usable(device);
   MemoryStats s = g_device[static_cast<std::size_t>(device.index)].snapshot();
-#if EMBER_WITH_CUDA
-  s.reserved_bytes = pool_attribute(device, cudaMemPoolAttrReservedMemCurrent);
-  s.peak_reserved_bytes = pool_attribute(device, cudaMemPoolAttrReservedMemHigh);
-#endif
+  const cuda::memory::PoolBytes pool = cuda::memory::pool_bytes(device);
+  s.reserved_bytes = pool.reserved;
+  s.peak_reserved_bytes = pool.peak_reserved;
   return s;
 }
 
@@ -223,11 +183,7 @@ bool host_cache_enabled() { return HostCache::caching(); }
 namespace cuda {
 void empty_cache(Device device) {
   require_usable(device);
-#if EMBER_WITH_CUDA
-  DeviceGuard guard(device);
-  CUDA_CHECK(cudaDeviceSynchronize());
-  CUDA_CHECK(cudaMemPoolTrimTo(device_pool(device), 0));
-#endif
+  memory::trim_pool(device);
 }
 }  // namespace cuda
 
@@ -253,17 +209,11 @@ Storage::Storage(std::size_t bytes, Device device, MemoryKind kind) : bytes_(byt
       data_ = host_cache().take(HostCache::size_class(bytes_));
       break;
     case MemoryKind::pinned:
-#if EMBER_WITH_CUDA
-      CUDA_CHECK(cudaHostAlloc(&data_, bytes_, cudaHostAllocPortable));
-#endif
+      data_ = cuda::memory::allocate_pinned(bytes_);
       break;
     case MemoryKind::device: {
-#if EMBER_WITH_CUDA
-      device_pool(device_);  // configures the pool on first use
       stream_ = cuda::compute_stream(device_);
-      const cudaError_t status = cudaMallocAsync(&data_, bytes_, stream_);
-      if (status == cudaErrorMemoryAllocation) throw_out_of_memory(device_, bytes_);
-      CUDA_CHECK(status);
+      data_ = cuda::memory::allocate_device(device_, bytes_, stream_);
       // Made for work on another stream: that stream starts after the allocation, and the free
       // will wait for it (Note [stream ownership of device memory]).
       if (const cudaStream_t current = cuda::current_stream(device_); current != stream_) {
@@ -271,11 +221,10 @@ Storage::Storage(std::size_t bytes, Device device, MemoryKind kind) : bytes_(byt
           cuda::order_after(current, stream_, device_);
           record_stream(current);
         } catch (...) {
-          CUDA_CHECK_NOTHROW(cudaFreeAsync(data_, stream_));
+          cuda::memory::free_device(data_, stream_);
           throw;
         }
       }
-#endif
       break;
     }
   }
@@ -355,12 +304,9 @@ void Storage::release() noexcept {
       host_cache().give_back(data_, HostCache::size_class(bytes_));
       break;
     case MemoryKind::pinned:
-#if EMBER_WITH_CUDA
-      CUDA_CHECK_NOTHROW(cudaFreeHost(data_));
-#endif
+      cuda::memory::free_pinned(data_);
       break;
     case MemoryKind::device:
-#if EMBER_WITH_CUDA
       // The free waits for every other stream that still uses the memory.
       for (const StreamUse& use : used_on_) {
         try {
@@ -373,8 +319,7 @@ void Storage::release() noexcept {
         }
       }
       used_on_.clear();
-      CUDA_CHECK_NOTHROW(cudaFreeAsync(data_, stream_));
-#endif
+      cuda::memory::free_device(data_, stream_);
       break;
   }
   counters(device_, kind_).on_free(bytes_);

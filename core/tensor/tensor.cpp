@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/base/config.h"
+#include "core/cuda/copy.h"
 #include "core/cuda/runtime.h"
 #include "core/ops/dispatch.h"
 #include "core/ops/op_helpers.h"
@@ -14,10 +15,6 @@
 #include "core/tensor/autograd.h"
 #include "core/tensor/random.h"
 #include "kernels/elementwise.h"
-
-#if EMBER_WITH_CUDA
-#include <cuda_runtime.h>
-#endif
 
 namespace ember {
 
@@ -61,22 +58,6 @@ void check_no_grad_inplace(const Tensor& t, const char* op) {
               "update in NoGradGuard (as optimizers do), or detach() the tensor first");
 }
 
-#if EMBER_WITH_CUDA
-// Device memory a copy on a side stream uses records the copy (an event after it); work on the
-// memory's own compute stream needs no record. Note [stream ownership of device memory].
-void record_copy(cudaStream_t stream, Device stream_device, std::initializer_list<const Tensor*> tensors,
-                 std::shared_ptr<cuda::Event> done = nullptr) {
-  for (const Tensor* t : tensors) {
-    if (!t->is_cuda() || t->storage()->belongs_to(stream)) continue;
-    if (!done) {
-      done = std::make_shared<cuda::Event>(stream_device);
-      done->record(stream);
-    }
-    t->storage()->record_use(stream, done);
-  }
-}
-#endif
-
 // Copies src's bytes into dst (same byte count), whatever their devices (Note [stream ownership of
 // device memory] in core/tensor/storage.h for what each copy records).
 void copy_bytes(const Tensor& dst, const Tensor& src, bool non_blocking) {
@@ -88,62 +69,7 @@ void copy_bytes(const Tensor& dst, const Tensor& src, bool non_blocking) {
     std::memcpy(byte_ptr(dst), byte_ptr(src), bytes);
     return;
   }
-#if EMBER_WITH_CUDA
-  if (src.device().is_cpu()) {  // host → device
-    ext::CudaScope scope(dst.device());
-    const bool async = non_blocking && src.is_pinned();
-    // Made before the copy is queued: if it cannot be made, nothing reads the source unguarded.
-    auto done = async ? std::make_shared<cuda::Event>(dst.device()) : nullptr;
-    CUDA_CHECK(cudaMemcpyAsync(byte_ptr(dst), byte_ptr(src), bytes, cudaMemcpyHostToDevice, scope.stream()));
-    if (async) {
-      // The DMA reads the source when the stream reaches it: the source must not be reused (a
-      // loader's staging slot refilled) before then.
-      done->record(scope.stream());
-      src.storage()->record_pending_read(done);
-      record_copy(scope.stream(), dst.device(), {&dst}, done);
-      return;
-    }
-    // From pageable memory the copy must finish before the host may touch the source again.
-    CUDA_CHECK(cudaStreamSynchronize(scope.stream()));
-    return;
-  }
-  if (dst.device().is_cpu()) {  // device → host
-    ext::CudaScope scope(src.device());
-    CUDA_CHECK(cudaMemcpyAsync(byte_ptr(dst), byte_ptr(src), bytes, cudaMemcpyDeviceToHost, scope.stream()));
-    if (non_blocking && dst.is_pinned()) {
-      auto done = std::make_shared<cuda::Event>(src.device());
-      done->record(scope.stream());
-      dst.storage()->set_ready_event(done);
-      record_copy(scope.stream(), src.device(), {&src}, done);
-      return;
-    }
-    CUDA_CHECK(cudaStreamSynchronize(scope.stream()));
-    cuda::check_device_errors(src.device());
-    return;
-  }
-  // device → device
-  ext::CudaScope scope(src.device());
-  if (src.device() == dst.device()) {
-    CUDA_CHECK(cudaMemcpyAsync(byte_ptr(dst), byte_ptr(src), bytes, cudaMemcpyDeviceToDevice, scope.stream()));
-    record_copy(scope.stream(), src.device(), {&src, &dst});
-    return;
-  }
-  // Between devices, on the source's stream: after the destination's allocation and earlier work
-  // on its device, and before the destination's later work — events both ways, the host waits for
-  // neither. The destination's memory is used by the source's stream, so its free waits for it.
-  const cudaStream_t dst_stream = cuda::current_stream(dst.device());
-  cuda::order_after(scope.stream(), dst_stream, dst.device());
-  CUDA_CHECK(
-      cudaMemcpyPeerAsync(byte_ptr(dst), dst.device().index, byte_ptr(src), src.device().index, bytes, scope.stream()));
-  auto done = std::make_shared<cuda::Event>(src.device());
-  done->record(scope.stream());
-  done->wait(dst_stream);
-  src.storage()->record_use(scope.stream(), done);
-  dst.storage()->record_use(scope.stream(), done);
-#else
-  (void)non_blocking;
-  ext::throw_built_without_cuda();
-#endif
+  cuda::copy_bytes(dst, src, non_blocking);  // a CUDA device at one end or both
 }
 
 template <class To>
