@@ -31,7 +31,12 @@ struct Model {
 
 std::shared_ptr<nn::Sequential> build(const Model& m, std::uint64_t seed) {
   Generator g(seed);
-  return m.cnn ? nn::cnn(m.sizes[0], m.sizes[1], m.sizes[2], &g) : nn::mlp(784, m.sizes, 10, &g);
+  // Every fused layer run, as mnist_train's recipes train.
+  return m.cnn
+             ? nn::cnn(
+                   {.c1 = m.sizes[0], .c2 = m.sizes[1], .hidden = m.sizes[2], .height = 28, .width = 28, .classes = 10},
+                   &g, FusionOptions::all())
+             : nn::mlp(784, m.sizes, 10, &g, FusionOptions::all());
 }
 
 // Training images per second on `device`: `steps` SGD steps on the given batches (cycled) after
