@@ -221,7 +221,25 @@ void build_step(const Settings& s, Run& run) {
         train::AutogradStepOptions{.micro_batches = s.micro_batches, .reduce_across_ranks = s.distributed});
 }
 
-Run build_run(const Settings& s, const CLI::App& app, const Shapes& shapes) {
+// What every rank must agree on before training: the settings that shape the model, the data and
+// the arithmetic, from the environment too (EMBER_FUSION picks the step). The paths of files may
+// differ between machines; their contents are checked by the parameters' hash after loading.
+std::string options_fingerprint(const Settings& s, const Run& run, const Shapes& shapes) {
+  std::ostringstream out;
+  out << "model=" << s.model << ";hidden=" << apps::join_sizes(shapes.hidden)
+      << ";channels=" << apps::join_sizes(shapes.channels) << ";dataset=" << s.dataset
+      << ";images=" << run.data.train->size() << "+" << run.data.test->size() << ";val_size=" << run.val_size
+      << ";optimizer=" << s.recipe.optimizer << ";lr=" << s.recipe.lr << ";lr_decay=" << s.recipe.lr_decay
+      << ";batch_size=" << s.recipe.batch_size << ";normalize=" << s.recipe.normalize << ";momentum=" << s.momentum
+      << ";weight_decay=" << s.weight_decay << ";seed=" << s.seed << ";epochs=" << s.epochs
+      << ";shuffle=" << !s.no_shuffle << ";step=" << s.step << ";fused=" << run.fused
+      << ";micro_batches=" << s.micro_batches << ";cuda_graph=" << s.cuda_graph << ";preload=" << s.preload
+      << ";device=" << (run.device.is_cuda() ? "cuda" : "cpu") << ";resume=" << !s.resume.empty()
+      << ";init=" << !s.init.empty();
+  return out.str();
+}
+
+Run build_run(const Settings& s, const Shapes& shapes) {
   Run run;
   run.world = s.distributed ? dist::world_size() : 1;
   run.device = choose_device(s, run.device_reason);
@@ -253,14 +271,7 @@ Run build_run(const Settings& s, const CLI::App& app, const Shapes& shapes) {
                                     "--batch-size"));
   build_step(s, run);
   if (s.distributed) {
-    // Every rank must agree on the options that shape the model, the data and the arithmetic: all
-    // but the paths of files, which may differ between machines (their contents are checked by the
-    // parameters' hash after loading).
-    std::string options = detail::concat("images=", n_all, ";device=", run.device.is_cuda() ? "cuda" : "cpu");
-    for (const CLI::Option* o : app.get_options())
-      if (o->count() && !o->check_name("--data") && !o->check_name("--save") && !o->check_name("--resume") &&
-          !o->check_name("--init") && !o->check_name("--json-log") && !o->check_name("--plot"))
-        options += ";" + o->get_name() + "=" + o->as<std::string>();
+    const std::string options = options_fingerprint(s, run, shapes);
     try {
       dist::check_same_on_all_ranks("options", options);
     } catch (const dist::DistError& e) {
@@ -304,10 +315,10 @@ void print_header(const Settings& s, const Run& run) {
 }
 
 // ---- run_training: the library's loop, this program's report after every epoch ------------------
-int run_training(const Settings& s, const CLI::App& app) {
+int run_training(const Settings& s) {
   const Shapes shapes = validate(s);
   set_num_threads(s.threads);
-  Run run = build_run(s, app, shapes);
+  Run run = build_run(s, shapes);
   print_header(s, run);
   // The rate of epoch e is lr·decay^e (StepLR with step 1), a resumed run picking up where it was.
   optim::StepLR schedule(*run.optimizer, 1, s.recipe.lr_decay);
@@ -339,7 +350,8 @@ int run_training(const Settings& s, const CLI::App& app) {
     log.add_epoch(r, extra);
     log.write();
     records.push_back({r.epoch, r.train.loss, r.validation.loss, r.validation.accuracy});
-    if (!dist::is_main()) return;  // rank 0 alone writes files (the others hold the same parameters)
+    if (!s.save.empty()) last_saved = r.epoch + 1;  // on every rank: each names it if its loss turns non-finite
+    if (!dist::is_main()) return;                   // rank 0 alone writes files (the others hold the same parameters)
     if (!s.save.empty()) {
       train::Metadata model_meta = run.card.to_metadata();
       model_meta["hidden"] = apps::join_sizes(shapes.hidden);
@@ -355,7 +367,6 @@ int run_training(const Settings& s, const CLI::App& app) {
                                        {"lr_decay", detail::concat(s.recipe.lr_decay)},
                                        {"world_size", std::to_string(run.world)},
                                        {"micro_batches", std::to_string(s.micro_batches)}});
-      last_saved = r.epoch + 1;
     }
     if (!s.plot.empty())
       apps::write_svg_plot(
@@ -512,7 +523,7 @@ int main(int argc, char** argv) {
       if (!dist::is_main() && !std::freopen("/dev/null", "w", stdout))
         throw IoError("--distributed: cannot silence this rank's output");
     }
-    const int code = run_training(s, app);
+    const int code = run_training(s);
     dist::finalize();
     return code;
   });

@@ -4,18 +4,17 @@
 // g++ and as host and device code by nvcc.
 #pragma once
 
-#include <math.h>
-
 #include <cstddef>
 
 #include "kernels/common.h"
+#include "kernels/elementwise_math.h"
 
 namespace ember::kernels {
 
 // 1/√(var + eps): the inverse standard deviation saved for backward.
 template <class S>
 EMBER_HOST_DEVICE S batch_norm_invstd(S var, S eps) {
-  return S(1) / sqrt(var + eps);
+  return S(1) / math::sqrt(var + eps);  // sqrtf for f32, sqrt for f64: pinned, not left to overloads
 }
 
 // Normalization and the affine step folded into one multiply-add per element:
@@ -30,7 +29,8 @@ EMBER_HOST_DEVICE BatchNormAffine<S> batch_norm_affine(S mean, S invstd, S gamma
 }
 
 // The running statistics move toward the batch's by `momentum`, the variance unbiased (m/(m−1))
-// as PyTorch keeps it; an empty batch leaves them as they were (its statistics are NaN).
+// as PyTorch keeps it. The callers skip an empty batch (its statistics are NaN), leaving the
+// running ones as they were.
 template <class S>
 EMBER_HOST_DEVICE S batch_norm_running(S running, S batch, S momentum) {
   return (S(1) - momentum) * running + momentum * batch;
