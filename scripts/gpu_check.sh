@@ -172,8 +172,8 @@ section_test() {
   (cd "$build" && timeout "$budget" ctest --output-on-failure -j 4) >"$out/test.log" 2>&1
   local rc=$?
   tail -25 "$out/test.log"
-  # On a GPU machine the GPU binary must run, not skip.
-  if grep -q "test_cuda.*Skipped" "$out/test.log"; then
+  # On a GPU machine the GPU tests must run, not skip.
+  if grep -qE "(test_cuda|ops_cuda) .*Skipped" "$out/test.log"; then
     NOTE="the GPU test binary was skipped: $(grep -m1 'skipped:' "$out/test.log")"
     return 1
   fi

@@ -1,17 +1,17 @@
-// Every differentiable op against finite differences (gradcheck, f64, CPU), every op's backward
-// accumulating into an existing .grad, and small models written with ember ops.
+// Every differentiable op of the op table against finite differences (gradcheck, f64, CPU), every
+// op's backward accumulating into an existing .grad, and small models written with ember ops.
 #include <catch2/catch.hpp>
 
 #include <functional>
 #include <string>
 
-#include "core/ops/fused.h"
 #include "core/ops/gradcheck.h"
 #include "core/ops/ops.h"
 #include "core/tensor/autograd.h"
 #include "core/tensor/random.h"
 #include "layers/nn.h"
 #include "support/helpers.h"
+#include "support/op_table.h"
 
 using namespace ember;
 
@@ -49,112 +49,29 @@ void require_accumulates(const Fn& fn, const std::vector<Tensor>& inputs) {
   }
 }
 
-struct OpCase {
-  std::string name;
-  Fn fn;
-  std::vector<Tensor> inputs;
-};
-
-std::vector<OpCase> op_cases() {
-  const Tensor a = input({3, 4}, 1), b = input({3, 4}, 2), row = input({4}, 3), col = input({3, 1}, 4);
-  const Tensor positive = input({3, 4}, 5, 0.5, 2.0);
-  const Tensor logits = input({5, 4}, 6, -3, 3);
-  const Tensor targets = from_vector<std::int64_t>({0, 3, 1, 1, 2}, {5});
-  const Tensor targets32 = targets.to(DType::i32);
-  const Tensor cond = from_vector<std::uint8_t>({1, 0, 0, 1, 1, 1, 0, 0, 0, 1, 0, 1}, {3, 4});
-  // Keep relu's inputs away from its kink at 0, where finite differences are meaningless.
-  const Tensor away_from_zero = from_vector<double>({-0.9, 0.3, -0.2, 0.8, 0.5, -0.6}, {2, 3}).set_requires_grad();
-  return {
-      {"add (broadcast)", [](auto& x) { return add(x[0], x[1]); }, {a, row}},
-      {"sub (broadcast)", [](auto& x) { return sub(x[0], x[1]); }, {col, a}},
-      {"mul (broadcast)", [](auto& x) { return mul(x[0], x[1]); }, {a, col}},
-      {"div", [](auto& x) { return div(x[0], x[1]); }, {a, positive}},
-      {"affine", [](auto& x) { return 3.0 - x[0] * 0.5; }, {a}},
-      {"neg", [](auto& x) { return neg(x[0]); }, {a}},
-      {"exp", [](auto& x) { return exp(x[0]); }, {a}},
-      {"log", [](auto& x) { return log(x[0]); }, {positive}},
-      {"sqrt", [](auto& x) { return sqrt(x[0]); }, {positive}},
-      {"pow", [](auto& x) { return pow(x[0], 3.0); }, {a}},
-      {"pow (fractional)", [](auto& x) { return pow(x[0], 1.5); }, {positive}},
-      {"sigmoid", [](auto& x) { return sigmoid(x[0]); }, {a}},
-      {"tanh", [](auto& x) { return tanh(x[0]); }, {a}},
-      {"relu", [](auto& x) { return relu(x[0]); }, {away_from_zero}},
-      {"matmul", [](auto& x) { return matmul(x[0], x[1]); }, {a, input({4, 2}, 7)}},
-      {"linear", [](auto& x) { return linear(x[0], x[1], x[2]); }, {a, input({2, 4}, 8), input({2}, 9)}},
-      {"linear_relu (fused)",
-       [](auto& x) { return fused::linear_relu(x[0], x[1], x[2]); },
-       {input({5, 4}, 13), input({3, 4}, 14), from_vector<double>({0.3, -0.2, 0.45}, {3}).set_requires_grad()}},
-      {"linear (no bias, 3-d input)",
-       [](auto& x) { return linear(x[0], x[1]); },
-       {input({2, 3, 4}, 10), input({2, 4}, 8)}},
-      {"transpose", [](auto& x) { return transpose(x[0]); }, {input({2, 3, 4}, 11)}},
-      {"reshape",
-       [](auto& x) {
-         return x[0].reshape({4, 3}) * x[0].reshape({4, 3});
-       },
-       {a}},
-      {"narrow", [](auto& x) { return x[0].narrow(0, 1, 2); }, {a}},
-      {"cat",
-       [](auto& x) {
-         return cat({x[0], x[1]}, 1);
-       },
-       {a, col}},
-      {"slice", [](auto& x) { return slice(x[0], 1, 1, 2); }, {a}},
-      {"sum", [](auto& x) { return sum(x[0]); }, {a}},
-      {"sum over dims",
-       [](auto& x) {
-         return sum(x[0], {0, 2}, true);
-       },
-       {input({2, 3, 4}, 12)}},
-      {"mean", [](auto& x) { return mean(x[0]); }, {a}},
-      {"mean over a dim", [](auto& x) { return mean(x[0], {1}); }, {a}},
-      {"softmax", [](auto& x) { return softmax(x[0]); }, {logits}},
-      {"log_softmax", [](auto& x) { return log_softmax(x[0]); }, {logits}},
-      {"cross_entropy (i64)", [targets](auto& x) { return cross_entropy(x[0], targets); }, {logits}},
-      {"cross_entropy (i32)", [targets32](auto& x) { return cross_entropy(x[0], targets32); }, {logits}},
-      {"clone", [](auto& x) { return x[0].clone(); }, {a}},
-      {"dropout (fixed seed and offset)", [](auto& x) { return dropout(x[0], 0.3, 7, 100); }, {a}},
-      {"erf", [](auto& x) { return erf(x[0]); }, {a}},
-      {"rsqrt", [](auto& x) { return rsqrt(x[0]); }, {positive}},
-      {"abs", [](auto& x) { return abs(x[0]); }, {away_from_zero}},
-      {"clamp", [](auto& x) { return clamp(x[0], -0.5, 0.4); }, {away_from_zero}},
-      {"maximum (broadcast)", [](auto& x) { return maximum(x[0], x[1]); }, {a, row}},
-      {"minimum (broadcast)", [](auto& x) { return minimum(x[0], x[1]); }, {col, a}},
-      {"where (broadcast)", [cond](auto& x) { return where(cond, x[0], x[1]); }, {a, row}},
-      {"var over a dim", [](auto& x) { return var(x[0], 1); }, {a}},
-      {"var (biased, every dim)",
-       [](auto& x) {
-         return var(x[0], {0, 1}, 0);
-       },
-       {a}},
-      {"std over dims, keepdim",
-       [](auto& x) {
-         return ember::std(x[0], {0, 2}, 1, true);
-       },
-       {input({2, 3, 4}, 15)}},
-      {"unsqueeze", [](auto& x) { return unsqueeze(x[0], 1) * unsqueeze(x[0], 1); }, {a}},
-      {"permute",
-       [](auto& x) {
-         return permute(x[0], {2, 0, 1});
-       },
-       {input({2, 3, 4}, 16)}},
-      {"broadcast_to",
-       [](auto& x) {
-         return broadcast_to(x[0], {2, 3, 4});
-       },
-       {col}},
-      {"softmax over dim 0", [](auto& x) { return softmax(x[0], 0); }, {logits}},
-      {"log_softmax over a middle dim", [](auto& x) { return log_softmax(x[0], 1); }, {input({2, 3, 4}, 17)}},
-  };
-}
-
 }  // namespace
 
+// Every sample of every differentiable op in the op table (tests/support/op_table.h) but those at
+// kinks and ties and the large shapes kept for the devices.
 TEST_CASE("every differentiable op passes gradcheck and accumulates into .grad") {
-  for (const OpCase& c : op_cases()) {
-    SECTION(c.name) {
-      require_gradcheck(c.fn, c.inputs);
-      require_accumulates(c.fn, c.inputs);
+  for (const testing::OpInfo& op : testing::op_table()) {
+    if (!op.differentiable) continue;
+    for (const testing::Sample& s : op.samples()) {
+      const std::vector<std::size_t> differentiated = testing::differentiated_inputs(op, s);
+      if (!s.gradcheck || differentiated.empty()) continue;
+      SECTION(op.name + ": " + s.label) {
+        // gradcheck perturbs every input it is given: it gets the differentiated ones, and the
+        // others (targets, masks, running statistics) stay as they are.
+        std::vector<Tensor> leaves;
+        for (std::size_t i : differentiated) leaves.push_back(s.inputs[i].clone().set_requires_grad());
+        const Fn fn = [&](const std::vector<Tensor>& x) {
+          std::vector<Tensor> all = s.inputs;
+          for (std::size_t k = 0; k < differentiated.size(); ++k) all[differentiated[k]] = x[k];
+          return s.apply(all);
+        };
+        require_gradcheck(fn, leaves);
+        require_accumulates(fn, leaves);
+      }
     }
   }
 }

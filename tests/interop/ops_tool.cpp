@@ -1,117 +1,118 @@
 // The ember side of the op-by-op comparison with PyTorch (ops_torch.py):
-//   ops_tool INPUTS OUT
-// reads the random tensors ops_torch.py wrote to INPUTS (a, b, c of shapes [3,4,5], [4,5],
-// [3,4,5] in f64; x, weight, bias of a LayerNorm in f32), applies each op, and writes to OUT every
-// result `<case>` and the gradients `<case>.grad.<input>` of ½·Σ result² — the same loss the
-// script takes in PyTorch, so forward and derivative rule are both compared.
-#include <functional>
+//   ops_tool OUT
+// runs every sample of the op table (tests/support/op_table.h) that has a PyTorch spelling, and
+// the modules written from ops, in f64 on the CPU, and writes to OUT (safetensors) for each case
+// `<op>[<k>]` its inputs `.in.<i>`, its result `.out`, the upstream gradient `.upstream` and the
+// gradients `.grad.<i>` of ⟨result, upstream⟩, with the PyTorch spelling (`.torch`), the
+// sample's label (`.label`) and the differentiated inputs (`.grads`, "0,2") in the metadata.
+// ops_torch.py evaluates each spelling on the same inputs and compares: the case list is the
+// table's, so the names cannot drift apart.
 #include <iostream>
+#include <map>
+#include <memory>
 #include <string>
 
 #include "ember.h"
+#include "support/op_table.h"
 
 using namespace ember;
+using namespace ember::testing;
 
 namespace {
 
 class Cases {
  public:
-  explicit Cases(const std::string& inputs_path) : inputs_(load_safetensors(inputs_path)) {}
-
-  // A fresh leaf copy of the input `name`, requiring grad.
-  Tensor input(const std::string& name) const {
-    const Tensor* t = find_tensor(inputs_.tensors, name);
-    if (!t) throw ValueError("ops_tool: the inputs have no tensor '" + name + "'");
-    return t->detach().clone().set_requires_grad();
+  // One case: the sample's inputs, its run, and what ops_torch.py needs to recompute it.
+  void add(const std::string& name, const Sample& sample, const SampleRun& run,
+           const std::vector<std::size_t>& differentiated) {
+    for (std::size_t i = 0; i < sample.inputs.size(); ++i)
+      tensors_.emplace_back(name + ".in." + std::to_string(i), sample.inputs[i]);
+    const bool floating = run.result.dtype() == DType::f32 || run.result.dtype() == DType::f64;
+    tensors_.emplace_back(name + ".out", floating ? run.result : run.result.to(DType::f64));
+    std::string grads;
+    for (std::size_t k = 0; k < run.grads.size(); ++k) {
+      if (!run.grads[k].defined()) continue;
+      tensors_.emplace_back(name + ".grad." + std::to_string(differentiated[k]), run.grads[k]);
+      grads += (grads.empty() ? "" : ",") + std::to_string(differentiated[k]);
+    }
+    if (run.upstream.defined()) tensors_.emplace_back(name + ".upstream", run.upstream.to(run.result.dtype()));
+    metadata_[name + ".torch"] = sample.torch;
+    metadata_[name + ".label"] = sample.label;
+    metadata_[name + ".grads"] = grads;
   }
 
-  // Runs `op` on fresh copies of the inputs named, records its result and their gradients.
-  void add(const std::string& name, const std::vector<std::string>& inputs,
-           const std::function<Tensor(const std::vector<Tensor>&)>& op) {
-    std::vector<Tensor> leaves;
-    for (const std::string& input_name : inputs) leaves.push_back(input(input_name));
-    const Tensor out = op(leaves);
-    const bool floating = out.dtype() == DType::f32 || out.dtype() == DType::f64;
-    results_.emplace_back(name, floating ? out.detach() : out.to(DType::f64));
-    if (!floating) return;  // comparisons: masks, no gradient
-    (0.5 * sum(out * out)).backward();
-    for (std::size_t i = 0; i < leaves.size(); ++i)
-      if (leaves[i].grad().defined()) results_.emplace_back(name + ".grad." + inputs[i], leaves[i].grad());
-  }
-
-  void add_module(const std::string& name, nn::Module& module, const std::string& input_name) {
-    add(name, {input_name}, [&](const std::vector<Tensor>& in) { return module(in[0]); });
-    for (auto& [parameter, tensor] : module.named_parameters())
-      if (tensor.grad().defined()) results_.emplace_back(name + ".grad." + parameter, tensor.grad());
-  }
-
-  void save(const std::string& path) const { save_safetensors(path, results_); }
+  void save(const std::string& path) const { save_safetensors(path, tensors_, metadata_); }
 
  private:
-  Checkpoint inputs_;
-  StateDict results_;
+  StateDict tensors_;
+  std::map<std::string, std::string> metadata_;
 };
 
-void run_cases(Cases& c) {
-  using V = const std::vector<Tensor>&;
-  c.add("erf", {"a"}, [](V t) { return erf(t[0]); });
-  c.add("rsqrt", {"a"}, [](V t) { return rsqrt(abs(t[0]) + 0.5); });
-  c.add("abs", {"a"}, [](V t) { return abs(t[0]); });
-  c.add("clamp", {"a"}, [](V t) { return clamp(t[0], -0.5, 0.7); });
-  c.add("clamp_min", {"a"}, [](V t) { return clamp(t[0], 0.0, INFINITY); });
-  c.add("maximum", {"a", "b"}, [](V t) { return maximum(t[0], t[1]); });
-  c.add("minimum", {"a", "b"}, [](V t) { return minimum(t[0], t[1]); });
-  c.add("where", {"a", "b"}, [](V t) { return where(gt(t[0], t[1]), t[0], t[1] * 2.0); });
-  c.add("where_scalar_cond", {"a", "c"}, [](V t) { return where(lt(t[1], 0.0), t[0], t[1]); });
-  c.add("gt", {"a", "b"}, [](V t) { return gt(t[0], t[1]); });
-  c.add("lt", {"a", "b"}, [](V t) { return lt(t[0], t[1]); });
-  c.add("ge", {"a", "c"}, [](V t) { return ge(t[0], t[1]); });
-  c.add("le", {"a", "c"}, [](V t) { return le(t[0], t[1]); });
-  c.add("eq", {"a", "c"}, [](V t) { return eq(t[0], t[1]); });
-  c.add("ne", {"a", "c"}, [](V t) { return ne(t[0], t[1]); });
-  c.add("var_all", {"a"}, [](V t) { return var(t[0]); });
-  c.add("std_all", {"a"}, [](V t) { return ember::std(t[0]); });
-  c.add("var_dims", {"a"}, [](V t) { return var(t[0], {0, 2}, 1, true); });
-  c.add("var_biased", {"a"}, [](V t) { return var(t[0], -1, 0); });
-  c.add("std_dim", {"a"}, [](V t) { return ember::std(t[0], 1); });
-  c.add("std_dims_keepdim", {"a"}, [](V t) { return ember::std(t[0], {1, 2}, 0, true); });
-  c.add("sum_dim", {"a"}, [](V t) { return sum(t[0], -1, true); });
-  c.add("mean_dim", {"a"}, [](V t) { return mean(t[0], 1); });
-  c.add("unsqueeze", {"a"}, [](V t) { return unsqueeze(t[0], 1) * 3.0; });
-  c.add("unsqueeze_end", {"b"}, [](V t) { return unsqueeze(t[0], -1) * 3.0; });
-  c.add("permute", {"a"}, [](V t) { return permute(t[0], {2, 0, 1}); });
-  c.add("broadcast_to", {"b"}, [](V t) { return broadcast_to(t[0], {2, 4, 5}); });
-  c.add("softmax_dim0", {"a"}, [](V t) { return softmax(t[0], 0); });
-  c.add("log_softmax_dim1", {"a"}, [](V t) { return log_softmax(t[0], 1); });
-  c.add("softmax_last", {"a"}, [](V t) { return softmax(t[0], -1); });
+void add_table(Cases& cases) {
+  for (const OpInfo& op : op_table()) {
+    const std::vector<Sample> samples = op.samples();
+    for (std::size_t k = 0; k < samples.size(); ++k) {
+      if (samples[k].torch.empty()) continue;
+      const SampleRun run = run_sample(op, samples[k], DType::f64, Device::cpu());
+      cases.add(op.name + "[" + std::to_string(k) + "]", samples[k], run, differentiated_inputs(op, samples[k]));
+    }
+  }
+}
 
-  nn::Tanh tanh_module;
-  nn::Sigmoid sigmoid_module;
-  nn::GELU gelu_exact, gelu_tanh("tanh");
-  nn::Softmax softmax_module(1);
-  nn::LogSoftmax log_softmax_module(0);
-  c.add_module("Tanh", tanh_module, "a");
-  c.add_module("Sigmoid", sigmoid_module, "a");
-  c.add_module("GELU", gelu_exact, "a");
-  c.add_module("GELU_tanh", gelu_tanh, "a");
-  c.add_module("Softmax", softmax_module, "a");
-  c.add_module("LogSoftmax", log_softmax_module, "a");
-  nn::LayerNorm norm({5});
-  norm.load_state_dict({{"weight", c.input("weight")}, {"bias", c.input("bias")}});
-  c.add_module("LayerNorm", norm, "x");
+// A module on input 0, the inputs after it loaded as its parameters in order; the gradients of
+// the parameters are reported as those of the inputs they came from.
+void add_module(Cases& cases, const std::string& name, std::shared_ptr<nn::Module> module, std::vector<Tensor> inputs,
+                const std::string& torch) {
+  const std::vector<std::string> names = [&] {
+    std::vector<std::string> n;
+    for (const auto& [parameter, tensor] : module->named_parameters()) n.push_back(parameter);
+    return n;
+  }();
+  StateDict state;
+  for (std::size_t i = 1; i < inputs.size(); ++i) state.emplace_back(names.at(i - 1), inputs[i]);
+  if (!state.empty()) module->load_state_dict(state);
+  const OpInfo op{name, true, false, false, kExact, {}};
+  const Sample sample{.label = name,
+                      .inputs = inputs,
+                      .apply = [module](const std::vector<Tensor>& x) { return (*module)(x[0]); },
+                      .grad_inputs = {0},
+                      .torch = torch};
+  SampleRun run = run_sample(op, sample, inputs[0].dtype(), Device::cpu());
+  std::vector<std::size_t> differentiated{0};
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    run.grads.push_back(module->named_parameters()[i].second.grad());
+    differentiated.push_back(i + 1);
+  }
+  cases.add(name + "[0]", sample, run, differentiated);
+}
+
+void add_modules(Cases& cases) {
+  const Tensor a = random_input({3, 4, 5}, 200);
+  add_module(cases, "nn.Tanh", std::make_shared<nn::Tanh>(), {a}, "torch.nn.Tanh()(x0)");
+  add_module(cases, "nn.Sigmoid", std::make_shared<nn::Sigmoid>(), {a}, "torch.nn.Sigmoid()(x0)");
+  add_module(cases, "nn.GELU", std::make_shared<nn::GELU>(), {a}, "torch.nn.GELU()(x0)");
+  add_module(cases, "nn.GELU_tanh", std::make_shared<nn::GELU>("tanh"), {a}, "torch.nn.GELU(approximate='tanh')(x0)");
+  add_module(cases, "nn.Softmax", std::make_shared<nn::Softmax>(1), {a}, "torch.nn.Softmax(dim=1)(x0)");
+  add_module(cases, "nn.LogSoftmax", std::make_shared<nn::LogSoftmax>(0), {a}, "torch.nn.LogSoftmax(dim=0)(x0)");
+  // f32, as its parameters are.
+  add_module(cases, "nn.LayerNorm", std::make_shared<nn::LayerNorm>(std::vector<std::int64_t>{5}),
+             {random_input({6, 5}, 201).to(DType::f32), random_input({5}, 202, 0.5, 1.5).to(DType::f32),
+              random_input({5}, 203).to(DType::f32)},
+             "F.layer_norm(x0, (5,), x1, x2)");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::cerr << "usage: ops_tool INPUTS OUT\n";
+  if (argc != 2) {
+    std::cerr << "usage: ops_tool OUT\n";
     return 2;
   }
   try {
-    Cases cases(argv[1]);
-    run_cases(cases);
-    cases.save(argv[2]);
+    Cases cases;
+    add_table(cases);
+    add_modules(cases);
+    cases.save(argv[1]);
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
