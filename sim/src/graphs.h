@@ -1,5 +1,5 @@
 // CUDA graphs on the software GPU: what stream capture records, and what a replay runs. The
-// runtime (runtime.cpp) captures — it sees every operation issued to a stream — and replays, by
+// runtime (runtime.cpp and the files beside it) captures — it sees every operation issued to a stream — and replays, by
 // issuing each node to the launch stream as an ordinary operation, checked like one; this header
 // is the shape of a graph between the two.
 #pragma once
@@ -45,7 +45,7 @@ struct GraphHandle {
   std::shared_ptr<Graph> graph;
 };
 
-// Releases memory a graph owned (runtime.cpp).
+// Releases memory a graph owned (graphs.cpp).
 void release_graph_memory(const std::vector<void*>& blocks);
 
 }  // namespace ember_sim::graphs
