@@ -2,6 +2,7 @@
 #include "data/classification.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -77,6 +78,15 @@ const DatasetSpec& dataset_spec(const std::string& name) {
   std::string known;
   for (const DatasetSpec& s : specs()) known += (known.empty() ? "" : ", ") + s.name;
   throw ValueError(detail::concat("unknown dataset '", name, "' (expected one of ", known, ")"));
+}
+
+std::string data_folder(const std::string& dataset, const std::string& given) {
+  if (!given.empty()) return given;
+  const char* env = std::getenv("MNIST_DIR");
+  if (dataset == "mnist" && env && *env) return env;
+  for (const std::string& name : dataset_names())
+    if (name == dataset) return dataset_spec(name).default_folder;
+  return {};
 }
 
 std::vector<std::string> dataset_names() {

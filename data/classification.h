@@ -32,6 +32,10 @@ struct DatasetSpec {
 const DatasetSpec& dataset_spec(const std::string& name);
 std::vector<std::string> dataset_names();
 
+// The folder a dataset is read from: `given` when not empty; for mnist, $MNIST_DIR when set; else
+// the spec's default folder (empty for idx, and for a name that is not a known dataset).
+std::string data_folder(const std::string& dataset, const std::string& given);
+
 struct ClassificationData {
   DatasetSpec spec;
   std::string folder;

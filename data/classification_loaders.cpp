@@ -1,12 +1,15 @@
 // The loaders of a classification run.
 #include "data/classification_loaders.h"
 
+#include <iomanip>
+
 #include "core/base/error.h"
 
 namespace ember::data {
 
 ClassificationLoaders::ClassificationLoaders(const ClassificationData& data, Device device,
-                                             const ClassificationLoaderOptions& options) {
+                                             const ClassificationLoaderOptions& options)
+    : device_(device) {
   const std::size_t n_all = data.train->size();
   EMBER_CHECK(options.val_size < n_all, ValueError, "a validation split of ", options.val_size,
               " images must be smaller than the ", n_all, " training images");
@@ -40,6 +43,18 @@ ClassificationLoaders::ClassificationLoaders(const ClassificationData& data, Dev
   // Preloaded: the same batches in the same order as streaming them, the baseline the streamed
   // pipeline is held to.
   if (options.preload) preloaded_.emplace(*train_loader_, device, options.normalization);
+}
+
+std::string ClassificationLoaders::describe(const ClassificationData& data) const {
+  const bool split = val_set_ != data.test;
+  std::string text = detail::concat(
+      "data: ", data.spec.title, ", ", data.train->size(), " training images (", train_set_->size(), " for training, ",
+      split ? detail::concat(val_set_->size(), " for validation") : std::string("validation on the test set"), "), ",
+      data.test->size(), " test images, ", data.num_classes, " classes, from ", data.folder);
+  if (preloaded_)
+    text += detail::concat("\ndata: training images preloaded on ", device_.str(), " (", std::fixed,
+                           std::setprecision(1), static_cast<double>(preloaded_->bytes_on_device()) / 1e6, " MB)");
+  return text;
 }
 
 }  // namespace ember::data

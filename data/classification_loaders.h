@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "data/classification.h"
 #include "data/loader.h"
@@ -40,8 +41,12 @@ class ClassificationLoaders {
   const std::shared_ptr<const Dataset>& train_set() const { return train_set_; }
   const std::shared_ptr<const Dataset>& validation_set() const { return val_set_; }
   const PreloadedLoader* preloaded() const { return preloaded_ ? &*preloaded_ : nullptr; }
+  // For a program's first lines: "data: MNIST, 10000 training images (8334 for training, 1666 for
+  // validation), 10000 test images, 10 classes, from data/mnist", and a line for the preloaded.
+  std::string describe(const ClassificationData& data) const;
 
  private:
+  Device device_;
   std::shared_ptr<const Dataset> train_set_, val_set_;
   std::unique_ptr<DataLoader> train_loader_, val_loader_, test_loader_;
   std::unique_ptr<DeviceLoader> train_batches_, val_batches_, test_batches_;

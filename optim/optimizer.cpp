@@ -371,4 +371,12 @@ AdamW::AdamW(std::vector<Tensor> params, GroupOptions options)
     : Adam(std::vector<ParamGroup>{{std::move(params), options}}, true) {}
 AdamW::AdamW(std::vector<ParamGroup> groups) : Adam(std::move(groups), true) {}
 
+std::unique_ptr<Optimizer> make_optimizer(const std::string& name, std::vector<Tensor> params,
+                                          const GroupOptions& options) {
+  if (name == "sgd") return std::make_unique<SGD>(std::move(params), options);
+  if (name == "adam") return std::make_unique<Adam>(std::move(params), options);
+  if (name == "adamw") return std::make_unique<AdamW>(std::move(params), options);
+  throw ValueError(detail::concat("unknown optimizer '", name, "': expected sgd, adam or adamw"));
+}
+
 }  // namespace ember::optim

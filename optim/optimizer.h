@@ -120,4 +120,9 @@ class AdamW : public Adam {
   std::string type_name() const override { return "AdamW"; }
 };
 
+// The optimizer a name chooses, as a command line gives it: "sgd", "adam" or "adamw", over
+// `params` with `options` (a ValueError listing the names otherwise).
+std::unique_ptr<Optimizer> make_optimizer(const std::string& name, std::vector<Tensor> params,
+                                          const GroupOptions& options);
+
 }  // namespace ember::optim

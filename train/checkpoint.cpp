@@ -13,6 +13,8 @@
 
 #include "core/base/config.h"
 #include "core/base/error.h"
+#include "distributed/dist.h"
+#include "train/data_parallel.h"
 
 namespace ember::train {
 namespace {
@@ -179,7 +181,48 @@ ResumedTraining resume_training_checkpoint(const std::string& path, nn::Module& 
     for (nn::Dropout* d : dropout_layers(model))
       if (std::getline(in, item, ',')) d->set_offset(std::stoull(item));
   }
+  // A data-parallel run's checkpoint holds rank 0's positions: each rank moves on to its own.
+  if (dist::is_initialized() && dist::world_size() > 1) separate_dropout_streams(model);
   return resumed;
+}
+
+std::vector<std::string> compare_settings(const LoadedCheckpoint& saved, const Metadata& now,
+                                          const SettingsCheck& check) {
+  auto differs = [&](const std::string& key) {
+    const auto then = saved.metadata.find(key);
+    const auto here = now.find(key);
+    return then != saved.metadata.end() && here != now.end() && then->second != here->second;
+  };
+  auto says = [&](const std::string& key) {
+    return detail::concat("the checkpoint was saved with ", key, " ", saved.metadata.at(key), ", this run has ",
+                          now.at(key));
+  };
+  for (const std::string& key : check.must_match)
+    if (differs(key)) throw ValueError(detail::concat(saved.model_path, ": ", says(key)));
+  std::vector<std::string> notes;
+  for (const std::string& key : check.noted)
+    if (differs(key)) notes.push_back(says(key));
+  return notes;
+}
+
+EpochCheckpoints::EpochCheckpoints(std::string path, nn::Module& model, const optim::Optimizer& optimizer,
+                                   Metadata model_metadata, Metadata settings, int epochs_done)
+    : path_(std::move(path)),
+      model_(model),
+      optimizer_(optimizer),
+      model_metadata_(std::move(model_metadata)),
+      settings_(std::move(settings)),
+      last_saved_(epochs_done) {}
+
+void EpochCheckpoints::save(int epochs_done) {
+  if (path_.empty()) return;
+  last_saved_ = epochs_done;
+  if (dist::is_main()) save_training_checkpoint(path_, model_, optimizer_, epochs_done, model_metadata_, settings_);
+}
+
+std::string EpochCheckpoints::last_good() const {
+  if (path_.empty()) return {};
+  return detail::concat("; the last good checkpoint is ", path_, " (", last_saved_, " epochs)");
 }
 
 }  // namespace ember::train

@@ -62,8 +62,40 @@ struct ResumedTraining {
   int start_epoch = 0;  // the epoch to train next
 };
 
-// load_checkpoint, then the Dropout layers' stream positions restored: the run continues at
-// start_epoch as if it had not stopped.
+// load_checkpoint, then the Dropout layers' stream positions restored (each rank's own in a
+// data-parallel run: separate_dropout_streams): the run continues at start_epoch as if it had
+// not stopped.
 ResumedTraining resume_training_checkpoint(const std::string& path, nn::Module& model, optim::Optimizer& optimizer);
+
+// ---- a run's settings, kept in its checkpoints ---------------------------------------------------
+// A resumed run compares its settings (key → value, as saved in the state's metadata) with the
+// checkpoint's. A key of `must_match` that the checkpoint records with another value cannot
+// continue (another model, another dataset): a ValueError naming the file, the key and both
+// values. A key of `noted` that differs is allowed, and a line saying so is returned for each.
+struct SettingsCheck {
+  std::vector<std::string> must_match, noted;
+};
+std::vector<std::string> compare_settings(const LoadedCheckpoint& saved, const Metadata& now,
+                                          const SettingsCheck& check);
+
+// Checkpointing for fit's on_epoch hook: save_training_checkpoint after every epoch, the run's
+// settings in the state. Rank 0 of dist:: alone writes (the ranks hold the same parameters); every
+// rank remembers the last epoch saved, so that a run failing later names the file to go back to.
+class EpochCheckpoints {
+ public:
+  // An empty path saves nothing. `epochs_done`: a resumed run's start.
+  EpochCheckpoints(std::string path, nn::Module& model, const optim::Optimizer& optimizer, Metadata model_metadata,
+                   Metadata settings, int epochs_done);
+  void save(int epochs_done);
+  // "; the last good checkpoint is PATH (N epochs)", to append to an error; empty when nothing is saved.
+  std::string last_good() const;
+
+ private:
+  std::string path_;
+  nn::Module& model_;
+  const optim::Optimizer& optimizer_;
+  Metadata model_metadata_, settings_;
+  int last_saved_;
+};
 
 }  // namespace ember::train

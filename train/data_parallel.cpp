@@ -20,4 +20,17 @@ void make_replica(nn::Module& model) {
   separate_dropout_streams(model);
 }
 
+void check_same_run(const Metadata& settings, nn::Module& model) {
+  std::string text;
+  for (const auto& [key, value] : settings) text += key + "=" + value + ";";
+  dist::check_same_on_all_ranks("options", text);
+  dist::check_identical("the parameters at the start", model.parameters());
+}
+
+LogFields replica_fields(nn::Module& model, int epoch, bool across_ranks) {
+  if (across_ranks) dist::check_identical(detail::concat("the parameters after epoch ", epoch), model.parameters());
+  return {{"ranks", std::int64_t{across_ranks ? dist::world_size() : 1}},
+          {"params_hash", detail::concat(std::hex, dist::hash_tensors(model.parameters()))}};
+}
+
 }  // namespace ember::train

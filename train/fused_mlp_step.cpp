@@ -587,13 +587,20 @@ bool FusedMlpStep::graph_captured() const { return impl_->graph->ready(); }
 std::size_t FusedMlpStep::graph_kernel_nodes() const { return impl_->graph->kernel_nodes(); }
 std::size_t FusedMlpStep::step_launches() const { return impl_->step_launches; }
 std::size_t FusedMlpStep::graph_replays() const { return impl_->replays; }
+
+std::vector<std::pair<std::string, std::int64_t>> FusedMlpStep::counters() const {
+  auto count = [](std::size_t n) { return static_cast<std::int64_t>(n); };
+  return {{"graph_kernels", count(graph_kernel_nodes())},
+          {"step_launches", count(step_launches())},
+          {"graph_replays", count(graph_replays())}};
+}
 bool FusedMlpStep::sgd_in_gemm_applied() const { return impl_->sgd_in_gemm; }
 double FusedMlpStep::communication_seconds() const { return impl_->communication_s; }
 void FusedMlpStep::reset_communication_seconds() { impl_->communication_s = 0; }
 
 std::string FusedMlpStep::describe() const {
   const Impl& s = *impl_;
-  std::string text = s.graph_note.empty() ? "eager until captured" : s.graph_note;
+  std::string text = "fused MLP step, " + (s.graph_note.empty() ? std::string("eager until captured") : s.graph_note);
   if (!s.cuda())
     return text + (s.sgd_in_gemm ? "; CPU kernels, SGD's weight update inside the GEMMs" : "; CPU kernels");
   if (!s.options.gemm_epilogues) return text + "; plain GEMMs and ember's bias/ReLU kernels (epilogues off)";

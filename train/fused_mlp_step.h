@@ -91,8 +91,11 @@ class FusedMlpStep final : public Step {
   // on the CPU the whole exchange, on CUDA only the host's share of issuing it).
   double communication_seconds() const override;
   void reset_communication_seconds() override;
-  // How the step runs, for logs: "CUDA graph, 8 kernels per step; cuBLASLt epilogues: ...".
+  // How the step runs, for logs: "fused MLP step, CUDA graph, 8 kernels per step; cuBLASLt epilogues: ...".
   std::string describe() const override;
+  std::string kind() const override { return "fused"; }
+  // graph_kernels, step_launches and graph_replays.
+  std::vector<std::pair<std::string, std::int64_t>> counters() const override;
   // Whether the last step updated the weights inside their GEMMs (FusedMlpStepOptions::sgd_in_gemm).
   bool sgd_in_gemm_applied() const;
 

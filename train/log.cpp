@@ -19,6 +19,12 @@ std::string epoch_line(const EpochReport& r, bool distributed) {
   return out.str();
 }
 
+LogFields step_fields(const Step& step) {
+  LogFields fields{{"step", step.kind()}};
+  for (const auto& [name, count] : step.counters()) fields.emplace_back(name, count);
+  return fields;
+}
+
 void JsonLinesLog::add_epoch(const EpochReport& r, const LogFields& extra) {
   const EpochResult& t = r.train;
   LogFields fields{{"epoch", std::int64_t{r.epoch}},
@@ -30,6 +36,7 @@ void JsonLinesLog::add_epoch(const EpochReport& r, const LogFields& extra) {
                    {"train_s", t.seconds},
                    {"input_wait_s", t.loader.wait_s},
                    {"communication_wait_s", t.communication_seconds}};
+  if (t.gemm_seconds > 0) fields.emplace_back("gemm_s", t.gemm_seconds);
   if (!t.step_losses.empty()) fields.emplace_back("step_losses", t.step_losses);
   fields.insert(fields.end(), extra.begin(), extra.end());
   lines_.push_back(std::move(fields));

@@ -19,13 +19,17 @@ std::string epoch_line(const EpochReport& report, bool distributed);
 using LogValue = std::variant<std::int64_t, double, std::string, std::vector<double>>;
 using LogFields = std::vector<std::pair<std::string, LogValue>>;
 
+// The step's kind and counters (Step::kind, Step::counters) as fields: {"step": "fused", ...}.
+LogFields step_fields(const Step& step);
+
 // The log's lines, rewritten whole (atomically) at every write so that a reader never sees half a
 // line. An empty path keeps the lines without writing.
 class JsonLinesLog {
  public:
   explicit JsonLinesLog(std::string path) : path_(std::move(path)) {}
   // An epoch's figures: epoch, train_loss, val_loss, val_acc, epoch_s, images_per_s, train_s,
-  // input_wait_s, communication_wait_s, step_losses (when recorded) and `extra`.
+  // input_wait_s, communication_wait_s, gemm_s (the CPU's GEMMs; absent where they ran on a GPU),
+  // step_losses (when recorded) and `extra`.
   void add_epoch(const EpochReport& report, const LogFields& extra = {});
   void add(const LogFields& fields);
   void write() const;

@@ -5,9 +5,12 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/tensor/tensor.h"
 #include "layers/module.h"
@@ -35,6 +38,10 @@ class Step {
   virtual void reset_communication_seconds() {}
   // How the step runs, for logs.
   virtual std::string describe() const = 0;
+  // Its kind for a log ("autograd", "fused"), and what it has counted so far (a captured graph's
+  // kernel nodes, its replays), name by name.
+  virtual std::string kind() const = 0;
+  virtual std::vector<std::pair<std::string, std::int64_t>> counters() const { return {}; }
 };
 
 // The loss of a batch: model output and targets → a scalar mean.
@@ -65,6 +72,7 @@ class AutogradStep final : public Step {
   double communication_seconds() const override;
   void reset_communication_seconds() override;
   std::string describe() const override;
+  std::string kind() const override { return "autograd"; }
 
  private:
   nn::Module& model_;

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "apps/common/program.h"
 #include "core/base/error.h"
 #include "layers/models.h"
 #include "layers/nn.h"
@@ -52,13 +53,44 @@ std::int64_t output_classes(const Checkpoint& file, const std::string& kind) {
 }  // namespace
 
 std::map<std::string, std::string> ModelCard::to_metadata() const {
-  return {{"model_kind", kind},
-          {"input_shape", detail::concat(height, ",", width)},
-          {"classes", nlohmann::json(classes).dump()},
-          {"dataset", dataset},
-          {"preprocess", preprocess},
-          {"input_mean", float_text(normalization.mean)},
-          {"input_std", float_text(normalization.std)}};
+  std::map<std::string, std::string> meta{{"model_kind", kind},
+                                          {"input_shape", detail::concat(height, ",", width)},
+                                          {"classes", nlohmann::json(classes).dump()},
+                                          {"dataset", dataset},
+                                          {"preprocess", preprocess},
+                                          {"input_mean", float_text(normalization.mean)},
+                                          {"input_std", float_text(normalization.std)}};
+  if (!hidden.empty()) meta["hidden"] = join_sizes(hidden);
+  if (!channels.empty()) meta["channels"] = join_sizes(channels);
+  return meta;
+}
+
+ModelCard card_for(const data::ClassificationData& data, const std::string& kind, bool normalized) {
+  const Shape image = data.train->sample_shape();
+  return {.kind = kind,
+          .height = image[0],
+          .width = image[1],
+          .classes = data.class_names,
+          .dataset = data.spec.name,
+          .preprocess = data.spec.preprocess,
+          .normalization = normalized ? data.normalization : data::Normalization{},
+          .hidden = {},
+          .channels = {}};
+}
+
+std::shared_ptr<nn::Sequential> new_model(const ModelCard& card, Generator* init, const FusionOptions& fusion) {
+  const auto classes = static_cast<std::int64_t>(card.classes.size());
+  if (card.kind == "mlp") return nn::mlp(card.height * card.width, card.hidden, classes, init, fusion);
+  EMBER_CHECK(card.kind == "cnn" && card.hidden.size() == 1 && card.channels.size() == 2, ValueError,
+              "a new model needs kind mlp, or kind cnn with one hidden width and two channel widths; the card has ",
+              card.kind, " with ", card.hidden.size(), " and ", card.channels.size());
+  return nn::cnn({.c1 = card.channels[0],
+                  .c2 = card.channels[1],
+                  .hidden = card.hidden[0],
+                  .height = card.height,
+                  .width = card.width,
+                  .classes = classes},
+                 init, fusion);
 }
 
 ModelCard read_model_card(const Checkpoint& file, const std::string& path) {

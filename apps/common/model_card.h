@@ -10,7 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "core/base/fusion.h"
 #include "core/io/serialize.h"
+#include "core/tensor/random.h"
+#include "data/classification.h"
 #include "data/dataset.h"
 #include "layers/container.h"
 
@@ -23,9 +26,22 @@ struct ModelCard {
   std::string dataset = "mnist";
   std::string preprocess = "digit";   // see apps/common/images.h
   data::Normalization normalization;  // the default {0, 1} is pixel/255
+  // The widths a new model is built with (new_model) and that its file records: the MLP's hidden
+  // layers, or the CNN's dense layer (one) and its two convolutions. A card read from a file
+  // leaves them empty: the tensors' shapes say them (build_model).
+  std::vector<std::int64_t> hidden, channels;
 
   std::map<std::string, std::string> to_metadata() const;
 };
+
+// The card of a model of `kind` (mlp or cnn) to be trained on `data`: its image size, classes,
+// dataset and preparation, and its input scaling (the data's mean and std when `normalized`, else
+// pixel/255). The widths are left to the caller.
+ModelCard card_for(const data::ClassificationData& data, const std::string& kind, bool normalized);
+
+// A new model of the card's architecture with one output per class, initialized from `init`,
+// with `fusion`'s fused paths.
+std::shared_ptr<nn::Sequential> new_model(const ModelCard& card, Generator* init, const FusionOptions& fusion);
 
 // The card of a model file; FormatError naming `path` when its metadata or shapes make no sense.
 ModelCard read_model_card(const Checkpoint& file, const std::string& path);

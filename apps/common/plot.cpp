@@ -68,6 +68,11 @@ void panel(std::ostringstream& svg, double x0, double y0, double w, double h, co
 
 }  // namespace
 
+void TrainingCurves::add(const train::EpochReport& r) {
+  epochs_.push_back({r.epoch, r.train.loss, r.validation.loss, r.validation.accuracy});
+  if (!path_.empty()) write_svg_plot(path_, epochs_, title_);
+}
+
 void write_svg_plot(const std::string& path, const std::vector<EpochRecord>& epochs, const std::string& title) {
   if (epochs.empty()) return;
   std::ostringstream svg;

@@ -2,7 +2,10 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "train/loop.h"
 
 namespace ember::apps {
 
@@ -13,6 +16,18 @@ struct EpochRecord {
 
 // Two panels side by side, axes with ticks, one polyline per series. Written atomically.
 void write_svg_plot(const std::string& path, const std::vector<EpochRecord>& epochs, const std::string& title);
+
+// The curves of a training run as it goes: each epoch added rewrites the picture (an empty path
+// keeps the records without writing).
+class TrainingCurves {
+ public:
+  TrainingCurves(std::string path, std::string title) : path_(std::move(path)), title_(std::move(title)) {}
+  void add(const train::EpochReport& report);
+
+ private:
+  std::string path_, title_;
+  std::vector<EpochRecord> epochs_;
+};
 
 // A log-log chart of named series of (x, y) points, for measurements across sizes.
 struct XYSeries {

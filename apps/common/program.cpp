@@ -3,11 +3,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
 
 #include "core/base/error.h"
+#include "core/cuda/runtime.h"
 #include "distributed/dist.h"
 
 namespace ember::apps {
@@ -72,6 +74,26 @@ Device choose_device(const std::string& option, const std::string& value, std::s
   }
 }
 
+void start_distributed(const std::string& option) {
+  try {
+    dist::init();
+  } catch (const dist::DistError& e) {
+    throw UsageError(option + ": " + e.what());
+  }
+  if (!dist::is_main() && !std::freopen("/dev/null", "w", stdout))
+    throw IoError(option + ": cannot silence the output of rank " + std::to_string(dist::rank()));
+}
+
+Device choose_rank_device(const std::string& option, const std::string& value, std::string& reason) {
+  if (value != "auto" && value != "cuda") return choose_device(option, value, reason);
+  const Device device =
+      value == "cuda" ? Device::cuda(dist::local_rank() % std::max(1, cuda::device_count())) : dist::default_device();
+  if (device.is_cuda()) require_usable(device);
+  reason = detail::concat(device.str(), " (rank ", dist::rank(), " of ", dist::world_size(), ", local rank ",
+                          dist::local_rank(), ")");
+  return device;
+}
+
 std::vector<std::int64_t> parse_sizes(const std::string& option, const std::string& text, const char* example) {
   std::vector<std::int64_t> sizes;
   std::stringstream in(text);
@@ -101,8 +123,11 @@ bool interactive_output(bool distributed) {
 void progress_bar(std::size_t done, std::size_t total) {
   const int width = 30;
   const int filled = total ? static_cast<int>(width * done / total) : width;
-  std::printf("\r  [%.*s%.*s] %zu/%zu", filled, "==============================", width - filled,
-              "                              ", done, total);
+  if (done == total)
+    std::printf("\r%60s\r", "");
+  else
+    std::printf("\r  [%.*s%.*s] %zu/%zu", filled, "==============================", width - filled,
+                "                              ", done, total);
   std::fflush(stdout);
 }
 

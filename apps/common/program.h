@@ -32,6 +32,15 @@ int run_cli(CLI::App& app, int argc, char** argv, const std::function<int()>& bo
 // cpu, cuda or cuda:N, checked usable. UsageError naming the option otherwise.
 Device choose_device(const std::string& option, const std::string& value, std::string& reason);
 
+// A data-parallel program's start (mpirun launches it once per rank): dist::init (a UsageError
+// naming `option` when it fails), then stdout silenced on every rank but 0, which alone prints;
+// the others keep stderr for their errors.
+void start_distributed(const std::string& option);
+
+// choose_device for one rank of a data-parallel run: "auto" or "cuda" give each rank a GPU of its
+// own (its local rank modulo the GPUs), or the CPU where there is none; `reason` names the rank.
+Device choose_rank_device(const std::string& option, const std::string& value, std::string& reason);
+
 // "32" or "512,256": positive sizes separated by commas (UsageError naming the option and showing
 // `example` otherwise), and back.
 std::vector<std::int64_t> parse_sizes(const std::string& option, const std::string& text, const char* example);
@@ -40,7 +49,7 @@ std::string join_sizes(const std::vector<std::int64_t>& sizes);
 // Whether a person may be watching stdout: a terminal, and not one rank of an MPI launch (each
 // rank's output is a pseudo-terminal whatever the launcher's own output is, so a rank cannot tell).
 bool interactive_output(bool distributed);
-// "\r  [=====     ] done/total", for interactive output.
+// "\r  [=====     ] done/total", for interactive output; the last step (done == total) clears it.
 void progress_bar(std::size_t done, std::size_t total);
 
 }  // namespace ember::apps

@@ -61,7 +61,7 @@ expect 2 "size mismatch for 0.weight" "--init of another architecture" -- \
   "$train" --data "$mnist" --hidden 32 --init "$work/h16.safetensors" --save "$save"
 expect 2 "size mismatch for 0.weight" "--resume of another architecture" -- \
   "$train" --data "$mnist" --hidden 64 --resume "$work/h16.safetensors" --save "$save" --epochs 2
-expect 2 "--dataset cifar: unknown dataset 'cifar'" "unknown dataset" -- "$train" --dataset cifar --save "$save"
+expect 2 "--dataset: cifar not in {mnist,fashion-mnist,idx}" "unknown dataset" -- "$train" --dataset cifar --save "$save"
 expect 2 "--dataset idx has no default folder" "--dataset idx without --data" -- "$train" --dataset idx --save "$save"
 # Four IDX files that do not make one dataset: written by hand (big-endian header, then bytes).
 byte() { printf "\\x$(printf %02x "$1")"; }

@@ -9,6 +9,7 @@
 
 #include "apps/common/images.h"
 #include "apps/common/model_card.h"
+#include "apps/common/plot.h"
 #include "core/ops/ops.h"
 #include "layers/models.h"
 #include "layers/nn.h"
@@ -22,16 +23,21 @@ using ember::testing::state_values;
 namespace fs = std::filesystem;
 
 TEST_CASE("model cards travel with the model and rebuild it") {
-  Generator g(3);
-  auto model = nn::cnn(nn::CnnShape{.c1 = 2, .c2 = 3, .hidden = 4, .height = 10, .width = 12, .classes = 3}, &g);
   apps::ModelCard card{.kind = "cnn",
                        .height = 10,
                        .width = 12,
                        .classes = {"a", "b", "c"},
                        .dataset = "idx",
                        .preprocess = "plain",
-                       .normalization = {0.25f, 0.5f}};
+                       .normalization = {0.25f, 0.5f},
+                       .hidden = {4},
+                       .channels = {2, 3}};
+  // A new model from the card is the one its architecture names, initialized alike.
+  Generator g(3), again(3);
+  auto model = nn::cnn(nn::CnnShape{.c1 = 2, .c2 = 3, .hidden = 4, .height = 10, .width = 12, .classes = 3}, &g);
+  CHECK(state_values(*apps::new_model(card, &again, FusionOptions::none())) == state_values(*model));
   const Checkpoint file{model->state_dict(), card.to_metadata()};
+  CHECK((file.metadata.at("hidden") == "4" && file.metadata.at("channels") == "2,3"));
   const apps::ModelCard back = apps::read_model_card(file, "f");
   CHECK((back.kind == "cnn" && back.height == 10 && back.width == 12 && back.classes == card.classes));
   CHECK((back.normalization.mean == 0.25f && back.normalization.std == 0.5f && back.preprocess == "plain"));
@@ -53,6 +59,34 @@ TEST_CASE("model cards travel with the model and rebuild it") {
   // An MLP of 36 inputs without a recorded size: a 6×6 image; of 35, no square: refused.
   CHECK(apps::read_model_card({nn::mlp(36, {}, 2, &g)->state_dict(), {}}, "s").height == 6);
   CHECK_THROWS_AS(apps::read_model_card({nn::mlp(35, {}, 2, &g)->state_dict(), {}}, "s"), FormatError);
+}
+
+TEST_CASE("a new MLP from its card, and the training curves drawn as epochs come") {
+  apps::ModelCard card;
+  card.height = 4;
+  card.width = 5;
+  card.classes = {"x", "y"};
+  card.hidden = {6, 3};
+  Generator g(2), again(2);
+  CHECK(state_values(*apps::new_model(card, &g, FusionOptions::none())) ==
+        state_values(*nn::mlp(20, {6, 3}, 2, &again)));
+  card.kind = "cnn";  // a CNN needs one hidden width and two channel widths
+  CHECK_THAT(message_of<ValueError>([&] { apps::new_model(card, &g, FusionOptions::none()); }),
+             Contains("the card has cnn with 2 and 0"));
+
+  const auto svg = fs::temp_directory_path() / ("ember_curves_" + std::to_string(::getpid()) + ".svg");
+  apps::TrainingCurves curves(svg.string(), "a run");
+  train::EpochReport report;
+  report.train.loss = 0.9;
+  report.validation = {.loss = 0.8, .accuracy = 0.7};
+  curves.add(report);
+  report.epoch = 1;
+  curves.add(report);
+  std::ifstream in(svg);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK_THAT(text, Contains("<svg") && Contains("a run") && Contains("</svg>"));
+  fs::remove(svg);
+  apps::TrainingCurves("", "nowhere").add(report);  // an empty path writes nothing
 }
 
 TEST_CASE("photos are prepared the way each dataset was made") {

@@ -76,16 +76,20 @@ TEST_CASE("the CUDA runtime's per-device calls refuse the CPU, naming it, in eve
 }
 
 TEST_CASE("EMBER_DEVICE overrides Device::best()") {
-  ::setenv("EMBER_DEVICE", "cpu", 1);
-  CHECK(Device::best() == Device::cpu());
-  CHECK_THAT(Device::best_reason(), Contains("set by EMBER_DEVICE"));
-  ::setenv("EMBER_DEVICE", "tpu", 1);
-  CHECK_THROWS_AS(Device::best(), ValueError);
+  {
+    testing::EnvScope cpu("EMBER_DEVICE", "cpu");
+    CHECK(Device::best() == Device::cpu());
+    CHECK_THAT(Device::best_reason(), Contains("set by EMBER_DEVICE"));
+  }
+  {
+    testing::EnvScope tpu("EMBER_DEVICE", "tpu");
+    CHECK_THROWS_AS(Device::best(), ValueError);
+  }
   if (!cuda::is_available()) {
-    ::setenv("EMBER_DEVICE", "cuda:0", 1);
+    testing::EnvScope cuda("EMBER_DEVICE", "cuda:0");
     CHECK_THROWS_AS(Device::best(), DeviceError);
   }
-  ::unsetenv("EMBER_DEVICE");
+  testing::EnvScope unset("EMBER_DEVICE", nullptr);
   CHECK_NOTHROW(Device::best());
 }
 

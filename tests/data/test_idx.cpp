@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "data/classification.h"
+#include "data/classification_loaders.h"
 #include "data/dataset.h"
 #include "data/idx.h"
 #include "support/helpers.h"
@@ -187,6 +188,18 @@ TEST_CASE("load_classification checks that the four files make one dataset") {
   CHECK(d.normalization.mean == Approx(0.25));
   CHECK(d.normalization.std == Approx(std::sqrt(0.1875)));
   CHECK(d.spec.preprocess == "plain");
+  // The loaders' first line for a program, with the validation split or without.
+  data::ClassificationLoaderOptions options;
+  options.workers = 0;
+  options.val_size = 1;
+  const data::ClassificationLoaders split(d, Device::cpu(), options);
+  CHECK(split.describe(d) ==
+        "data: IDX images, 4 training images (3 for training, 1 for validation), 2 test images, "
+        "3 classes, from " +
+            good.string());
+  options.val_size = 0;
+  const data::ClassificationLoaders whole(d, Device::cpu(), options);
+  CHECK_THAT(whole.describe(d), Contains("(4 for training, validation on the test set)"));
 
   // Names beside the files; their count must match, and none may be empty.
   std::ofstream(good / "classes.txt") << "cat\ndog\nbird\n\n";
@@ -217,6 +230,18 @@ TEST_CASE("load_classification checks that the four files make one dataset") {
   CHECK(data::dataset_spec("mnist").normalization.mean == 0.1307f);
   CHECK_THAT(message_of<ValueError>([] { data::dataset_spec("cifar"); }),
              Contains("unknown dataset 'cifar' (expected one of mnist, fashion-mnist, idx)"));
+  // Where each is read from: the folder given, else (MNIST) $MNIST_DIR, else the default; idx has none.
+  {
+    testing::EnvScope unset("MNIST_DIR", nullptr);
+    CHECK(data::data_folder("mnist", "") == "data/mnist");
+    CHECK(data::data_folder("mnist", "here") == "here");
+    CHECK(data::data_folder("fashion-mnist", "") == "/usr/share/datasets/fashion-mnist");
+    CHECK(data::data_folder("idx", "").empty());
+    CHECK(data::data_folder("cifar", "").empty());
+  }
+  testing::EnvScope set("MNIST_DIR", "/elsewhere");
+  CHECK(data::data_folder("mnist", "") == "/elsewhere");
+  CHECK(data::data_folder("fashion-mnist", "") == "/usr/share/datasets/fashion-mnist");
 }
 
 TEST_CASE("random_split and Subset") {

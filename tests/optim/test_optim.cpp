@@ -122,6 +122,18 @@ TEST_CASE("AdamW decays the weights before the update instead of adding to the g
   CHECK(p.item<float>() == Approx(1.8f).epsilon(1e-6));
 }
 
+TEST_CASE("make_optimizer chooses by name, with the options given") {
+  Tensor p = param({2.0f});
+  for (const auto& [name, type] : {std::pair{"sgd", "SGD"}, {"adam", "Adam"}, {"adamw", "AdamW"}}) {
+    const auto optimizer = optim::make_optimizer(name, {p}, {.lr = 0.25, .momentum = 0.5});
+    CHECK(optimizer->type_name() == type);
+    CHECK(optimizer->param_groups().at(0).options.lr == 0.25);
+    CHECK(optimizer->param_groups().at(0).options.momentum == 0.5);
+  }
+  CHECK_THAT(message_of<ValueError>([&] { optim::make_optimizer("lbfgs", {p}, {}); }),
+             Contains("unknown optimizer 'lbfgs': expected sgd, adam or adamw"));
+}
+
 TEST_CASE("parameters without a gradient are skipped; zero_grad drops or zeroes") {
   Tensor a = param({1.0f}), b = param({1.0f});
   optim::SGD sgd({a, b}, {.lr = 1.0});

@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -13,6 +15,23 @@
 #include "core/tensor/tensor.h"
 
 namespace ember::testing {
+
+// An environment variable set (or, with nullptr, unset) for a scope, restored when it ends, as
+// FusionScope restores the fusion switch.
+class EnvScope {
+ public:
+  EnvScope(const char* name, const char* value) : name_(name) {
+    if (const char* before = std::getenv(name)) before_ = before;
+    value ? ::setenv(name, value, 1) : ::unsetenv(name);
+  }
+  ~EnvScope() { before_ ? ::setenv(name_.c_str(), before_->c_str(), 1) : ::unsetenv(name_.c_str()); }
+  EnvScope(const EnvScope&) = delete;
+  EnvScope& operator=(const EnvScope&) = delete;
+
+ private:
+  std::string name_;
+  std::optional<std::string> before_;
+};
 
 // |a − b| ≤ atol + rtol·|b| for every element; on failure the message names the worst element.
 struct CloseReport {

@@ -107,3 +107,31 @@ TEST_CASE("checkpoint pairs: the model file alone, the state beside it, tied by 
   CHECK(train::load_checkpoint(old, *e.model, *e.sgd).metadata.at("epoch") == "7");
   CHECK(state_values(*e.model) == state_values(*a.model));
 }
+
+TEST_CASE("a run's settings travel with its checkpoints: saved every epoch, compared on resume") {
+  const fs::path dir = work_dir("settings");
+  const std::string path = (dir / "run.safetensors").string();
+  Trained a = trained(7);
+  const train::Metadata settings{{"model_kind", "mlp"}, {"dataset", "mnist"}, {"batch_size", "128"}};
+  train::EpochCheckpoints checkpoints(path, *a.model, *a.sgd, {{"model_kind", "mlp"}}, settings, 0);
+  CHECK(checkpoints.last_good() == "; the last good checkpoint is " + path + " (0 epochs)");
+  checkpoints.save(2);
+  CHECK(checkpoints.last_good() == "; the last good checkpoint is " + path + " (2 epochs)");
+  CHECK(train::EpochCheckpoints("", *a.model, *a.sgd, {}, {}, 3).last_good().empty());
+
+  Trained b = trained(8);
+  const train::ResumedTraining resumed = train::resume_training_checkpoint(path, *b.model, *b.sgd);
+  CHECK(resumed.start_epoch == 2);
+  CHECK(state_values(*b.model) == state_values(*a.model));
+  const train::SettingsCheck check{.must_match = {"model_kind", "dataset"}, .noted = {"batch_size", "world_size"}};
+  // The same settings: nothing to say. A changed batch: a note. Another dataset: refused.
+  CHECK(train::compare_settings(resumed.checkpoint, settings, check).empty());
+  train::Metadata now = settings;
+  now["batch_size"] = "64";
+  now["world_size"] = "2";  // not in the checkpoint: nothing to compare
+  CHECK(train::compare_settings(resumed.checkpoint, now, check) ==
+        std::vector<std::string>{"the checkpoint was saved with batch_size 128, this run has 64"});
+  now["dataset"] = "fashion-mnist";
+  CHECK_THAT(message_of<ValueError>([&] { train::compare_settings(resumed.checkpoint, now, check); }),
+             Contains(path + ": the checkpoint was saved with dataset mnist, this run has fashion-mnist"));
+}

@@ -10,12 +10,15 @@
 
 #include "core/base/fusion.h"
 #include "core/ops/ops.h"
+#include "distributed/dist.h"
 #include "layers/nn.h"
 #include "optim/optimizer.h"
 #include "optim/scheduler.h"
 #include "support/helpers.h"
 #include "train/checkpoint.h"
+#include "train/data_parallel.h"
 #include "train/fused_mlp_step.h"
+#include "train/log.h"
 #include "train/loop.h"
 
 using namespace ember;
@@ -150,6 +153,16 @@ TEST_CASE("the fused MLP step and the autograd step train the same model alike t
       step = std::make_unique<train::AutogradStep>(*model, sgd);
     losses.push_back(train::train_epoch(*model, *step, batches, 0).loss);
     after.push_back(parameters_of(*model));
+    // What a log says of the step: its kind, and for the fused one its counters.
+    const train::LogFields fields = train::step_fields(*step);
+    REQUIRE(fields.size() == (fused ? 4u : 1u));
+    CHECK(std::get<std::string>(fields[0].second) == (fused ? "fused" : "autograd"));
+    if (fused) CHECK((fields[1].first == "graph_kernels" && fields[3].first == "graph_replays"));
+    // Outside a data-parallel run: one rank, and the parameters' hash.
+    const train::LogFields replica = train::replica_fields(*model, 0, false);
+    CHECK(std::get<std::int64_t>(replica.at(0).second) == 1);
+    CHECK(std::get<std::string>(replica.at(1).second) ==
+          detail::concat(std::hex, dist::hash_tensors(model->parameters())));
   }
   // The same arithmetic in another order: the fused step adds each bias after its GEMM.
   EMBER_REQUIRE_CLOSE(after[1], after[0], 1e-5, 1e-4);
