@@ -10,7 +10,8 @@ namespace ember::kernels {
 template <auto Function>
 constexpr std::string_view function_name() {
   // GCC and clang (nvcc's host compilers): "... function_name() [with auto Function = NAME]" or
-  // "[Function = &NAME]".
+  // "[Function = &NAME]". GCC's NAME carries a template's arguments (map_kernel<Neg>); clang 14's
+  // does not (map_kernel), so under clang two instances of one kernel template share a name.
   constexpr std::string_view pretty = __PRETTY_FUNCTION__;
   constexpr std::string_view marker = "Function = ";
   constexpr std::size_t begin = pretty.find(marker) + marker.size();

@@ -5,7 +5,7 @@ ops, and its counts are the table's.
   check_op_docs.py TABLE_PROGRAM PAGE
 
 TABLE_PROGRAM --op-names prints one op a line: `name gradcheck=0|1 cuda=0|1 torch=0|1`
-(tests/support/device_main.cpp). On the page, an op is named in the first cell of a row of a
+(ops_tool, tests/interop/ops_tool.cpp). On the page, an op is named in the first cell of a row of a
 table whose header starts `| op |`: every code span there that is a name or a call — `relu(x)`,
 `fill_`, `fused::linear_relu(...)`, `ember::std(...)` (`ember::` dropped) — names one. The counts
 are the sentence "N ops: G gradchecked, C compared CPU↔CUDA ..., T compared with PyTorch".

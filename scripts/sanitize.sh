@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the library, the programs and the CPU tests with sanitizers and runs the tests, which
-# also drive the programs (the GPU tests, test_cuda and ops_cuda, are left out: the CUDA runtime
+# also drive the programs (the GPU tests, test_cuda and every NAME_cuda, are left out: the CUDA runtime
 # and AddressSanitizer do not mix, and GPU memory errors are compute-sanitizer's job).
 #   scripts/sanitize.sh [address,undefined | thread]
 set -euo pipefail
@@ -27,5 +27,5 @@ cd "$build"
 if [ "$sanitizers" = thread ]; then
   ctest --output-on-failure -j "$(nproc)" -R "$threaded" -LE long
 else
-  ctest --output-on-failure -j "$(nproc)" -E '^(test_cuda|ops_cuda)$' -LE long
+  ctest --output-on-failure -j "$(nproc)" -E '_cuda$' -LE long
 fi

@@ -3,12 +3,13 @@
 (ctest --output-junit FILE): Catch2 v2 has no SKIP, so a skip exists only as exit code 77, and
 CTest's own summary names the test without saying why.
 
-  skip_report.py JUNIT_FILE [--allow NAME ...]
+  skip_report.py JUNIT_FILE [--allow NAME ...]   (a NAME may be a pattern: '*_cuda')
 
 Exits 1 when a test other than the allowed ones was skipped: scripts/test.sh installs everything
 the tests need, so there a skip means a missing install step, not a choice. The reason shown is
 the test's line containing "skipped" (every skipping test prints one), else its last line."""
 import argparse
+import fnmatch
 import sys
 import xml.etree.ElementTree as ET
 
@@ -36,10 +37,13 @@ def main():
     if not skipped:
         print("skip_report: no test was skipped")
         return 0
-    unexpected = [name for name, _ in skipped if name not in args.allow]
+    def allowed(name):
+        return any(fnmatch.fnmatchcase(name, pattern) for pattern in args.allow)
+
+    unexpected = [name for name, _ in skipped if not allowed(name)]
     print(f"skip_report: {len(skipped)} test(s) skipped:")
     for name, why in skipped:
-        mark = "" if name in args.allow else "  <- not allowed"
+        mark = "" if allowed(name) else "  <- not allowed"
         print(f"  {name}: {why}{mark}")
     if unexpected:
         print(f"skip_report: error: {', '.join(unexpected)} skipped although the set-up installed what the tests "

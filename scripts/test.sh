@@ -2,7 +2,8 @@
 # Installs what is missing, fetches the MNIST files when missing, builds ember and its tests (with
 # the CUDA backend wherever the CUDA toolkit is installed, GPU or not) and runs every test. It
 # ends with the list of skipped tests and why; since it installed everything the tests need, a
-# skip other than the GPU's (test_cuda and ops_cuda where no GPU is usable) fails the run.
+# skip other than the GPU's (test_cuda and each device test's NAME_cuda where no GPU is usable)
+# fails the run.
 #   scripts/test.sh [extra cmake arguments, e.g. -DEMBER_CUDA=OFF]
 # The MNIST files are read from $MNIST_DIR, else data/mnist, which scripts/fetch_mnist.sh fills
 # (a download; offline, set MNIST_DIR to a copy or run scripts/fetch_mnist.sh data/mnist --from DIR).
@@ -20,7 +21,7 @@ cd "$build"
 export EMBER_TEST_SETUP=complete
 status=0
 ctest --output-on-failure -j "$(nproc)" --output-junit "$PWD/ctest-report.xml" || status=$?
-allowed=(test_cuda ops_cuda ${EMBER_ALLOW_SKIPS:-})
+allowed=(test_cuda '*_cuda' ${EMBER_ALLOW_SKIPS:-})
 if [ "${EMBER_ALLOW_SKIPS:-}" = all ]; then
   mapfile -t allowed < <(ctest -N | sed -n 's/^ *Test *#[0-9]*: //p')
 fi

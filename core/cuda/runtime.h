@@ -99,7 +99,7 @@ class StreamGuard {
 
  private:
   Device device_;
-  cudaStream_t previous_;
+  [[maybe_unused]] cudaStream_t previous_;  // unused in a build without CUDA, where the guard does nothing
 };
 
 // Makes `device` the CUDA runtime's current device for the guard's lifetime.
@@ -111,7 +111,7 @@ class DeviceGuard {
   DeviceGuard& operator=(const DeviceGuard&) = delete;
 
  private:
-  int previous_ = -1;
+  [[maybe_unused]] int previous_ = -1;  // unused in a build without CUDA
 };
 
 // Waits for all work on the device's current stream, then reports any error that a kernel

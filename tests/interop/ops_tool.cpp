@@ -1,5 +1,7 @@
 // The ember side of the op-by-op comparison with PyTorch (ops_torch.py):
 //   ops_tool OUT
+//   ops_tool --op-names   the op table, one op a line: `name gradcheck=0|1 cuda=0|1 torch=0|1`
+//                         (scripts/check_op_docs.py compares it with docs/ops.md)
 // runs every sample of the op table (tests/support/op_table.h) that has a PyTorch spelling, and
 // the modules written from ops, in f64 on the CPU, and writes to OUT (safetensors) for each case
 // `<op>[<k>]` its inputs `.in.<i>`, its result `.out`, the upstream gradient `.upstream` and the
@@ -101,13 +103,26 @@ void add_modules(Cases& cases) {
              "F.layer_norm(x0, (5,), x1, x2)");
 }
 
+int print_op_names() {
+  for (const OpInfo& op : op_table()) {
+    bool gradcheck = false, torch = false;
+    for (const Sample& s : op.samples()) {
+      gradcheck |= s.gradcheck && !differentiated_inputs(op, s).empty();
+      torch |= !s.torch.empty();
+    }
+    std::cout << op.name << " gradcheck=" << gradcheck << " cuda=" << op.cuda << " torch=" << torch << "\n";
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    std::cerr << "usage: ops_tool OUT\n";
+    std::cerr << "usage: ops_tool OUT | --op-names\n";
     return 2;
   }
+  if (std::string(argv[1]) == "--op-names") return print_op_names();
   try {
     Cases cases;
     add_table(cases);

