@@ -85,6 +85,14 @@ MPI_Datatype mpi_type(DType dtype) {
   throw DTypeError("dist: no MPI type for this dtype");
 }
 
+// MPI's reductions have no 16-bit floating type: bf16 and f16 would be summed as integers.
+MPI_Datatype mpi_reduce_type(const Tensor& t) {
+  EMBER_CHECK(!is_half(t.dtype()), DTypeError, "dist: MPI cannot reduce ", t.dtype(),
+              " tensors (it has no 16-bit floating type): reduce them in f32 (t.to(DType::f32)), or on CUDA "
+              "through NCCL");
+  return mpi_type(t.dtype());
+}
+
 MPI_Op mpi_op(ReduceOp op) {
   switch (op) {
     case ReduceOp::sum:
@@ -106,7 +114,7 @@ int count_of(const Tensor& t) {
 class MpiWork final : public Work {
  public:
   MpiWork(Tensor t) : tensor_(std::move(t)) {
-    check(MPI_Iallreduce(MPI_IN_PLACE, tensor_.raw_bytes(), count_of(tensor_), mpi_type(tensor_.dtype()), MPI_SUM,
+    check(MPI_Iallreduce(MPI_IN_PLACE, tensor_.raw_bytes(), count_of(tensor_), mpi_reduce_type(tensor_), MPI_SUM,
                          world(), &request_),
           "MPI_Iallreduce");
   }
@@ -163,7 +171,7 @@ int local_rank() { return group().local_rank; }
 
 void all_reduce(Tensor& t, ReduceOp op) {
   if (t.is_cuda()) return nccl::all_reduce(t, op);
-  check(MPI_Allreduce(MPI_IN_PLACE, t.raw_bytes(), count_of(t), mpi_type(t.dtype()), mpi_op(op), world()),
+  check(MPI_Allreduce(MPI_IN_PLACE, t.raw_bytes(), count_of(t), mpi_reduce_type(t), mpi_op(op), world()),
         "MPI_Allreduce");
 }
 

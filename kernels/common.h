@@ -6,15 +6,9 @@
 #include <cstddef>
 #include <cstdint>
 
-typedef struct CUstream_st* cudaStream_t;  // identical to the CUDA runtime's own typedef
+#include "core/base/host_device.h"  // EMBER_HOST_DEVICE
 
-// A function compiled for the host and, under nvcc, for the device too: the per-element formulas
-// both backends share (Note [one formula per op] in kernels/elementwise_math.h).
-#if defined(__CUDACC__)
-#define EMBER_HOST_DEVICE __host__ __device__ inline
-#else
-#define EMBER_HOST_DEVICE inline
-#endif
+typedef struct CUstream_st* cudaStream_t;  // identical to the CUDA runtime's own typedef
 
 namespace ember::kernels {
 

@@ -10,6 +10,7 @@
 // Types: the CPU twins exist for float and double, the CUDA ones for float.
 #pragma once
 
+#include "core/base/dtype.h"
 #include "kernels/common.h"
 #include "kernels/elementwise_math.h"
 
@@ -57,10 +58,14 @@ void fill(T* y, T value, std::size_t n);
 // permute the input's dims, a permuted copy.
 template <class T>
 void expand(const T* x, T* out, const BroadcastLayout& layout, T scale);
-// Any of f32, f64, i32, i64, u8 to any other, with cast_formula's rules (floats to integers
-// truncate, NaN gives 0, out-of-range values saturate).
+// Any dtype to any other (Note [the dtype list]), with cast_formula's rules (floats to integers
+// truncate, NaN gives 0, out-of-range values saturate; bf16 and f16 round as Note [half
+// conversions] says); the typed form is for callers that know both types.
+void cast(DType from, const void* x, DType to, void* y, std::size_t n);
 template <class From, class To>
-void cast(const From* x, To* y, std::size_t n);
+void cast(const From* x, To* y, std::size_t n) {
+  cast(dtype_of<From>, x, dtype_of<To>, y, n);
+}
 // y = (x/255 − mean)/std, the data pipeline's pixel normalization.
 void normalize_u8(const std::uint8_t* x, float* y, std::size_t n, float mean, float std);
 
@@ -78,8 +83,11 @@ void select(const std::uint8_t* cond, const float* a, const float* b, float* out
 template <class T>
 void fill(T* y, T value, std::size_t n, cudaStream_t stream);
 void expand(const float* x, float* out, const BroadcastLayout& layout, float scale, cudaStream_t stream);
+void cast(DType from, const void* x, DType to, void* y, std::size_t n, cudaStream_t stream);
 template <class From, class To>
-void cast(const From* x, To* y, std::size_t n, cudaStream_t stream);
+void cast(const From* x, To* y, std::size_t n, cudaStream_t stream) {
+  cast(dtype_of<From>, x, dtype_of<To>, y, n, stream);
+}
 void normalize_u8(const std::uint8_t* x, float* y, std::size_t n, float mean, float std, cudaStream_t stream);
 
 }  // namespace ember::kernels::cuda

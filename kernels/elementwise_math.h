@@ -24,6 +24,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "core/base/half.h"
 #include "kernels/common.h"
 
 namespace ember::kernels {
@@ -183,13 +184,21 @@ EMBER_HOST_DEVICE T select_formula(std::uint8_t cond, T a, T b) {
   return cond ? a : b;
 }
 
+template <class T>
+inline constexpr bool is_half_v = std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>;
+
 // A conversion between element types. Floating point to an integer type truncates toward zero
 // as C++ does, and where C++ leaves the result undefined it follows the GPU's saturating
 // conversion instructions: NaN gives 0, values beyond the type's range give its limit (−1e10 →
-// INT32_MIN, 300 → 255 for u8). Integers to narrower integers wrap, as in C++.
+// INT32_MIN, 300 → 255 for u8). Integers to narrower integers wrap, as in C++. bf16 and f16 go
+// through f32 both ways (Note [half conversions] in core/base/half.h).
 template <class From, class To>
 EMBER_HOST_DEVICE To cast_formula(From x) {
-  if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To>) {
+  if constexpr (is_half_v<From>) {
+    return cast_formula<float, To>(static_cast<float>(x));  // exact, then as from f32
+  } else if constexpr (is_half_v<To>) {
+    return To(static_cast<float>(x));  // through f32, as PyTorch (Note [half conversions])
+  } else if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To>) {
     constexpr To lo = std::numeric_limits<To>::min(), hi = std::numeric_limits<To>::max();
     if (x != x) return To(0);
     if (x <= static_cast<From>(lo)) return lo;

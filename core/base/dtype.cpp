@@ -42,6 +42,8 @@ bool is_floating(DType dtype) {
   }
   return false;
 }
+bool is_half(DType dtype) { return dtype == DType::bf16 || dtype == DType::f16; }
+
 std::ostream& operator<<(std::ostream& out, DType dtype) { return out << dtype_name(dtype); }
 
 }  // namespace ember

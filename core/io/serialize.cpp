@@ -50,12 +50,14 @@ DType parse_dtype_field(const std::string& file, const std::string& tensor, cons
   if (s == #safetensors) return DType::name;
   EMBER_FORALL_DTYPES(EMBER_SAFETENSORS_PARSE)
 #undef EMBER_SAFETENSORS_PARSE
-  static const std::set<std::string> known{"BOOL", "I8",   "I16",     "U16",     "U32", "U64",
-                                           "F16",  "BF16", "F8_E4M3", "F8_E5M2", "C64"};
+  static const std::set<std::string> known{"BOOL", "I8", "I16", "U16", "U32", "U64", "F8_E4M3", "F8_E5M2", "C64"};
+  std::string readable;
+#define EMBER_SAFETENSORS_LIST(name, type, floating, safetensors, ...) readable += std::string(" ") + #safetensors;
+  EMBER_FORALL_DTYPES(EMBER_SAFETENSORS_LIST)
+#undef EMBER_SAFETENSORS_LIST
   if (known.count(s))
-    bad(file, detail::concat("tensor '", tensor, "' has dtype ", s,
-                             ", which ember does not support (it reads F32, F64, I32, I64 and U8); convert it "
-                             "before saving"));
+    bad(file, detail::concat("tensor '", tensor, "' has dtype ", s, ", which ember does not support (it reads",
+                             readable, "); convert it before saving"));
   bad(file, detail::concat("tensor '", tensor, "' has an unknown dtype '", s.substr(0, 32), "'"));
 }
 

@@ -13,7 +13,7 @@
 // functions it names need no definition, and the branch throws instead (it cannot be reached: no
 // tensor can live on a CUDA device in such a build). dispatch_device() is the same without the
 // dtype visit (cpu() takes no argument), for ops whose CPU code handles every dtype itself;
-// dispatch_dtype() visits every dtype (f32, f64, i32, i64, u8) on both backends, calling
+// dispatch_dtype() visits every dtype (Note [the dtype list]) on both backends, calling
 // cpu(zero) or cuda(zero, stream), for ops that move data of any type.
 #pragma once
 
@@ -28,10 +28,14 @@ namespace ember::ext {
 
 [[noreturn]] void throw_built_without_cuda();
 
-// Calls f(float{}) or f(double{}) for a floating dtype.
+// Calls f(float{}) or f(double{}) for f32 or f64. Ops check their arguments first (check_floating
+// names the op and the argument); this refuses the rest, bf16 and f16 included, so that no kernel
+// ever reads 16-bit data as f32 (Note [half precision] in core/base/half.h).
 template <class F>
 decltype(auto) visit_floating(DType dtype, F&& f) {
   if (dtype == DType::f64) return f(double{});
+  EMBER_CHECK(dtype == DType::f32, DTypeError, "no kernel computes in ", dtype,
+              ": convert the tensor with .to(DType::f32) first");
   return f(float{});
 }
 

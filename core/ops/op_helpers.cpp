@@ -45,6 +45,9 @@ void check_floating(const std::string& op, const Arg& arg) {
               "' must be a floating-point tensor (f32 or "
               "f64), but it has dtype ",
               d);
+  EMBER_CHECK(!is_half(d), DTypeError, op, ": argument '", arg.name, "' is ", d,
+              ", a storage type so far: ops compute in f32 and f64; convert it with .to(DType::f32) "
+              "(Note [half precision])");
   EMBER_CHECK(!(d == DType::f64 && arg.tensor.is_cuda()), DTypeError, op, ": argument '", arg.name, "' is f64 on ",
               arg.tensor.device(),
               ", but ember's CUDA kernels are f32 only; use .to(DType::f32) "

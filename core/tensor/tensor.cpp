@@ -253,21 +253,20 @@ Tensor Tensor::to(DType target) const {
   if (target == dtype()) return *this;
   Tensor out(make_impl(shape(), target, device(), is_cuda() ? MemoryKind::device : MemoryKind::pageable));
   const std::size_t n = static_cast<std::size_t>(numel());
-  // The outer visit picks From, the inner one To (the cast kernel's instantiation).
-  ext::dispatch_dtype(
+  ext::dispatch_device(
       *this,
-      [&](auto from) {
-        using From = decltype(from);
+      [&] {
         storage()->wait_until_ready();
-        ext::visit_dtype(
-            target, [&](auto to) { kernels::cpu::cast<From, decltype(to)>(raw<From>(), out.raw<decltype(to)>(), n); });
+        kernels::cpu::cast(dtype(), raw_bytes(), target, out.raw_bytes(), n);
       },
-      [&](auto from, auto stream) {
-        using From = decltype(from);
-        ext::visit_dtype(target, [&](auto to) {
-          kernels::cuda::cast<From, decltype(to)>(raw<From>(), out.raw<decltype(to)>(), n, stream);
-        });
-      });
+      [&](auto stream) { kernels::cuda::cast(dtype(), raw_bytes(), target, out.raw_bytes(), n, stream); });
+  // Between floating dtypes the cast is differentiable, as PyTorch's: the gradient comes back in
+  // the source's dtype (autocast's casts at each op's boundary rely on it).
+  if (is_floating(target) && autograd::needs_recording({this})) {
+    autograd::record(out, "to", {this}, [source = dtype()](const Tensor& g, autograd::NeedsGrad) {
+      return autograd::Gradients{g.to(source)};
+    });
+  }
   return out;
 }
 
@@ -415,11 +414,10 @@ Tensor from_vector(const std::vector<T>& values, const Shape& shape, const Tenso
   if (options.requires_grad) out.set_requires_grad(true);
   return out;
 }
-template Tensor from_vector<float>(const std::vector<float>&, const Shape&, const TensorOptions&);
-template Tensor from_vector<double>(const std::vector<double>&, const Shape&, const TensorOptions&);
-template Tensor from_vector<std::int32_t>(const std::vector<std::int32_t>&, const Shape&, const TensorOptions&);
-template Tensor from_vector<std::int64_t>(const std::vector<std::int64_t>&, const Shape&, const TensorOptions&);
-template Tensor from_vector<std::uint8_t>(const std::vector<std::uint8_t>&, const Shape&, const TensorOptions&);
+#define EMBER_INSTANTIATE_FROM_VECTOR(name, T, ...) \
+  template Tensor from_vector<T>(const std::vector<T>&, const Shape&, const TensorOptions&);
+EMBER_FORALL_DTYPES(EMBER_INSTANTIATE_FROM_VECTOR)  // Note [the dtype list]
+#undef EMBER_INSTANTIATE_FROM_VECTOR
 
 namespace {
 // Values computed on the host as doubles, stored as options.dtype, then moved to the device.

@@ -113,7 +113,8 @@ class Tensor {
   // is issued on the stream and then synchronized. Device→host with non_blocking lands in
   // pinned memory and host reads of the result wait for it.
   Tensor to(Device device, bool non_blocking = false) const;
-  Tensor to(DType dtype) const;  // a converted copy (not differentiable)
+  // A converted copy; between floating dtypes differentiable (the gradient cast back), as PyTorch.
+  Tensor to(DType dtype) const;
   Tensor cpu() const { return to(Device::cpu()); }
   Tensor cuda(int index = 0) const { return to(Device::cuda(index)); }
   Tensor pin_memory() const;  // a pinned host copy (pageable, with a warning, without CUDA)

@@ -113,9 +113,16 @@ void fill(T* y, T value, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) y[i] = value;
 }
 
-template <class From, class To>
-void cast(const From* x, To* y, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) y[i] = cast_formula<From, To>(x[i]);
+void cast(DType from, const void* x, DType to, void* y, std::size_t n) {
+  visit_dtype(from, [&](auto from_zero) {
+    visit_dtype(to, [&](auto to_zero) {
+      using From = decltype(from_zero);
+      using To = decltype(to_zero);
+      const From* in = static_cast<const From*>(x);
+      To* out = static_cast<To*>(y);
+      for (std::size_t i = 0; i < n; ++i) out[i] = cast_formula<From, To>(in[i]);
+    });
+  });
 }
 
 void normalize_u8(const std::uint8_t* __restrict x, float* __restrict y, std::size_t n, float mean, float std) {
@@ -134,25 +141,8 @@ EMBER_INSTANTIATE_FLOAT(float)
 EMBER_INSTANTIATE_FLOAT(double)
 #undef EMBER_INSTANTIATE_FLOAT
 
-#define EMBER_INSTANTIATE_FILL(T) template void fill<T>(T*, T, std::size_t);
-EMBER_INSTANTIATE_FILL(float)
-EMBER_INSTANTIATE_FILL(double)
-EMBER_INSTANTIATE_FILL(std::int32_t)
-EMBER_INSTANTIATE_FILL(std::int64_t)
-EMBER_INSTANTIATE_FILL(std::uint8_t)
+#define EMBER_INSTANTIATE_FILL(name, T, ...) template void fill<T>(T*, T, std::size_t);
+EMBER_FORALL_DTYPES(EMBER_INSTANTIATE_FILL)  // Note [the dtype list]
 #undef EMBER_INSTANTIATE_FILL
-
-#define EMBER_INSTANTIATE_CAST_FROM(From)                                          \
-  template void cast<From, float>(const From*, float*, std::size_t);               \
-  template void cast<From, double>(const From*, double*, std::size_t);             \
-  template void cast<From, std::int32_t>(const From*, std::int32_t*, std::size_t); \
-  template void cast<From, std::int64_t>(const From*, std::int64_t*, std::size_t); \
-  template void cast<From, std::uint8_t>(const From*, std::uint8_t*, std::size_t);
-EMBER_INSTANTIATE_CAST_FROM(float)
-EMBER_INSTANTIATE_CAST_FROM(double)
-EMBER_INSTANTIATE_CAST_FROM(std::int32_t)
-EMBER_INSTANTIATE_CAST_FROM(std::int64_t)
-EMBER_INSTANTIATE_CAST_FROM(std::uint8_t)
-#undef EMBER_INSTANTIATE_CAST_FROM
 
 }  // namespace ember::kernels::cpu

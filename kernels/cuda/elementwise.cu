@@ -110,34 +110,22 @@ void fill(T* y, T value, std::size_t n, cudaStream_t stream) {
   launch_n<fill_kernel<T>>(n, stream, y, value, n);
 }
 
-template <class From, class To>
-void cast(const From* x, To* y, std::size_t n, cudaStream_t stream) {
-  launch_n<cast_kernel<From, To>>(n, stream, x, y, n);
+void cast(DType from, const void* x, DType to, void* y, std::size_t n, cudaStream_t stream) {
+  visit_dtype(from, [&](auto from_zero) {
+    visit_dtype(to, [&](auto to_zero) {
+      using From = decltype(from_zero);
+      using To = decltype(to_zero);
+      launch_n<cast_kernel<From, To>>(n, stream, static_cast<const From*>(x), static_cast<To*>(y), n);
+    });
+  });
 }
 
 void normalize_u8(const std::uint8_t* x, float* y, std::size_t n, float mean, float std, cudaStream_t stream) {
   launch_n<normalize_u8_kernel>(n, stream, x, y, n, pixel_scaling(mean, std));
 }
 
-#define EMBER_INSTANTIATE_FILL(T) template void fill<T>(T*, T, std::size_t, cudaStream_t);
-EMBER_INSTANTIATE_FILL(float)
-EMBER_INSTANTIATE_FILL(double)
-EMBER_INSTANTIATE_FILL(std::int32_t)
-EMBER_INSTANTIATE_FILL(std::int64_t)
-EMBER_INSTANTIATE_FILL(std::uint8_t)
+#define EMBER_INSTANTIATE_FILL(name, T, ...) template void fill<T>(T*, T, std::size_t, cudaStream_t);
+EMBER_FORALL_DTYPES(EMBER_INSTANTIATE_FILL)  // Note [the dtype list]
 #undef EMBER_INSTANTIATE_FILL
-
-#define EMBER_INSTANTIATE_CAST_FROM(From)                                                        \
-  template void cast<From, float>(const From*, float*, std::size_t, cudaStream_t);               \
-  template void cast<From, double>(const From*, double*, std::size_t, cudaStream_t);             \
-  template void cast<From, std::int32_t>(const From*, std::int32_t*, std::size_t, cudaStream_t); \
-  template void cast<From, std::int64_t>(const From*, std::int64_t*, std::size_t, cudaStream_t); \
-  template void cast<From, std::uint8_t>(const From*, std::uint8_t*, std::size_t, cudaStream_t);
-EMBER_INSTANTIATE_CAST_FROM(float)
-EMBER_INSTANTIATE_CAST_FROM(double)
-EMBER_INSTANTIATE_CAST_FROM(std::int32_t)
-EMBER_INSTANTIATE_CAST_FROM(std::int64_t)
-EMBER_INSTANTIATE_CAST_FROM(std::uint8_t)
-#undef EMBER_INSTANTIATE_CAST_FROM
 
 }  // namespace ember::kernels::cuda

@@ -35,9 +35,14 @@ TEST_CASE("DType sizes and names") {
   CHECK(dtype_size(DType::i32) == 4);
   CHECK(dtype_size(DType::i64) == 8);
   CHECK(dtype_size(DType::u8) == 1);
+  CHECK(dtype_size(DType::bf16) == 2);
+  CHECK(dtype_size(DType::f16) == 2);
   CHECK(dtype_name(DType::i64) == "i64");
   CHECK(parse_dtype("u8") == DType::u8);
-  CHECK_THROWS_AS(parse_dtype("f16"), ValueError);
+  CHECK(parse_dtype("bf16") == DType::bf16);
+  CHECK((is_floating(DType::bf16) && is_half(DType::f16) && !is_half(DType::f32)));
+  CHECK_THAT(message_of<ValueError>([] { parse_dtype("f8"); }),
+             Contains("unknown dtype 'f8': expected one of f32, f64, i32, i64, u8, bf16, f16"));
   CHECK(dtype_of<float> == DType::f32);
   CHECK(dtype_of<std::int64_t> == DType::i64);
 }

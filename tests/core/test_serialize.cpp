@@ -110,8 +110,8 @@ TEST_CASE("malformed checkpoints are rejected with the problem named") {
   CHECK_THAT(parse_error(file_with_header("[1, 2]", 0)), Contains("the header must be a JSON object"));
   CHECK_THAT(parse_error(file_with_header(R"({"t":{"dtype":"Q7","shape":[1],"data_offsets":[0,1]}})", 1)),
              Contains("tensor 't' has an unknown dtype 'Q7'"));
-  CHECK_THAT(parse_error(file_with_header(R"({"t":{"dtype":"BF16","shape":[1],"data_offsets":[0,2]}})", 2)),
-             Contains("has dtype BF16, which ember does not support"));
+  CHECK_THAT(parse_error(file_with_header(R"({"t":{"dtype":"F8_E4M3","shape":[1],"data_offsets":[0,1]}})", 1)),
+             Contains("has dtype F8_E4M3, which ember does not support (it reads F32 F64 I32 I64 U8 BF16 F16)"));
   CHECK_THAT(parse_error(file_with_header(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,16]}})", 8)),
              Contains("data_offsets [0, 16] are outside the data section of 8 bytes"));
   CHECK_THAT(parse_error(file_with_header(R"({"t":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 16)),

@@ -2,6 +2,8 @@
 //   interop_tool save-mlp PATH HIDDEN SEED            writes a seeded 784-HIDDEN-10 MLP
 //   interop_tool forward PATH HIDDEN INPUTS OUT       loads PATH, writes logits of INPUTS' "x"
 //   interop_tool save-cnn PATH SEED | forward-cnn PATH INPUTS OUT | forward-bn PATH INPUTS OUT
+//   interop_tool cast INPUTS OUT                      writes INPUTS' "x" as "bf16" and "f16", and
+//                                                     its "bf16" and "f16" tensors as f32 "bf16_wide", "f16_wide"
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -47,6 +49,18 @@ int main(int argc, char** argv) {
       save_safetensors(argv[4], {{"logits", (*model)(x->reshape({-1, 1, 28, 28}))}});
       return 0;
     }
+    if (command == "cast" && argc == 4) {
+      const Checkpoint inputs = load_safetensors(argv[2]);
+      const Tensor* x = find_tensor(inputs.tensors, "x");
+      const Tensor* b = find_tensor(inputs.tensors, "bf16");
+      const Tensor* h = find_tensor(inputs.tensors, "f16");
+      if (!x || !b || !h) throw ValueError(std::string(argv[2]) + ": expected tensors 'x', 'bf16' and 'f16'");
+      save_safetensors(argv[3], {{"bf16", x->to(DType::bf16)},
+                                 {"f16", x->to(DType::f16)},
+                                 {"bf16_wide", b->to(DType::f32)},
+                                 {"f16_wide", h->to(DType::f32)}});
+      return 0;
+    }
     if (command == "forward" && argc == 6) {
       auto model = mlp(std::atoll(argv[3]), 0);
       nn::load(*model, argv[2]);
@@ -58,7 +72,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     std::cerr << "usage: interop_tool save-mlp PATH HIDDEN SEED | forward PATH HIDDEN INPUTS OUT | save-cnn PATH SEED |"
-                 " forward-cnn PATH INPUTS OUT | forward-bn PATH INPUTS OUT\n";
+                 " forward-cnn PATH INPUTS OUT | forward-bn PATH INPUTS OUT | cast INPUTS OUT\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";

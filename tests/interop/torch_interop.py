@@ -23,6 +23,50 @@ def torch_mlp(hidden):
     return torch.nn.Sequential(torch.nn.Linear(784, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, 10))
 
 
+def half_types(tool, work):
+    """bf16 and f16 both ways through safetensors' BF16 and F16, read and written by the safetensors
+    package: ember's f32 → bf16/f16 bits against PyTorch's on values that hit every rounding case
+    (NaN only as NaN: PyTorch's vector and scalar paths give different NaN bits), and PyTorch's
+    bf16/f16 widened by ember against PyTorch's widening, bit for bit."""
+    try:
+        from safetensors.torch import load_file, save_file
+    except ImportError:
+        print("bf16/f16: skipped: the safetensors package is not installed (numpy has no bfloat16)")
+        return 0 if os.environ.get("EMBER_TEST_SETUP") != "complete" else 1
+    rng = np.random.default_rng(3)
+    specials = [0.0, -0.0, 1.0, 65504.0, 65519.996, 65520.0, 3.39e38, 3.4e38, 1e-40, 6e-8, 2.98e-8, -3e-8,
+                np.inf, -np.inf, np.nan]
+    ties = [1 + (2 * k + 1) * 2.0 ** -9 for k in range(8)] + [1 + (2 * k + 1) * 2.0 ** -11 for k in range(8)]
+    x = np.concatenate([np.array(specials + ties, dtype=np.float32),
+                        (np.exp2(rng.uniform(-30, 40, 4000)) * rng.choice([-1, 1], 4000)).astype(np.float32),
+                        rng.integers(0, 2**32, 4000, dtype=np.uint64).astype(np.uint32).view(np.float32)])
+    xt = torch.from_numpy(x)
+    inputs, out = os.path.join(work, "half_in.safetensors"), os.path.join(work, "half_out.safetensors")
+    save_file({"x": xt, "bf16": xt.to(torch.bfloat16), "f16": xt.to(torch.float16)}, inputs)
+    subprocess.run([tool, "cast", inputs, out], check=True)
+    got = load_file(out)
+    failures = 0
+    for name, dtype in (("bf16", torch.bfloat16), ("f16", torch.float16)):
+        mine, theirs = got[name], xt.to(dtype)
+        if mine.dtype != dtype:
+            print(f"{name}: ember's file loads in PyTorch as {mine.dtype}, not {dtype}")
+            failures += 1
+            continue
+        nan = torch.isnan(theirs)
+        same_bits = torch.equal(mine.view(torch.int16)[~nan], theirs.view(torch.int16)[~nan])
+        same_nans = torch.equal(torch.isnan(mine), nan)
+        print(f"{name}: ember's f32 -> {name} of {len(x)} values loads in PyTorch as {mine.dtype}; same bits as "
+              f"PyTorch's: {same_bits}; NaN where PyTorch's: {same_nans}")
+        failures += not (same_bits and same_nans)
+        wide, want = got[name + "_wide"], xt.to(dtype).float()
+        nan = torch.isnan(want)
+        exact = torch.equal(wide.view(torch.int32)[~nan], want.view(torch.int32)[~nan]) and \
+            torch.equal(torch.isnan(wide), nan)
+        print(f"{name}: PyTorch's {name} widened by ember to f32: the same bits as PyTorch's .float(): {exact}")
+        failures += not exact
+    return failures
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--tool", required=True, help="path of the interop_tool program")
@@ -115,6 +159,7 @@ def main():
         diff = float(np.abs(torch_logits - safetensors_lite.load(out)[0]["logits"]).max())
         print(f"BatchNorm net torch -> ember (eval, running statistics): max |logits difference| = {diff:.3g}")
         failures += diff > 1e-5
+        failures += half_types(args.tool, work)
     print("torch_interop:", "FAILED" if failures else "ok")
     return 1 if failures else 0
 
