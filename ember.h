@@ -21,6 +21,7 @@
 #include "distributed/dist.h"
 #include "distributed/reducer.h"
 #include "layers/nn.h"
+#include "optim/grad_scaler.h"
 #include "optim/optimizer.h"
 #include "optim/scheduler.h"
 #include "train/checkpoint.h"

@@ -2,6 +2,7 @@
 #include "apps/bench/case.h"
 #include "kernels/conv.h"
 #include "kernels/gemm.h"
+#include "kernels/gemm_bf16.h"
 
 namespace ember::apps::bench {
 namespace {
@@ -19,6 +20,52 @@ struct Gemm {
 
 Tensor on_host(const std::vector<float>& v) { return from_vector(v, {static_cast<std::int64_t>(v.size())}); }
 
+// The bf16 GEMM's input set: c (f32) = a·op(b), a and b in bf16.
+struct GemmBf16 {
+  Transpose tb;
+  std::size_t m, n, k, ldb;
+  Tensor a, b, c;
+  std::vector<Tensor*> per_set() { return {&a, &b, &c}; }
+};
+
+// The same shapes in bf16 with f32 accumulation (kernels/gemm_bf16.h): the best path this CPU has,
+// and the scalar one checked against it. Compare with the gemm family's f32 rates.
+void add_bf16_gemm(std::vector<Case>& cases, const Arena& arena, std::size_t m, std::size_t n, std::size_t k,
+                   Transpose tb, const std::string& label) {
+  const GemmBf16 host{tb,
+                      m,
+                      n,
+                      k,
+                      tb == Transpose::no ? n : k,
+                      on_host(random_vector(m * k, m)).to(DType::bf16),
+                      on_host(random_vector(k * n, n)).to(DType::bf16),
+                      zeros({static_cast<std::int64_t>(m * n)})};
+  const double flops = 2.0 * m * n * k, bytes = 2.0 * (m * k + k * n) + 4.0 * m * n;
+  auto run_with = [](kc::Bf16GemmPath path) {
+    return [path](Device, const GemmBf16& g) {
+      kc::gemm_bf16(g.tb, g.m, g.n, g.k, g.a.raw<bfloat16>(), g.k, g.b.raw<bfloat16>(), g.ldb, g.c.raw<float>(), g.n,
+                    false, path);
+    };
+  };
+  const Entry<GemmBf16> best{.family = "gemm_bf16",
+                             .bytes = bytes,
+                             .output = &GemmBf16::c,
+                             .atol = 0.0,  // the paths agree bit for bit (Note [bf16 GEMM paths])
+                             .rtol = 0.0,
+                             .run = run_with(kc::best_bf16_gemm_path()),
+                             .version = std::string(kc::bf16_gemm_path_name(kc::best_bf16_gemm_path())),
+                             .flops = flops};
+  std::vector<Entry<GemmBf16>> table{best};
+  if (kc::best_bf16_gemm_path() != kc::Bf16GemmPath::scalar) {
+    Entry<GemmBf16> scalar = best;
+    scalar.version = "scalar";
+    scalar.in_use = false;
+    scalar.run = run_with(kc::Bf16GemmPath::scalar);
+    table.push_back(scalar);
+  }
+  add_table(cases, arena, host, arena.rotations(static_cast<std::size_t>(bytes)), label, table);
+}
+
 }  // namespace
 
 // GEMMs of the MLP's shapes and a large square one; on the CPU, OpenBLAS (in use) and the builtin.
@@ -31,7 +78,8 @@ void add_gemms(std::vector<Case>& cases, const Arena& arena, bool quick) {
   };
   std::vector<Shape3> shapes{{128, 32, 784, Transpose::no, Transpose::yes, "x·W1ᵀ 784-32"},
                              {32, 784, 128, Transpose::yes, Transpose::no, "gᵀ·x 784-32"},
-                             {128, 128, 784, Transpose::no, Transpose::yes, "x·W1ᵀ 784-128"}};
+                             {128, 128, 784, Transpose::no, Transpose::yes, "x·W1ᵀ 784-128"},
+                             {128, 512, 784, Transpose::no, Transpose::yes, "x·W1ᵀ 784-512"}};
   if (!quick) shapes.push_back({1024, 1024, 1024, Transpose::no, Transpose::no, "square"});
   for (const Shape3& s : shapes) {
     const Gemm host{s.ta,
@@ -72,6 +120,7 @@ void add_gemms(std::vector<Case>& cases, const Arena& arena, bool quick) {
       table.push_back(builtin);
     }
     add_table(cases, arena, host, arena.rotations(4 * (s.m * s.k + s.k * s.n + s.m * s.n)), label, table);
+    if (!gpu && s.ta == Transpose::no) add_bf16_gemm(cases, arena, s.m, s.n, s.k, s.tb, label);
   }
 }
 

@@ -9,6 +9,7 @@
 #include "core/io/serialize.h"
 #include "core/ops/ops.h"
 #include "core/tensor/autograd.h"
+#include "optim/grad_scaler.h"
 #include "optim/optimizer.h"
 #include "optim/scheduler.h"
 #include "support/device_under_test.h"
@@ -262,4 +263,78 @@ TEST_CASE("an optimizer's version grows when its state or slot tables are replac
   CHECK(adam.version() == v1);  // steady: same buffers, same slots
   adam.load_state_dict(adam.state_dict());
   CHECK(adam.version() > v1);
+}
+
+TEST_CASE("GradScaler skips a step whose gradients overflow, backs the scale off, then trains and grows it") {
+  // f32 overflows at 2^128: with the scale at 2^127, the scaled gradient 2·p·scale of p² is ∞.
+  Tensor p = param({1.0f, -0.5f});
+  optim::SGD sgd({p}, {.lr = 0.25});
+  optim::GradScaler scaler({.init_scale = std::ldexp(1.0, 127), .growth_interval = 2});
+  auto train_step = [&] {
+    sgd.zero_grad();
+    scaler.scale(sum(mul(p, p))).backward();
+    const bool stepped = scaler.step(sgd);
+    scaler.update();
+    return stepped;
+  };
+  CHECK_FALSE(train_step());  // ∞ in the gradient: skipped, the parameters untouched
+  CHECK(values_of(p) == std::vector<float>{1.0f, -0.5f});
+  CHECK(scaler.get_scale() == std::ldexp(1.0, 126));
+  CHECK(scaler.skipped_steps() == 1);
+  CHECK(train_step());  // 2·p·2^126 is finite: unscaled to 2·p, then p − 0.25·2p = p/2
+  CHECK(values_of(p) == std::vector<float>{0.5f, -0.25f});
+  CHECK(train_step());  // the second good step in a row: the scale grows
+  CHECK(scaler.get_scale() == std::ldexp(1.0, 127));
+  CHECK(values_of(p) == std::vector<float>{0.25f, -0.125f});
+  CHECK(train_step());  // now 2·0.25·2^127 = 2^126: finite
+  CHECK(scaler.skipped_steps() == 1);
+
+  // A NaN anywhere skips the step too.
+  sgd.zero_grad();
+  set_grad(p, {std::nanf(""), 1.0f});
+  CHECK_FALSE(scaler.step(sgd));
+  scaler.update();
+  CHECK(scaler.skipped_steps() == 2);
+}
+
+TEST_CASE("GradScaler's state travels with a checkpoint; disabled, it is not there at all") {
+  optim::GradScaler scaler({.init_scale = 1024.0, .growth_interval = 3});
+  Tensor p = param({2.0f});
+  optim::SGD sgd({p}, {.lr = 0.5});
+  for (int i = 0; i < 2; ++i) {
+    sgd.zero_grad();
+    scaler.scale(mul(p, 3.0)).backward();
+    CHECK(value_of(p.grad()) == 3.0f * 1024.0f);  // scaled
+    scaler.step(sgd);
+    CHECK(value_of(p.grad()) == 3.0f);  // unscaled before the update
+    scaler.update();
+  }
+  optim::GradScaler resumed;
+  resumed.load_state_dict(scaler.state_dict());
+  CHECK(resumed.get_scale() == 1024.0);
+  for (auto* s : {&scaler, &resumed}) {  // the third good step grows both alike
+    sgd.zero_grad();
+    s->scale(mul(p, 3.0)).backward();
+    s->step(sgd);
+    s->update();
+  }
+  CHECK(resumed.get_scale() == 2048.0);
+  CHECK(resumed.state_dict() == scaler.state_dict());
+  auto broken = scaler.state_dict();
+  broken["grad_scaler.scale"] = "lots";
+  CHECK_THAT(message_of<ValueError>([&] { resumed.load_state_dict(broken); }),
+             Contains("'grad_scaler.scale' is not a number"));
+  // Once per step: a second unscale_ before update() is a mistake.
+  sgd.zero_grad();
+  scaler.scale(mul(p, 3.0)).backward();
+  scaler.unscale_(sgd);
+  CHECK_THROWS_AS(scaler.unscale_(sgd), ValueError);
+
+  optim::GradScaler off({.enabled = false});
+  const Tensor loss = mul(p, 3.0);
+  CHECK(value_of(off.scale(loss)) == value_of(loss));
+  sgd.zero_grad();
+  set_grad(p, {1.0f});
+  CHECK(off.step(sgd));
+  CHECK_THROWS_AS(optim::GradScaler({.backoff_factor = 1.5}), ValueError);
 }

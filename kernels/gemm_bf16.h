@@ -1,0 +1,37 @@
+// The CPU's bf16 matrix multiply: C = A·op(B) (or C += A·op(B)) with A [m, k] and op(B) [k, n] in
+// bfloat16, row-major (row strides lda, ldb as stored: B stored [n, k] with Transpose::yes, as a
+// Linear layer's weight), and C [m, n] in f32 (row stride ldc), accumulated in f32.
+//
+// Note [bf16 GEMM paths]
+// Two paths, chosen at run time, never by compiling for the build machine:
+//   - avx512_bf16: VDPBF16PS, where cpuid says the CPU has AVX512-BF16 (Intel from Cooper Lake,
+//     AMD from Zen 4). B is packed into pairs of rows (the instruction's layout), each 6×32 block
+//     of C is held in registers, and each step adds a[i][2p+1]·b[2p+1][j] and then a[i][2p]·b[2p][j]
+//     to the f32 sum, as the instruction defines it.
+//   - scalar: the same sums in the same order in plain C++, for any CPU. A product of two bf16
+//     values is exact in f32, so each step rounds once in both paths and they agree bit for bit —
+//     except that VDPBF16PS treats subnormal inputs as zero and flushes subnormal results (its
+//     DAZ/FTZ semantics, whatever MXCSR says), where the scalar path keeps them
+//     (tests/kernels/test_gemm_bf16.cpp shows both).
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "core/base/half.h"
+#include "kernels/common.h"
+#include "kernels/gemm.h"
+
+namespace ember::kernels::cpu {
+
+enum class Bf16GemmPath : std::uint8_t { scalar, avx512_bf16 };
+std::string_view bf16_gemm_path_name(Bf16GemmPath path);
+// The paths this CPU can run (scalar always), and the best of them.
+std::vector<Bf16GemmPath> bf16_gemm_paths();
+Bf16GemmPath best_bf16_gemm_path();
+
+void gemm_bf16(Transpose tb, std::size_t m, std::size_t n, std::size_t k, const bfloat16* a, std::size_t lda,
+               const bfloat16* b, std::size_t ldb, float* c, std::size_t ldc, bool accumulate,
+               Bf16GemmPath path = best_bf16_gemm_path());
+
+}  // namespace ember::kernels::cpu

@@ -1,0 +1,112 @@
+// The CPU's bf16 GEMM (kernels/gemm_bf16.h, Note [bf16 GEMM paths]): the scalar path against an
+// f64 reference, the AVX512-BF16 path against the scalar one bit for bit where the CPU has it, on
+// shapes around the register blocks (6 rows, 16 and 32 columns, odd k) with padded strides; and
+// where the two differ: subnormals, which VDPBF16PS flushes and the scalar path keeps.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "kernels/gemm_bf16.h"
+#include "support/helpers.h"
+
+using namespace ember;
+using namespace ember::kernels::cpu;
+using ember::kernels::Transpose;
+
+namespace {
+
+std::vector<bfloat16> random_bf16(std::size_t count, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<bfloat16> out(count);
+  for (auto& v : out) v = bfloat16(normal(rng));
+  return out;
+}
+
+bool has_avx512_bf16() {
+  const auto paths = bf16_gemm_paths();
+  return std::find(paths.begin(), paths.end(), Bf16GemmPath::avx512_bf16) != paths.end();
+}
+
+std::vector<std::uint32_t> bits_of(const std::vector<float>& v) {
+  std::vector<std::uint32_t> out(v.size());
+  std::memcpy(out.data(), v.data(), v.size() * 4);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("bf16 GEMM: the scalar path against f64, the AVX512-BF16 path bit for bit against the scalar one") {
+  std::mt19937 rng(11);
+  const std::size_t sizes[] = {1, 2, 5, 6, 7, 13, 16, 17, 31, 32, 33, 70};
+  for (Transpose tb : {Transpose::no, Transpose::yes})
+    for (std::size_t m : {1, 5, 6, 7, 13, 70})
+      for (std::size_t n : sizes)
+        for (std::size_t k : {1, 2, 3, 16, 33, 100}) {
+          INFO("m=" << m << " n=" << n << " k=" << k << " B transposed: " << (tb == Transpose::yes));
+          const bool t = tb == Transpose::yes;
+          const std::size_t lda = k + 3, ldb = (t ? k : n) + 5, ldc = n + 2;
+          const auto a = random_bf16(m * lda, rng), b = random_bf16((t ? n : k) * ldb, rng);
+          auto b_at = [&](std::size_t p, std::size_t j) { return t ? b[j * ldb + p] : b[p * ldb + j]; };
+          for (bool accumulate : {false, true}) {
+            std::vector<float> start(m * ldc);
+            for (std::size_t i = 0; i < start.size(); ++i) start[i] = static_cast<float>(i % 7) - 3.0f;
+            std::vector<float> scalar = start;
+            gemm_bf16(tb, m, n, k, a.data(), lda, b.data(), ldb, scalar.data(), ldc, accumulate, Bf16GemmPath::scalar);
+            for (std::size_t i = 0; i < m; ++i)
+              for (std::size_t j = 0; j < n; ++j) {
+                double exact = accumulate ? start[i * ldc + j] : 0.0, magnitude = std::fabs(exact);
+                for (std::size_t p = 0; p < k; ++p) {
+                  const double product = static_cast<double>(static_cast<float>(a[i * lda + p])) *
+                                         static_cast<double>(static_cast<float>(b_at(p, j)));
+                  exact += product;
+                  magnitude += std::fabs(product);
+                }
+                // k + 1 roundings of at most half an f32 ulp of the running sum, bounded by Σ|terms|.
+                REQUIRE(std::fabs(scalar[i * ldc + j] - exact) <= (k + 1) * std::ldexp(magnitude, -24));
+              }
+            // The padding between rows is left alone.
+            for (std::size_t i = 0; i < m; ++i)
+              for (std::size_t j = n; j < ldc; ++j) REQUIRE(scalar[i * ldc + j] == start[i * ldc + j]);
+            if (!has_avx512_bf16()) continue;
+            std::vector<float> vector = start;
+            gemm_bf16(tb, m, n, k, a.data(), lda, b.data(), ldb, vector.data(), ldc, accumulate,
+                      Bf16GemmPath::avx512_bf16);
+            REQUIRE(bits_of(vector) == bits_of(scalar));
+          }
+        }
+  if (!has_avx512_bf16()) EMBER_SKIP_CASE("this CPU has no AVX512-BF16: the scalar path alone was checked");
+}
+
+TEST_CASE(
+    "bf16 GEMM: VDPBF16PS treats subnormal inputs as zero and flushes subnormal results; the scalar path keeps them") {
+  if (!has_avx512_bf16()) EMBER_SKIP_CASE("this CPU has no AVX512-BF16");
+  auto run = [](bfloat16 a, bfloat16 b, Bf16GemmPath path) {
+    float c = 0;
+    gemm_bf16(Transpose::no, 1, 1, 1, &a, 1, &b, 1, &c, 1, false, path);
+    return c;
+  };
+  // A subnormal input (2^-133) times 2^100: a normal product, 2^-33.
+  const bfloat16 tiny = bfloat16::from_bits(0x0001), big(std::ldexp(1.0f, 100));
+  CHECK(run(tiny, big, Bf16GemmPath::scalar) == std::ldexp(1.0f, -33));
+  CHECK(run(tiny, big, Bf16GemmPath::avx512_bf16) == 0.0f);
+  // Normal inputs whose product is subnormal in f32: 2^-70 · 2^-70 = 2^-140.
+  const bfloat16 small(std::ldexp(1.0f, -70));
+  CHECK(run(small, small, Bf16GemmPath::scalar) == std::ldexp(1.0f, -140));
+  CHECK(run(small, small, Bf16GemmPath::avx512_bf16) == 0.0f);
+}
+
+TEST_CASE("bf16 GEMM: empty shapes, and a path this CPU lacks is refused") {
+  std::vector<float> c{5.0f, 5.0f};
+  const bfloat16 one(1.0f);
+  gemm_bf16(Transpose::no, 1, 2, 0, &one, 1, &one, 2, c.data(), 2, false);
+  CHECK(c == std::vector<float>{0.0f, 0.0f});
+  c = {5.0f, 5.0f};
+  gemm_bf16(Transpose::no, 1, 2, 0, &one, 1, &one, 2, c.data(), 2, true);
+  CHECK(c == std::vector<float>{5.0f, 5.0f});
+  CHECK(bf16_gemm_paths().front() == Bf16GemmPath::scalar);
+  if (!has_avx512_bf16())
+    CHECK_THROWS_AS(gemm_bf16(Transpose::no, 1, 1, 1, &one, 1, &one, 1, c.data(), 1, false, Bf16GemmPath::avx512_bf16),
+                    DeviceError);
+}
