@@ -49,15 +49,35 @@ constexpr std::size_t kPanel = 16;  // columns of one packed panel (one register
 void pack_b(std::size_t n, std::size_t k, BView b, std::vector<std::uint16_t>& packed) {
   const std::size_t pairs = (k + 1) / 2, panels = (n + kPanel - 1) / kPanel;
   packed.assign(panels * pairs * 2 * kPanel, 0);
-  for (std::size_t panel = 0; panel < panels; ++panel)
-    for (std::size_t p = 0; p < pairs; ++p) {
-      std::uint16_t* out = packed.data() + (panel * pairs + p) * 2 * kPanel;
-      for (std::size_t c = 0; c < kPanel && panel * kPanel + c < n; ++c) {
-        const std::size_t j = panel * kPanel + c;
-        out[2 * c] = b.at(2 * p, j).bits;
-        if (2 * p + 1 < k) out[2 * c + 1] = b.at(2 * p + 1, j).bits;
-      }
+  // One 32-bit word per (pair of rows p, column j): the layout's unit.
+  auto word_at = [&](std::size_t p, std::size_t j) -> std::uint32_t* {
+    return reinterpret_cast<std::uint32_t*>(packed.data()) + ((j / kPanel) * pairs + p) * kPanel + j % kPanel;
+  };
+  const std::size_t full = k / 2;
+  if (b.transposed) {
+    // Stored [n, k]: b[j][2p] and b[j][2p+1] are adjacent, already the word the layout wants.
+    for (std::size_t j = 0; j < n; ++j) {
+      const bfloat16* row = b.b + j * b.ldb;
+      std::uint32_t* out = word_at(0, j);
+      for (std::size_t p = 0; p < full; ++p) std::memcpy(out + p * kPanel, row + 2 * p, 4);
+      if (k % 2) out[full * kPanel] = row[k - 1].bits;
     }
+  } else {
+    // Stored [k, n]: rows 2p and 2p+1 interleaved.
+    for (std::size_t p = 0; p < pairs; ++p) {
+      const bfloat16* even = b.b + 2 * p * b.ldb;
+      const bfloat16* odd = 2 * p + 1 < k ? even + b.ldb : nullptr;
+      for (std::size_t j = 0; j < n; ++j)
+        *word_at(p, j) = even[j].bits | (odd ? static_cast<std::uint32_t>(odd[j].bits) << 16 : 0u);
+    }
+  }
+}
+
+// a[2p] and a[2p+1] as one 32-bit word, read at once (both within the row).
+std::uint32_t a_word(const bfloat16* a) {
+  std::uint32_t word;
+  std::memcpy(&word, a, sizeof word);
+  return word;
 }
 
 // C[rows × up to 32 columns] from two panels (the second may be absent: `panels` 1 or 2).
@@ -72,17 +92,20 @@ __attribute__((target("avx512f,avx512bf16"))) void block(const bfloat16* a, std:
       const __mmask16 mask = q == 0 ? mask0 : mask1;
       acc[r][q] = accumulate ? _mm512_maskz_loadu_ps(mask, c + r * ldc + q * kPanel) : _mm512_setzero_ps();
     }
-  const std::size_t pairs = (k + 1) / 2;
-  for (std::size_t p = 0; p < pairs; ++p) {
+  // A lambda does not inherit its function's target: it is given the same one.
+  auto step = [&](std::size_t p, auto pair_of_row) __attribute__((target("avx512f,avx512bf16"))) {
     const __m512bh v0 = (__m512bh)_mm512_loadu_si512(b0 + p * 2 * kPanel);
     __m512bh v1 = v0;
     if constexpr (Panels == 2) v1 = (__m512bh)_mm512_loadu_si512(b1 + p * 2 * kPanel);
     for (std::size_t r = 0; r < Rows; ++r) {
-      const __m512bh pair = (__m512bh)_mm512_set1_epi32(static_cast<int>(a_pair(a + r * lda, p, k)));
+      const __m512bh pair = (__m512bh)_mm512_set1_epi32(static_cast<int>(pair_of_row(r)));
       acc[r][0] = _mm512_dpbf16_ps(acc[r][0], pair, v0);
       if constexpr (Panels == 2) acc[r][1] = _mm512_dpbf16_ps(acc[r][1], pair, v1);
     }
-  }
+  };
+  const std::size_t full = k / 2;
+  for (std::size_t p = 0; p < full; ++p) step(p, [&](std::size_t r) { return a_word(a + r * lda + 2 * p); });
+  if (k % 2) step(full, [&](std::size_t r) { return a_pair(a + r * lda, full, k); });  // the last, odd column
   for (std::size_t r = 0; r < Rows; ++r)
     for (std::size_t q = 0; q < Panels; ++q)
       _mm512_mask_storeu_ps(c + r * ldc + q * kPanel, q == 0 ? mask0 : mask1, acc[r][q]);
@@ -109,24 +132,36 @@ void gemm_avx512_bf16(std::size_t m, std::size_t n, std::size_t k, const bfloat1
                       float* c, std::size_t ldc, bool accumulate) {
   thread_local std::vector<std::uint16_t> packed;
   pack_b(n, k, b, packed);
-  std::size_t i = 0;
-  for (; i + kRows <= m; i += kRows)
-    row_block<kRows>(a + i * lda, lda, n, k, packed.data(), c + i * ldc, ldc, accumulate);
-  const bfloat16* a_rest = a + i * lda;
-  float* c_rest = c + i * ldc;
-  switch (m - i) {
-    case 5:
-      return row_block<5>(a_rest, lda, n, k, packed.data(), c_rest, ldc, accumulate);
-    case 4:
-      return row_block<4>(a_rest, lda, n, k, packed.data(), c_rest, ldc, accumulate);
-    case 3:
-      return row_block<3>(a_rest, lda, n, k, packed.data(), c_rest, ldc, accumulate);
-    case 2:
-      return row_block<2>(a_rest, lda, n, k, packed.data(), c_rest, ldc, accumulate);
-    case 1:
-      return row_block<1>(a_rest, lda, n, k, packed.data(), c_rest, ldc, accumulate);
-    default:
-      return;
+  const std::size_t panel_size = (k + 1) / 2 * 2 * kPanel;
+  // Columns in chunks whose packed B stays in the core's L2 cache while every row passes over it.
+  const std::size_t chunk = std::max<std::size_t>(2 * kPanel, (256 * 1024 / (2 * panel_size)) * kPanel);
+  for (std::size_t j = 0; j < n; j += chunk) {
+    const std::size_t width = std::min(chunk, n - j);
+    const std::uint16_t* b_chunk = packed.data() + (j / kPanel) * panel_size;
+    std::size_t i = 0;
+    for (; i + kRows <= m; i += kRows)
+      row_block<kRows>(a + i * lda, lda, width, k, b_chunk, c + i * ldc + j, ldc, accumulate);
+    const bfloat16* a_rest = a + i * lda;
+    float* c_rest = c + i * ldc + j;
+    switch (m - i) {
+      case 5:
+        row_block<5>(a_rest, lda, width, k, b_chunk, c_rest, ldc, accumulate);
+        break;
+      case 4:
+        row_block<4>(a_rest, lda, width, k, b_chunk, c_rest, ldc, accumulate);
+        break;
+      case 3:
+        row_block<3>(a_rest, lda, width, k, b_chunk, c_rest, ldc, accumulate);
+        break;
+      case 2:
+        row_block<2>(a_rest, lda, width, k, b_chunk, c_rest, ldc, accumulate);
+        break;
+      case 1:
+        row_block<1>(a_rest, lda, width, k, b_chunk, c_rest, ldc, accumulate);
+        break;
+      default:
+        break;
+    }
   }
 }
 
