@@ -138,29 +138,15 @@ void gemm_avx512_bf16(std::size_t m, std::size_t n, std::size_t k, const bfloat1
   for (std::size_t j = 0; j < n; j += chunk) {
     const std::size_t width = std::min(chunk, n - j);
     const std::uint16_t* b_chunk = packed.data() + (j / kPanel) * panel_size;
-    std::size_t i = 0;
-    for (; i + kRows <= m; i += kRows)
-      row_block<kRows>(a + i * lda, lda, width, k, b_chunk, c + i * ldc + j, ldc, accumulate);
-    const bfloat16* a_rest = a + i * lda;
-    float* c_rest = c + i * ldc + j;
-    switch (m - i) {
-      case 5:
-        row_block<5>(a_rest, lda, width, k, b_chunk, c_rest, ldc, accumulate);
-        break;
-      case 4:
-        row_block<4>(a_rest, lda, width, k, b_chunk, c_rest, ldc, accumulate);
-        break;
-      case 3:
-        row_block<3>(a_rest, lda, width, k, b_chunk, c_rest, ldc, accumulate);
-        break;
-      case 2:
-        row_block<2>(a_rest, lda, width, k, b_chunk, c_rest, ldc, accumulate);
-        break;
-      case 1:
-        row_block<1>(a_rest, lda, width, k, b_chunk, c_rest, ldc, accumulate);
-        break;
-      default:
-        break;
+    // Full blocks of kRows rows, then the rest with a block of its own height.
+    using RowBlock = void (*)(const bfloat16*, std::size_t, std::size_t, std::size_t, const std::uint16_t*, float*,
+                              std::size_t, bool);
+    static_assert(kRows == 6, "the table below lists one block per height");
+    static constexpr RowBlock kByRows[kRows + 1] = {nullptr,      row_block<1>, row_block<2>, row_block<3>,
+                                                    row_block<4>, row_block<5>, row_block<6>};
+    for (std::size_t i = 0; i < m; i += kRows) {
+      const std::size_t rows = std::min(kRows, m - i);
+      kByRows[rows](a + i * lda, lda, width, k, b_chunk, c + i * ldc + j, ldc, accumulate);
     }
   }
 }
