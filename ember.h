@@ -7,6 +7,7 @@
 #include "core/cuda/graph.h"
 #include "core/cuda/runtime.h"
 #include "core/io/serialize.h"
+#include "core/ops/autocast.h"
 #include "core/ops/gradcheck.h"
 #include "core/ops/ops.h"
 #include "core/tensor/autograd.h"

@@ -4,11 +4,17 @@
 // or integer converts back explicitly, rounding once from f32.
 //
 // Note [half precision]
-// DType::bf16 and DType::f16 are, so far, storage types: tensors of them are made, copied between
-// devices, printed, saved and loaded as safetensors' BF16 and F16 (PyTorch loads them as they
-// are), and cast to and from every other dtype with .to(dtype) on both devices. Ops compute in
-// f32 and f64: an op given a bf16 or f16 tensor refuses it by name (check_floating) and says to
-// convert it, as autocast will do at each op's boundary.
+// DType::bf16 and DType::f16 are made, copied between devices, printed, saved and loaded as
+// safetensors' BF16 and F16 (PyTorch loads them as they are), and cast to and from every other
+// dtype with .to(dtype) on both devices. Every floating op takes them, as PyTorch's do: it
+// computes in f32 and rounds its result to the inputs' dtype once (PyTorch's "opmath" type for
+// both). Most ops do it literally — op(x) is op(x.to(f32)).to(x.dtype()), so their results are
+// those of the f32 op rounded once, bit for bit, and their gradients likewise. The products
+// (matmul, linear, fused::linear_relu) in bf16 on the CPU run the bf16 GEMM instead
+// (kernels/gemm_bf16.h): products exact in f32, sums in f32 in the kernel's order, the result
+// rounded once. f16 on the CPU is storage only: its products widen to f32. An op's operands share
+// one dtype: ember does not promote bf16 with f32 (PyTorch does); autocast casts at each op's
+// boundary (core/ops/autocast.h) so that a model's ops meet one dtype.
 //
 // Note [half conversions]
 // f32 → bfloat16 and f32 → float16 round to nearest, ties to even, as PyTorch's c10::BFloat16 and

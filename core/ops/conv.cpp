@@ -2,6 +2,7 @@
 // cuDNN and ember's kernels on CUDA (kernels/conv.h), each with its derivative rule beside it.
 #include "kernels/conv.h"
 #include "core/ops/activation_grad.h"
+#include "core/ops/autocast.h"
 #include "core/ops/dispatch.h"
 #include "core/ops/fused.h"
 #include "core/ops/op_helpers.h"
@@ -113,7 +114,13 @@ Gradients conv_backward(const Tensor& x, const Tensor& w, const ConvGeometry& g,
 }  // namespace
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int stride, int padding) {
+  if (const ext::AutocastInputs cast{"conv2d", {&input, &weight, &bias}})
+    return conv2d(cast[0], cast[1], cast[2], stride, padding);
   const ConvGeometry g = checked_geometry("conv2d", input, weight, bias, stride, padding);
+  if (is_half(input.dtype())) {
+    const ext::AutocastOff off;  // the f32 computation, not lowered again
+    return conv2d(ext::widened(input), ext::widened(weight), ext::widened(bias), stride, padding).to(input.dtype());
+  }
   Tensor y = conv_forward(input, weight, bias, g, false);
   if (autograd::needs_recording({&input, &weight, &bias}))
     autograd::record(y, "conv2d", {&input, &weight, &bias},
@@ -124,7 +131,13 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int
 }
 
 Tensor fused::conv2d_relu(const Tensor& input, const Tensor& weight, const Tensor& bias, int stride, int padding) {
+  if (const ext::AutocastInputs cast{"fused::conv2d_relu", {&input, &weight, &bias}})
+    return conv2d_relu(cast[0], cast[1], cast[2], stride, padding);
   const ConvGeometry g = checked_geometry("conv2d_relu", input, weight, bias, stride, padding);
+  if (is_half(input.dtype())) {
+    const ext::AutocastOff off;  // the f32 computation, not lowered again
+    return conv2d_relu(ext::widened(input), ext::widened(weight), ext::widened(bias), stride, padding).to(input.dtype());
+  }
   Tensor y = conv_forward(input, weight, bias, g, true);
   if (autograd::needs_recording({&input, &weight, &bias}))
     autograd::record(
@@ -193,6 +206,7 @@ Tensor max_pool2d(const Tensor& input, int kernel, int stride) {
   ext::check_defined(op, {"input", input});
   ext::check_floating(op, {"input", input});
   ext::check_dim(op, {"input", input}, 4);
+  if (is_half(input.dtype())) return max_pool2d(ext::widened(input), kernel, stride).to(input.dtype());
   const PoolGeometry g = checked_pool_geometry(op, input.shape(), kernel, stride);
   Tensor y = ext::new_empty(input, pooled_shape(g));
   Tensor argmax = ext::new_empty(input, pooled_shape(g), DType::i32);
@@ -205,8 +219,16 @@ Tensor max_pool2d(const Tensor& input, int kernel, int stride) {
 
 Tensor fused::conv2d_relu_max_pool2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int stride,
                                      int padding, int pool_kernel, int pool_stride) {
+  if (const ext::AutocastInputs cast{"fused::conv2d_relu_max_pool2d", {&input, &weight, &bias}})
+    return conv2d_relu_max_pool2d(cast[0], cast[1], cast[2], stride, padding, pool_kernel, pool_stride);
   const char* op = "conv2d_relu_max_pool2d";
   const ConvGeometry g = checked_geometry(op, input, weight, bias, stride, padding);
+  if (is_half(input.dtype())) {
+    const ext::AutocastOff off;  // the f32 computation, not lowered again
+    return conv2d_relu_max_pool2d(ext::widened(input), ext::widened(weight), ext::widened(bias), stride, padding,
+                                  pool_kernel, pool_stride)
+        .to(input.dtype());
+  }
   const Shape conv_shape{static_cast<std::int64_t>(g.n), static_cast<std::int64_t>(g.k),
                          static_cast<std::int64_t>(g.oh()), static_cast<std::int64_t>(g.ow())};
   const PoolGeometry p = checked_pool_geometry(op, conv_shape, pool_kernel, pool_stride);
@@ -235,6 +257,29 @@ Tensor fused::conv2d_relu_max_pool2d(const Tensor& input, const Tensor& weight, 
   return pooled;
 }
 
+namespace {
+
+// A bf16/f16 input, in f32 (Note [half precision]). Its parameters and running statistics may be
+// in its dtype or in f32, as PyTorch's mixed batch norm allows (a model under autocast keeps them
+// in f32); statistics in a 16-bit dtype are updated through f32 copies.
+Tensor half_batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
+                       Tensor& running_var, bool training, double momentum, double eps) {
+  for (const ext::Arg& a : {ext::Arg{"weight", weight}, ext::Arg{"bias", bias}, ext::Arg{"running_mean", running_mean},
+                            ext::Arg{"running_var", running_var}}) {
+    EMBER_CHECK(a.tensor.dtype() == input.dtype() || a.tensor.dtype() == DType::f32, DTypeError,
+                "batch_norm: with a ", input.dtype(), " input, '", a.name, "' must be ", input.dtype(),
+                " or f32, but it has dtype ", a.tensor.dtype());
+  }
+  Tensor mean32 = ext::widened(running_mean), var32 = ext::widened(running_var);
+  const Tensor y = batch_norm(ext::widened(input), ext::widened(weight), ext::widened(bias), mean32, var32, training,
+                              momentum, eps);
+  if (training && !mean32.is_same(running_mean)) running_mean.copy_(mean32.to(running_mean.dtype()));
+  if (training && !var32.is_same(running_var)) running_var.copy_(var32.to(running_var.dtype()));
+  return y.to(input.dtype());
+}
+
+}  // namespace
+
 Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
                   Tensor& running_var, bool training, double momentum, double eps) {
   const char* op = "batch_norm";
@@ -247,6 +292,7 @@ Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
   ext::check_floating(op, {"input", input});
   EMBER_CHECK(input.dim() == 4 || input.dim() == 2, ShapeError, op, ": expects [N, C, H, W] or [N, C], got ",
               shape_str(input.shape()));
+  if (is_half(input.dtype())) return half_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps);
   const std::size_t n = at(input.shape(), 0), c = at(input.shape(), 1);
   const std::size_t hw = input.dim() == 4 ? at(input.shape(), 2) * at(input.shape(), 3) : 1;
   for (const ext::Arg& a : {ext::Arg{"weight", weight}, ext::Arg{"bias", bias}, ext::Arg{"running_mean", running_mean},

@@ -29,8 +29,9 @@ namespace ember::ext {
 [[noreturn]] void throw_built_without_cuda();
 
 // Calls f(float{}) or f(double{}) for f32 or f64. Ops check their arguments first (check_floating
-// names the op and the argument); this refuses the rest, bf16 and f16 included, so that no kernel
-// ever reads 16-bit data as f32 (Note [half precision] in core/base/half.h).
+// names the op and the argument) and widen bf16 and f16 before they reach a kernel (Note [half
+// precision] in core/base/half.h); this refuses the rest, so that no kernel ever reads 16-bit data
+// as f32.
 template <class F>
 decltype(auto) visit_floating(DType dtype, F&& f) {
   if (dtype == DType::f64) return f(double{});

@@ -12,6 +12,7 @@ Tensor dropout(const Tensor& input, double p, std::uint64_t seed, std::uint64_t 
   ext::check_defined("dropout", {"input", input});
   ext::check_floating("dropout", {"input", input});
   EMBER_CHECK(p >= 0.0 && p <= 1.0, ValueError, "dropout: p must be in [0, 1], got ", p);
+  if (is_half(input.dtype())) return dropout(ext::widened(input), p, seed, offset).to(input.dtype());
   Tensor y = ext::new_empty(input, input.shape());
   Tensor mask = ext::new_empty(input, input.shape(), DType::u8);
   const std::size_t n = static_cast<std::size_t>(input.numel());

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/ops/activation_grad.h"
+#include "core/ops/autocast.h"
 #include "core/ops/dispatch.h"
 #include "core/ops/op_helpers.h"
 #include "core/ops/ops.h"
@@ -72,6 +73,17 @@ void check_binary(const char* op, const Tensor& a, const Tensor& b) {
   ext::check_floating(op, {"input", a});
 }
 
+// Note [half precision]: whether the op computes on widened copies (after its argument checks).
+bool half_operands(const char* op, const Tensor& a, const Tensor& b) {
+  check_binary(op, a, b);
+  return is_half(a.dtype());
+}
+bool half_operand(const char* op, const Tensor& x) {
+  ext::check_defined(op, {"input", x});
+  ext::check_floating(op, {"input", x});
+  return is_half(x.dtype());
+}
+
 // out = a ∘ b, into `out` when given (in-place updates), else into a new tensor.
 Tensor binary_kernel(BinaryOp op, const char* name, const Tensor& a, const Tensor& b, Tensor out = Tensor()) {
   check_binary(name, a, b);
@@ -131,6 +143,7 @@ Tensor affine_kernel(const Tensor& x, double scale, double shift, Tensor out = T
 }
 
 Tensor activation(UnaryOp op, ActivationGrad grad_op, const char* name, const Tensor& x) {
+  if (half_operand(name, x)) return activation(op, grad_op, name, ext::widened(x)).to(x.dtype());
   Tensor y = unary_kernel(op, name, x);
   if (autograd::needs_recording({&x})) {
     autograd::record(y, name, {&x}, [grad_op, y_saved = y.detach()](const Tensor& g, NeedsGrad) {
@@ -142,6 +155,7 @@ Tensor activation(UnaryOp op, ActivationGrad grad_op, const char* name, const Te
 
 // An op whose derivative comes from its input x and the op's arguments (activation_grad).
 Tensor from_input(UnaryOp op, ActivationGrad grad_op, const char* name, const Tensor& x, double a = 0, double b = 0) {
+  if (half_operand(name, x)) return from_input(op, grad_op, name, ext::widened(x), a, b).to(x.dtype());
   Tensor out = unary_kernel(op, name, x, a, b);
   if (autograd::needs_recording({&x})) {
     autograd::record(out, name, {&x}, [grad_op, x_saved = x.detach(), a, b](const Tensor& g, NeedsGrad) {
@@ -153,6 +167,7 @@ Tensor from_input(UnaryOp op, ActivationGrad grad_op, const char* name, const Te
 
 // maximum/minimum: the value, and each operand's share of the gradient (½ at ties).
 Tensor extreme(BinaryOp op, BinaryOp share, const char* name, const Tensor& a, const Tensor& b) {
+  if (half_operands(name, a, b)) return extreme(op, share, name, ext::widened(a), ext::widened(b)).to(a.dtype());
   Tensor out = binary_kernel(op, name, a, b);
   if (autograd::needs_recording({&a, &b})) {
     autograd::record(
@@ -185,6 +200,7 @@ Tensor select_kernel(const Tensor& cond, const Tensor& a, const Tensor& b) {
 
 // A comparison as a u8 mask (the formula's 1 and 0, converted).
 Tensor compare(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
+  if (half_operands(name, a, b)) return compare(op, name, ext::widened(a), ext::widened(b));
   NoGradGuard no_grad;
   return binary_kernel(op, name, a, b).to(DType::u8);
 }
@@ -192,6 +208,7 @@ Tensor compare(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) 
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) {
+  if (half_operands("add", a, b)) return add(ext::widened(a), ext::widened(b)).to(a.dtype());
   Tensor out = binary_kernel(BinaryOp::add, "add", a, b);
   if (autograd::needs_recording({&a, &b})) {
     autograd::record(out, "add", {&a, &b}, [sa = a.shape(), sb = b.shape()](const Tensor& g, NeedsGrad needs) {
@@ -202,6 +219,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
+  if (half_operands("sub", a, b)) return sub(ext::widened(a), ext::widened(b)).to(a.dtype());
   Tensor out = binary_kernel(BinaryOp::sub, "sub", a, b);
   if (autograd::needs_recording({&a, &b})) {
     autograd::record(out, "sub", {&a, &b}, [sa = a.shape(), sb = b.shape()](const Tensor& g, NeedsGrad needs) {
@@ -212,6 +230,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
+  if (half_operands("mul", a, b)) return mul(ext::widened(a), ext::widened(b)).to(a.dtype());
   Tensor out = binary_kernel(BinaryOp::mul, "mul", a, b);
   if (autograd::needs_recording({&a, &b})) {
     autograd::record(out, "mul", {&a, &b},
@@ -224,6 +243,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
+  if (half_operands("div", a, b)) return div(ext::widened(a), ext::widened(b)).to(a.dtype());
   Tensor out = binary_kernel(BinaryOp::div, "div", a, b);
   if (autograd::needs_recording({&a, &b})) {
     // d(a/b)/da = 1/b; d(a/b)/db = −a/b² = −out/b.
@@ -238,6 +258,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
 }
 
 Tensor affine(const Tensor& x, double scale, double shift) {
+  if (half_operand("affine", x)) return affine(ext::widened(x), scale, shift).to(x.dtype());
   Tensor out = affine_kernel(x, scale, shift);
   if (autograd::needs_recording({&x})) {
     autograd::record(out, "affine", {&x}, [scale](const Tensor& g, NeedsGrad) {
@@ -251,6 +272,7 @@ Tensor add(const Tensor& x, double other) { return affine(x, 1.0, other); }
 Tensor mul(const Tensor& x, double other) { return affine(x, other, 0.0); }
 
 Tensor neg(const Tensor& x) {
+  if (half_operand("neg", x)) return neg(ext::widened(x)).to(x.dtype());
   Tensor out = unary_kernel(UnaryOp::neg, "neg", x);
   if (autograd::needs_recording({&x})) {
     autograd::record(out, "neg", {&x}, [](const Tensor& g, NeedsGrad) { return Gradients{neg(g)}; });
@@ -259,6 +281,8 @@ Tensor neg(const Tensor& x) {
 }
 
 Tensor exp(const Tensor& x) {
+  if (const ext::AutocastInputs cast{"exp", {&x}}) return exp(cast[0]);
+  if (half_operand("exp", x)) return exp(ext::widened(x)).to(x.dtype());
   Tensor out = unary_kernel(UnaryOp::exp, "exp", x);
   if (autograd::needs_recording({&x})) {
     autograd::record(out, "exp", {&x}, [y = out.detach()](const Tensor& g, NeedsGrad) { return Gradients{mul(g, y)}; });
@@ -267,6 +291,8 @@ Tensor exp(const Tensor& x) {
 }
 
 Tensor log(const Tensor& x) {
+  if (const ext::AutocastInputs cast{"log", {&x}}) return log(cast[0]);
+  if (half_operand("log", x)) return log(ext::widened(x)).to(x.dtype());
   Tensor out = unary_kernel(UnaryOp::log, "log", x);
   if (autograd::needs_recording({&x})) {
     autograd::record(out, "log", {&x},
@@ -276,6 +302,7 @@ Tensor log(const Tensor& x) {
 }
 
 Tensor sqrt(const Tensor& x) {
+  if (half_operand("sqrt", x)) return sqrt(ext::widened(x)).to(x.dtype());
   Tensor out = unary_kernel(UnaryOp::sqrt, "sqrt", x);
   if (autograd::needs_recording({&x})) {
     autograd::record(out, "sqrt", {&x}, [y = out.detach()](const Tensor& g, NeedsGrad) {
@@ -286,6 +313,8 @@ Tensor sqrt(const Tensor& x) {
 }
 
 Tensor pow(const Tensor& x, double exponent) {
+  if (const ext::AutocastInputs cast{"pow", {&x}}) return pow(cast[0], exponent);
+  if (half_operand("pow", x)) return pow(ext::widened(x), exponent).to(x.dtype());
   Tensor out = unary_kernel(UnaryOp::pow, "pow", x, exponent);
   if (autograd::needs_recording({&x})) {
     autograd::record(out, "pow", {&x}, [x_saved = x.detach(), exponent](const Tensor& g, NeedsGrad) {
@@ -297,6 +326,7 @@ Tensor pow(const Tensor& x, double exponent) {
 }
 
 Tensor leaky_relu(const Tensor& x, double negative_slope) {
+  if (half_operand("leaky_relu", x)) return leaky_relu(ext::widened(x), negative_slope).to(x.dtype());
   Tensor out = unary_kernel(UnaryOp::leaky_relu, "leaky_relu", x, negative_slope);
   if (autograd::needs_recording({&x})) {
     autograd::record(out, "leaky_relu", {&x}, [x_saved = x.detach(), negative_slope](const Tensor& g, NeedsGrad) {
@@ -308,7 +338,10 @@ Tensor leaky_relu(const Tensor& x, double negative_slope) {
 
 Tensor erf(const Tensor& x) { return from_input(UnaryOp::erf, ActivationGrad::erf, "erf", x); }
 Tensor abs(const Tensor& x) { return from_input(UnaryOp::abs, ActivationGrad::abs, "abs", x); }
-Tensor rsqrt(const Tensor& x) { return activation(UnaryOp::rsqrt, ActivationGrad::rsqrt, "rsqrt", x); }
+Tensor rsqrt(const Tensor& x) {
+  if (const ext::AutocastInputs cast{"rsqrt", {&x}}) return rsqrt(cast[0]);
+  return activation(UnaryOp::rsqrt, ActivationGrad::rsqrt, "rsqrt", x);
+}
 
 Tensor clamp(const Tensor& x, double min, double max) {
   EMBER_CHECK(!(min > max), ValueError, "clamp: min (", min, ") is greater than max (", max, ")");
@@ -323,7 +356,7 @@ Tensor minimum(const Tensor& a, const Tensor& b) {
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
-  check_binary("where", a, b);
+  if (half_operands("where", a, b)) return where(cond, ext::widened(a), ext::widened(b)).to(a.dtype());
   ext::check_defined("where", {"condition", cond});
   ext::check_same_device("where", {{"input", a}, {"condition", cond}});
   Shape ab_shape, shape;
@@ -364,6 +397,7 @@ Tensor& add_(Tensor& input, const Tensor& other) {
   EMBER_CHECK(!(autograd::is_grad_enabled() && input.requires_grad()), AutogradError,
               "add_: a tensor that requires grad cannot be modified in place while gradients are recorded; wrap "
               "the update in NoGradGuard");
+  if (half_operands("add_", input, other)) return input.copy_(add(ext::widened(input), ext::widened(other)).to(input.dtype()));
   binary_kernel(BinaryOp::add, "add_", input, other, input);
   return input;
 }
@@ -372,6 +406,7 @@ Tensor& mul_(Tensor& input, double scale) {
   EMBER_CHECK(!(autograd::is_grad_enabled() && input.requires_grad()), AutogradError,
               "mul_: a tensor that requires grad cannot be modified in place while gradients are recorded; wrap "
               "the update in NoGradGuard");
+  if (half_operand("mul_", input)) return input.copy_(mul(ext::widened(input), scale).to(input.dtype()));
   affine_kernel(input, scale, 0.0, input);
   return input;
 }

@@ -1,5 +1,6 @@
 // Matrix ops: matmul, linear and transpose, on cuBLAS / OpenBLAS through kernels/gemm.h.
 // A transpose in a product is a flag to the GEMM, never a copy.
+#include "core/ops/autocast.h"
 #include "core/ops/dispatch.h"
 #include "core/ops/fused.h"
 #include "core/ops/op_helpers.h"
@@ -8,6 +9,7 @@
 #include "kernels/bias_activation.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
+#include "kernels/gemm_bf16.h"
 #include "kernels/layout.h"
 #include "kernels/reduce.h"
 
@@ -38,7 +40,29 @@ void gemm_into(Transpose ta, Transpose tb, const Tensor& a, const Tensor& b, Ten
       });
 }
 
+// A product of bf16 or f16 operands in f32 (Note [half precision]), plus c (f32) when c is given:
+// the bf16 GEMM for bf16 on the CPU (it reads A as stored, so a transposed A is copied first),
+// else the f32 GEMM on widened copies.
+Tensor half_product(Transpose ta, Transpose tb, const Tensor& a, const Tensor& b, Tensor c = Tensor()) {
+  const std::int64_t m = ta == Transpose::no ? a.shape()[0] : a.shape()[1];
+  const std::int64_t n = tb == Transpose::no ? b.shape()[1] : b.shape()[0];
+  const bool accumulate = c.defined();
+  if (!accumulate) c = ext::new_empty(a, {m, n}, DType::f32);
+  if (a.dtype() == DType::bf16 && !a.is_cuda()) {
+    const Tensor a_rows = ta == Transpose::yes ? transpose(a.detach()) : a;
+    const std::size_t k = static_cast<std::size_t>(a_rows.shape()[1]);
+    kernels::cpu::gemm_bf16(tb, static_cast<std::size_t>(m), static_cast<std::size_t>(n), k, a_rows.raw<bfloat16>(), k,
+                            b.raw<bfloat16>(), static_cast<std::size_t>(b.shape()[1]), c.raw<float>(),
+                            static_cast<std::size_t>(n), accumulate);
+    return c;
+  }
+  gemm_into(ta, tb, a.detach().to(DType::f32), b.detach().to(DType::f32), c, accumulate ? 1.0 : 0.0);
+  return c;
+}
+
+// op(a)·op(b) in a and b's dtype (a 16-bit product is rounded once from its f32 result).
 Tensor gemm(Transpose ta, Transpose tb, const Tensor& a, const Tensor& b) {
+  if (is_half(a.dtype())) return half_product(ta, tb, a, b).to(a.dtype());
   const std::int64_t m = ta == Transpose::no ? a.shape()[0] : a.shape()[1];
   const std::int64_t n = tb == Transpose::no ? b.shape()[1] : b.shape()[0];
   Tensor c = ext::new_empty(a, {m, n});
@@ -68,6 +92,7 @@ Tensor rows_of(const Tensor& bias, std::int64_t m) {
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (const ext::AutocastInputs cast{"matmul", {&a, &b}}) return matmul(cast[0], cast[1]);
   ext::check_defined("matmul", {"input", a});
   ext::check_defined("matmul", {"other", b});
   ext::check_same_device("matmul", {{"input", a}, {"other", b}});
@@ -117,11 +142,15 @@ Shape with_last(Shape shape, std::int64_t last) {
 }  // namespace
 
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  if (const ext::AutocastInputs cast{"linear", {&input, &weight, &bias}}) return linear(cast[0], cast[1], cast[2]);
   const std::int64_t rows = check_linear("linear", input, weight, bias);
   const std::int64_t in = weight.shape()[1], out_features = weight.shape()[0];
   const Tensor x2 = input.detach().reshape({rows, in});
   Tensor y;
-  if (bias.defined()) {
+  if (is_half(input.dtype())) {  // x·Wᵀ + b in f32, rounded once
+    const Tensor start = bias.defined() ? rows_of(bias.detach().to(DType::f32), rows) : Tensor();
+    y = half_product(Transpose::no, Transpose::yes, x2, weight, start).to(input.dtype());
+  } else if (bias.defined()) {
     y = rows_of(bias, rows);
     gemm_into(Transpose::no, Transpose::yes, x2, weight, y, 1.0);  // y = x·Wᵀ + b
   } else {
@@ -147,56 +176,68 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
 }
 
 Tensor fused::linear_relu(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  if (const ext::AutocastInputs cast{"fused::linear_relu", {&input, &weight, &bias}})
+    return linear_relu(cast[0], cast[1], cast[2]);
   EMBER_CHECK(bias.defined(), ValueError, "linear_relu: needs a bias (use relu(linear(x, w)) without one)");
   const std::int64_t rows = check_linear("linear_relu", input, weight, bias);
   const std::int64_t in = weight.shape()[1], out_features = weight.shape()[0];
   const Tensor x2 = input.detach().reshape({rows, in});
-  // y = max(0, x·Wᵀ + b): the GEMM, then bias and ReLU in one pass over its output.
-  Tensor y = gemm(Transpose::no, Transpose::yes, x2, weight);
+  // y = max(0, x·Wᵀ + b): the GEMM, then bias and ReLU in one pass over its output (in f32 for
+  // 16-bit operands, rounded once after).
+  const bool half = is_half(input.dtype());
+  Tensor y =
+      half ? half_product(Transpose::no, Transpose::yes, x2, weight) : gemm(Transpose::no, Transpose::yes, x2, weight);
+  const Tensor bias_wide = ext::widened(bias.detach());
   const auto r = static_cast<std::size_t>(rows), c = static_cast<std::size_t>(out_features);
   ext::dispatch(
       y,
       [&](auto zero) {
         using T = decltype(zero);
-        kernels::cpu::bias_relu_forward<T>(y.raw<T>(), bias.raw<T>(), r, c);
+        kernels::cpu::bias_relu_forward<T>(y.raw<T>(), bias_wide.raw<T>(), r, c);
       },
-      [&](auto stream) { kernels::cuda::bias_relu_forward(y.raw<float>(), bias.raw<float>(), r, c, stream); });
+      [&](auto stream) { kernels::cuda::bias_relu_forward(y.raw<float>(), bias_wide.raw<float>(), r, c, stream); });
+  if (half) y = y.to(input.dtype());
   const Tensor y2 = y.detach();
   if (input.dim() != 2) y = y.reshape(with_last(input.shape(), out_features));
   if (autograd::needs_recording({&input, &weight, &bias})) {
-    autograd::record(y, "linear_relu", {&input, &weight, &bias},
-                     [x_saved = x2, w_saved = weight.detach(), y_saved = y2, in_shape = input.shape()](
-                         const Tensor& g, NeedsGrad needs) {
-                       const std::size_t rows = static_cast<std::size_t>(x_saved.shape()[0]);
-                       const std::size_t cols = static_cast<std::size_t>(w_saved.shape()[0]);
-                       const Tensor g2 = g.dim() == 2 ? g : g.reshape({x_saved.shape()[0], w_saved.shape()[0]});
-                       // The ReLU mask and the bias gradient in one pass.
-                       Tensor masked = ext::new_empty(g, {x_saved.shape()[0], w_saved.shape()[0]});
-                       Tensor dbias = ext::new_empty(g, {w_saved.shape()[0]});
-                       ext::dispatch(
-                           g,
-                           [&](auto zero) {
-                             using T = decltype(zero);
-                             kernels::cpu::bias_relu_backward<T>(g2.raw<T>(), y_saved.raw<T>(), masked.raw<T>(),
-                                                                 dbias.raw<T>(), rows, cols);
-                           },
-                           [&](auto stream) {
-                             const std::size_t ws = kernels::sum_workspace_size(1, rows, cols);
-                             const Tensor workspace =
-                                 ws ? ext::new_empty(g, {static_cast<std::int64_t>(ws)}) : Tensor();
-                             kernels::cuda::bias_relu_backward(g2.raw<float>(), y_saved.raw<float>(),
-                                                               masked.raw<float>(), dbias.raw<float>(), rows, cols,
-                                                               ws ? workspace.raw<float>() : nullptr, stream);
-                           });
-                       Gradients grads(3);
-                       if (needs[0]) {
-                         grads[0] = gemm(Transpose::no, Transpose::no, masked, w_saved);
-                         if (in_shape.size() != 2) grads[0] = grads[0].reshape(in_shape);
-                       }
-                       if (needs[1]) grads[1] = gemm(Transpose::yes, Transpose::no, masked, x_saved);
-                       if (needs[2]) grads[2] = dbias;
-                       return grads;
-                     });
+    autograd::record(
+        y, "linear_relu", {&input, &weight, &bias},
+        [x_saved = x2, w_saved = weight.detach(), y_saved = y2, in_shape = input.shape()](const Tensor& g,
+                                                                                          NeedsGrad needs) {
+          const std::size_t rows = static_cast<std::size_t>(x_saved.shape()[0]);
+          const std::size_t cols = static_cast<std::size_t>(w_saved.shape()[0]);
+          // The ReLU mask and the bias gradient in one pass (in f32 for 16-bit operands).
+          const Tensor g2 = ext::widened(g.dim() == 2 ? g : g.reshape({x_saved.shape()[0], w_saved.shape()[0]}));
+          const Tensor y_wide = ext::widened(y_saved);
+          Tensor masked = ext::new_empty(g2, {x_saved.shape()[0], w_saved.shape()[0]});
+          Tensor dbias = ext::new_empty(g2, {w_saved.shape()[0]});
+          ext::dispatch(
+              g2,
+              [&](auto zero) {
+                using T = decltype(zero);
+                kernels::cpu::bias_relu_backward<T>(g2.raw<T>(), y_wide.raw<T>(), masked.raw<T>(), dbias.raw<T>(), rows,
+                                                    cols);
+              },
+              [&](auto stream) {
+                const std::size_t ws = kernels::sum_workspace_size(1, rows, cols);
+                const Tensor workspace = ws ? ext::new_empty(g2, {static_cast<std::int64_t>(ws)}) : Tensor();
+                kernels::cuda::bias_relu_backward(g2.raw<float>(), y_wide.raw<float>(), masked.raw<float>(),
+                                                  dbias.raw<float>(), rows, cols, ws ? workspace.raw<float>() : nullptr,
+                                                  stream);
+              });
+          if (is_half(g.dtype())) {
+            masked = masked.to(g.dtype());
+            dbias = dbias.to(g.dtype());
+          }
+          Gradients grads(3);
+          if (needs[0]) {
+            grads[0] = gemm(Transpose::no, Transpose::no, masked, w_saved);
+            if (in_shape.size() != 2) grads[0] = grads[0].reshape(in_shape);
+          }
+          if (needs[1]) grads[1] = gemm(Transpose::yes, Transpose::no, masked, x_saved);
+          if (needs[2]) grads[2] = dbias;
+          return grads;
+        });
   }
   return y;
 }

@@ -1,6 +1,7 @@
 // Softmax, log-softmax and the fused softmax cross-entropy; the data pipeline's pixel normalization
 // and batch gather.
 #include "core/cuda/kernel_errors.h"
+#include "core/ops/autocast.h"
 #include "core/ops/dispatch.h"
 #include "core/ops/op_helpers.h"
 #include "core/ops/ops.h"
@@ -54,6 +55,7 @@ Tensor softmax_op(SoftmaxKind kind, const char* name, const Tensor& x, int dim) 
   ext::check_floating(name, {"input", x});
   EMBER_CHECK(x.dim() >= 1 && ext::normalize_dim(name, dim, x.dim()) == x.dim() - 1, ValueError, name,
               ": only the last dim is supported (dim=-1); move the dim last with transpose() or reshape()");
+  if (is_half(x.dtype())) return softmax_op(kind, name, ext::widened(x), dim).to(x.dtype());
   Tensor y = ext::new_empty(x, x.shape());
   std::size_t rows = 0, cols = 0;
   rows_cols(x, rows, cols);
@@ -85,10 +87,17 @@ Tensor softmax_along(SoftmaxKind kind, const char* name, const Tensor& x, int di
 
 }  // namespace
 
-Tensor softmax(const Tensor& x, int dim) { return softmax_along(SoftmaxKind::softmax, "softmax", x, dim); }
-Tensor log_softmax(const Tensor& x, int dim) { return softmax_along(SoftmaxKind::log_softmax, "log_softmax", x, dim); }
+Tensor softmax(const Tensor& x, int dim) {
+  if (const ext::AutocastInputs cast{"softmax", {&x}}) return softmax(cast[0], dim);
+  return softmax_along(SoftmaxKind::softmax, "softmax", x, dim);
+}
+Tensor log_softmax(const Tensor& x, int dim) {
+  if (const ext::AutocastInputs cast{"log_softmax", {&x}}) return log_softmax(cast[0], dim);
+  return softmax_along(SoftmaxKind::log_softmax, "log_softmax", x, dim);
+}
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target) {
+  if (const ext::AutocastInputs cast{"cross_entropy", {&input, &target}}) return cross_entropy(cast[0], cast[1]);
   const char* name = "cross_entropy";
   ext::check_defined(name, {"input", input});
   ext::check_defined(name, {"target", target});
@@ -101,6 +110,7 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target) {
               "] (one class index per row of 'input', which has shape ", shape_str(input.shape()),
               "), but it has shape ", shape_str(target.shape()));
   EMBER_CHECK(classes > 0, ShapeError, name, ": 'input' has no classes (shape ", shape_str(input.shape()), ")");
+  if (is_half(input.dtype())) return cross_entropy(ext::widened(input), target).to(input.dtype());
   const std::size_t rows = static_cast<std::size_t>(batch), cols = static_cast<std::size_t>(classes);
   Tensor losses = ext::new_empty(input, {batch});
   // Each row's maximum and Σ exp(x − max), for the backward pass (Note [softmax from max and sum]).

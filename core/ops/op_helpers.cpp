@@ -42,12 +42,7 @@ void check_same_dtype(const std::string& op, const Arg& a, const Arg& b) {
 void check_floating(const std::string& op, const Arg& arg) {
   const DType d = arg.tensor.dtype();
   EMBER_CHECK(is_floating(d), DTypeError, op, ": argument '", arg.name,
-              "' must be a floating-point tensor (f32 or "
-              "f64), but it has dtype ",
-              d);
-  EMBER_CHECK(!is_half(d), DTypeError, op, ": argument '", arg.name, "' is ", d,
-              ", a storage type so far: ops compute in f32 and f64; convert it with .to(DType::f32) "
-              "(Note [half precision])");
+              "' must be a floating-point tensor (f32, f64, bf16 or f16), but it has dtype ", d);
   EMBER_CHECK(!(d == DType::f64 && arg.tensor.is_cuda()), DTypeError, op, ": argument '", arg.name, "' is f64 on ",
               arg.tensor.device(),
               ", but ember's CUDA kernels are f32 only; use .to(DType::f32) "

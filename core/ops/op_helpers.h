@@ -26,8 +26,11 @@ std::string device_mismatch_message(const std::string& op, const std::string& ar
 void check_defined(const std::string& op, const Arg& arg);
 // "add: expected 'other' to have dtype f32 (like 'input'), but it has f64".
 void check_same_dtype(const std::string& op, const Arg& a, const Arg& b);
-// Floating dtypes only; f64 only on the CPU.
+// Floating dtypes only (bf16 and f16 included); f64 only on the CPU.
 void check_floating(const std::string& op, const Arg& arg);
+// Note [half precision]: x converted to f32 when it is bf16 or f16, else x itself. An op given a
+// 16-bit tensor runs as op(widened(x)).to(x.dtype()).
+inline Tensor widened(const Tensor& x) { return x.defined() && is_half(x.dtype()) ? x.to(DType::f32) : x; }
 void check_dtype(const std::string& op, const Arg& arg, std::initializer_list<DType> allowed);
 void check_dim(const std::string& op, const Arg& arg, int expected_dim);
 int normalize_dim(const std::string& op, int dim, int ndim);  // negative dims count from the end

@@ -2,6 +2,7 @@
 // non-differentiable argmax, max, count_equal and accuracy.
 #include <algorithm>
 
+#include "core/ops/autocast.h"
 #include "core/ops/dispatch.h"
 #include "core/ops/op_helpers.h"
 #include "core/ops/ops.h"
@@ -90,6 +91,7 @@ Tensor expand_to(const Tensor& g, const Shape& shape, double scale) {
 Tensor reduce(const char* name, const Tensor& x, std::vector<int> dims, bool keepdim, bool mean) {
   ext::check_defined(name, {"input", x});
   ext::check_floating(name, {"input", x});
+  if (is_half(x.dtype())) return reduce(name, ext::widened(x), std::move(dims), keepdim, mean).to(x.dtype());
   const int nd = x.dim();
   std::vector<bool> mask(static_cast<std::size_t>(nd), dims.empty());
   for (int d : dims) {
@@ -126,8 +128,12 @@ Tensor reduce(const char* name, const Tensor& x, std::vector<int> dims, bool kee
 
 }  // namespace
 
-Tensor sum(const Tensor& x) { return reduce("sum", x, {}, false, false); }
+Tensor sum(const Tensor& x) {
+  if (const ext::AutocastInputs cast{"sum", {&x}}) return sum(cast[0]);
+  return reduce("sum", x, {}, false, false);
+}
 Tensor sum(const Tensor& x, std::vector<int> dims, bool keepdim) {
+  if (const ext::AutocastInputs cast{"sum", {&x}}) return sum(cast[0], std::move(dims), keepdim);
   EMBER_CHECK(!dims.empty(), ValueError, "sum: the list of dims is empty; call sum(x) to sum everything");
   return reduce("sum", x, std::move(dims), keepdim, false);
 }
@@ -143,6 +149,7 @@ Tensor variance(const Tensor& x, const std::vector<int>& dims, int correction, b
   ext::check_defined("var", {"input", x});
   ext::check_floating("var", {"input", x});
   EMBER_CHECK(correction >= 0, ValueError, "var: correction must be non-negative, got ", correction);
+  if (is_half(x.dtype())) return variance(ext::widened(x), dims, correction, keepdim).to(x.dtype());
   std::int64_t count = dims.empty() ? x.numel() : 1;
   for (int d : dims) count *= x.size(d);
   const Tensor centered = dims.empty() ? x - mean(x) : x - mean(x, dims, true);
@@ -154,12 +161,17 @@ Tensor variance(const Tensor& x, const std::vector<int>& dims, int correction, b
 }  // namespace
 
 Tensor var(const Tensor& x) { return variance(x, {}, 1, false); }
-Tensor std(const Tensor& x) { return sqrt(var(x)); }
+Tensor std(const Tensor& x) {
+  if (x.defined() && is_half(x.dtype())) return std(ext::widened(x)).to(x.dtype());  // rounded once
+  return sqrt(var(x));
+}
 Tensor var(const Tensor& x, std::vector<int> dims, int correction, bool keepdim) {
   EMBER_CHECK(!dims.empty(), ValueError, "var: the list of dims is empty; call var(x) for everything");
   return variance(x, dims, correction, keepdim);
 }
 Tensor std(const Tensor& x, std::vector<int> dims, int correction, bool keepdim) {
+  if (x.defined() && is_half(x.dtype()))
+    return std(ext::widened(x), std::move(dims), correction, keepdim).to(x.dtype());
   return sqrt(var(x, std::move(dims), correction, keepdim));
 }
 
@@ -187,6 +199,7 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
 Tensor max(const Tensor& x, int dim) {
   ext::check_defined("max", {"input", x});
   ext::check_floating("max", {"input", x});
+  if (is_half(x.dtype())) return max(ext::widened(x), dim).to(x.dtype());
   EMBER_CHECK(x.dim() >= 1 && ext::normalize_dim("max", dim, x.dim()) == x.dim() - 1, ValueError,
               "max: only the last dim is supported (dim=-1)");
   const std::size_t cols = static_cast<std::size_t>(x.shape().back());
@@ -208,6 +221,7 @@ Tensor max(const Tensor& x, int dim) {
 Tensor argmax(const Tensor& x, int dim) {
   ext::check_defined("argmax", {"input", x});
   ext::check_floating("argmax", {"input", x});
+  if (is_half(x.dtype())) return argmax(ext::widened(x), dim);
   EMBER_CHECK(x.dim() >= 1 && ext::normalize_dim("argmax", dim, x.dim()) == x.dim() - 1, ValueError,
               "argmax: only the last dim is supported (dim=-1)");
   const std::size_t cols = static_cast<std::size_t>(x.shape().back());

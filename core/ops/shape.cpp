@@ -1,6 +1,7 @@
 // Shape ops that copy: cat and slice, both built on the strided block copy of kernels/layout.h.
 #include <string>
 
+#include "core/ops/autocast.h"
 #include "core/ops/dispatch.h"
 #include "core/ops/op_helpers.h"
 #include "core/ops/ops.h"
@@ -81,6 +82,7 @@ Tensor unsqueeze(const Tensor& input, int dim) {
 Tensor permute(const Tensor& input, const std::vector<int>& dims) {
   ext::check_defined("permute", {"input", input});
   ext::check_floating("permute", {"input", input});
+  if (is_half(input.dtype())) return permute(ext::widened(input), dims).to(input.dtype());
   const int nd = input.dim();
   EMBER_CHECK(static_cast<int>(dims.size()) == nd, ShapeError, "permute: ", dims.size(), " dims given for a tensor of ",
               nd, " dims (shape ", shape_str(input.shape()), ")");
@@ -110,6 +112,7 @@ Tensor permute(const Tensor& input, const std::vector<int>& dims) {
 Tensor broadcast_to(const Tensor& input, const Shape& shape) {
   ext::check_defined("broadcast_to", {"input", input});
   ext::check_floating("broadcast_to", {"input", input});
+  if (is_half(input.dtype())) return broadcast_to(ext::widened(input), shape).to(input.dtype());
   const Shape& in = input.shape();
   EMBER_CHECK(in.size() <= shape.size() && shape.size() <= static_cast<std::size_t>(kernels::kMaxDims), ShapeError,
               "broadcast_to: cannot broadcast shape ", shape_str(in), " to ", shape_str(shape));
@@ -136,6 +139,7 @@ Tensor cat(std::initializer_list<Tensor> tensors, int dim) {
 
 Tensor cat(std::span<const Tensor> tensors, int dim) {
   EMBER_CHECK(!tensors.empty(), ValueError, "cat: expected a non-empty list of tensors");
+  if (const ext::AutocastInputs cast{"cat", tensors}) return cat(std::span<const Tensor>(cast.all()), dim);
   const Tensor& first = tensors[0];
   ext::check_defined("cat", {"tensors[0]", first});
   EMBER_CHECK(first.dim() >= 1, ShapeError, "cat: zero-dimensional tensors cannot be concatenated");

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <unordered_map>
 
+#include "core/ops/autocast.h"
 #include "core/ops/ops.h"
 
 namespace ember::autograd {
@@ -167,7 +168,8 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
               " on ", root.device());
 
   NoGradGuard no_grad;
-  if (!root.grad_fn()) {  // backward on a leaf: its gradient is the seed itself
+  const ext::AutocastOff autocast_off;  // gradients follow the forward's dtypes (Note [autocast policy])
+  if (!root.grad_fn()) {                // backward on a leaf: its gradient is the seed itself
     accumulate_into_leaf(*root.impl(), seed);
     return;
   }

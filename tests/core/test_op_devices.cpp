@@ -24,12 +24,12 @@ using namespace ember::testing;
 
 namespace {
 
-// The sample with its floating inputs rounded to f32 (kept in f64): the f64 run then sees the
-// values the f32 run sees, and only the op's own rounding differs.
-Sample rounded_to_f32(const Sample& s) {
+// The sample with its floating inputs rounded to f32 or a 16-bit dtype (kept in f64): a run in a
+// wider dtype then sees the values the narrower run sees, and only the op's own rounding differs.
+Sample rounded_to(const Sample& s, DType dtype) {
   Sample r = s;
   for (Tensor& t : r.inputs)
-    if (t.dtype() == DType::f64) t = t.to(DType::f32).to(DType::f64);
+    if (t.dtype() == DType::f64) t = t.to(dtype).to(DType::f64);
   return r;
 }
 
@@ -37,7 +37,7 @@ Sample rounded_to_f32(const Sample& s) {
 // the sample's reference, for the result, where there is one).
 SampleRun expected_run(const OpInfo& op, const Sample& s, Device device) {
   if (device.is_cuda()) return run_sample(op, s, DType::f32, Device::cpu());
-  const Sample r = rounded_to_f32(s);
+  const Sample r = rounded_to(s, DType::f32);
   SampleRun run = run_sample(op, r, DType::f64, Device::cpu());
   if (s.reference) run.result = s.reference(r.inputs);
   return run;
@@ -130,6 +130,45 @@ TEST_CASE("every op on the device under test: results and gradients as the refer
         for (std::size_t i = 0; i < actual.grads.size(); ++i) {
           INFO("gradient of input " << differentiated[i]);
           require_close(actual.grads[i], expected.grads[i], op.grad_tolerance);
+        }
+      }
+    }
+  }
+}
+
+// A floating result of the f32 run rounded once to the 16-bit run's dtype (others as they are).
+Tensor rounded_like(const Tensor& expected, const Tensor& actual) {
+  return expected.dtype() == DType::f32 && is_half(actual.dtype()) ? expected.to(actual.dtype()) : expected;
+}
+
+TEST_CASE("every op in bf16 and f16 on the device under test: the f32 op's results, rounded once") {
+  const Device device = device_under_test();
+  const DeterministicScope deterministic;
+  for (const DType half : {DType::bf16, DType::f16}) {
+    for (const OpInfo& op : op_table()) {
+      if (!applies_here(op, device) || !buildable(op, device)) continue;
+      for (const Sample& s : op.samples()) {
+        SECTION(std::string(dtype_name(half)) + " " + op.name + ": " + s.label) {
+          const Sample r = rounded_to(s, half);
+          Tolerance tolerance = op.half_tolerance;
+          tolerance.rtol += kHalfChain.rtol * (s.ops_chained - 1);
+          const SampleRun actual = run_sample(op, r, half, device, half);
+          const SampleRun expected = run_sample(op, r, DType::f32, device, half);
+          REQUIRE(actual.recorded == expected.recorded);
+          // A floating result comes in the inputs' dtype, as in PyTorch.
+          CHECK((actual.result.dtype() == expected.result.dtype() ||
+                 (actual.result.dtype() == half && expected.result.dtype() == DType::f32)));
+          {
+            INFO("result");
+            require_close(actual.result, rounded_like(expected.result, actual.result), tolerance);
+          }
+          REQUIRE(actual.grads.size() == expected.grads.size());
+          for (std::size_t i = 0; i < actual.grads.size(); ++i) {
+            INFO("gradient " << i);
+            REQUIRE(actual.grads[i].defined() == expected.grads[i].defined());
+            if (actual.grads[i].defined())
+              require_close(actual.grads[i], rounded_like(expected.grads[i], actual.grads[i]), tolerance);
+          }
         }
       }
     }

@@ -14,6 +14,9 @@ target_link_libraries(ops_tool PRIVATE ember_op_table)
 
 ember_device_test(test_op_devices ops core/test_op_devices.cpp)
 target_link_libraries(test_op_devices PRIVATE ember_op_table)
+# Autocast's policy, op by op over the table, on each device (core/test_autocast.cpp).
+ember_device_test(test_autocast autocast core/test_autocast.cpp)
+target_link_libraries(test_autocast PRIVATE ember_op_table)
 
 # docs/ops.md lists exactly the table's ops, and its counts are the table's; and the check itself,
 # on a page that lists an op the table has not, misses one it has, and miscounts.

@@ -35,7 +35,7 @@ Tensor input_as(const Tensor& input, DType dtype, Device device) {
   return moved.is_same(input) ? input.clone() : moved;
 }
 
-SampleRun run_sample(const OpInfo& op, const Sample& sample, DType dtype, Device device) {
+SampleRun run_sample(const OpInfo& op, const Sample& sample, DType dtype, Device device, DType upstream_through) {
   const std::vector<std::size_t> differentiated = differentiated_inputs(op, sample);
   std::vector<Tensor> leaves;
   for (std::size_t i = 0; i < sample.inputs.size(); ++i) {
@@ -48,8 +48,8 @@ SampleRun run_sample(const OpInfo& op, const Sample& sample, DType dtype, Device
   run.result = result.detach().cpu();
   if (!run.recorded) return run;
   // A seeded upstream gradient rather than ones: a rule that swaps or misplaces elements shows.
-  // Rounded to f32, so that runs in f32 and in f64 differentiate with the same one.
-  run.upstream = random_input(result.shape(), 99).to(DType::f32).to(DType::f64);
+  // Rounded to f32 (or a 16-bit dtype), so that the runs compared differentiate with the same one.
+  run.upstream = random_input(result.shape(), 99).to(upstream_through).to(DType::f64);
   result.backward(input_as(run.upstream, result.dtype(), result.device()));
   for (std::size_t i : differentiated) {
     const Tensor g = leaves[i].grad();

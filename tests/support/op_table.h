@@ -51,6 +51,9 @@ struct Sample {
   // Expected values computed another way, for ops whose inputs are not floating (the f32 and f64
   // runs the CPU compares would be one computation): called with the inputs as they are.
   OpFn reference = {};
+  // The number of ops `apply` chains (the operators' sample: four). A 16-bit run rounds after each,
+  // the f32 run it is compared with only at the end: kHalfChain per op beyond the first.
+  int ops_chained = 1;
 };
 
 struct OpInfo {
@@ -63,6 +66,9 @@ struct OpInfo {
   // Of the gradients, where they round more than the results (a broadcast input's gradient is a
   // sum over the broadcast dims).
   Tolerance grad_tolerance = tolerance;
+  // Of a bf16 or f16 run (results and gradients) against the f32 op on the same values, rounded
+  // once: the same bits for the ops that compute on widened copies (Note [half precision]).
+  Tolerance half_tolerance = {};
 };
 
 // Every op, in docs/ops.md's order of families.
@@ -84,7 +90,10 @@ struct SampleRun {
   Tensor upstream;
   std::vector<Tensor> grads;
 };
-SampleRun run_sample(const OpInfo& op, const Sample& sample, DType dtype, Device device);
+// The upstream gradient's values are rounded through `upstream_through` (bf16 or f16 for a run in
+// it and the f32 run it is compared with).
+SampleRun run_sample(const OpInfo& op, const Sample& sample, DType dtype, Device device,
+                     DType upstream_through = DType::f32);
 
 // The families, one file each (tests/support/op_table_*.cpp).
 std::vector<OpInfo> elementwise_ops();
@@ -118,5 +127,16 @@ inline constexpr Tolerance kReduction{1e-5, 1e-5};
 // whose every result is a dot product or a row sum of up to K ≈ 150 products: K·ε·Σ|a·b| ≈ 1e-5
 // for these magnitudes; 1e-4 leaves a margin for cuBLAS's and cuDNN's blocking orders.
 inline constexpr Tolerance kProduct{1e-4, 1e-4};
+// A chain of ops in bf16 or f16 against the f32 chain rounded once: each op after the first may
+// add a rounding of half an ulp, amplified by the later ops' conditioning (here at most 2, for the
+// operators' sample): one ulp of the result per op, 2^-7 relative for bf16 (f16's is 2^-10; the
+// bf16 bound covers both).
+inline constexpr Tolerance kHalfChain{0, 1.0 / 128};
+
+// The CPU's bf16 GEMM against the f32 GEMM on the same bf16 values, each rounded once to bf16: the
+// two f32 sums differ in order (within kProduct), so where one lies near a rounding boundary the
+// two round to neighbouring bf16 values, one ulp apart: 2^-7 of the value at most (8 significant
+// bits).
+inline constexpr Tolerance kBf16Product{1e-4, 1.0 / 128};
 
 }  // namespace ember::testing

@@ -144,7 +144,8 @@ std::vector<OpInfo> elementwise_ops() {
                        return join(unary_samples(EMBER_APPLY(affine(x[0], 0.5, 3)), "", -1, 1),
                                    {{.label = "3 − x·0.5, x / 4 (the operators)",
                                      .inputs = {random_input({3, 4}, 5)},
-                                     .apply = EMBER_APPLY((3.0 - x[0] * 0.5) + x[0] / 4.0)}});
+                                     .apply = EMBER_APPLY((3.0 - x[0] * 0.5) + x[0] / 4.0),
+                                     .ops_chained = 4}});
                      }),
       unary("neg", kExact, EMBER_APPLY(neg(x[0])), "torch.neg(x0)", -1, 1, {0, -0.0, kInf, -kInf}),
       // exp(−100) is a float denormal.

@@ -213,7 +213,8 @@ std::vector<OpInfo> network_ops() {
                                          EMBER_APPLY(matmul(x[0], x[1])), "x0 @ x1"),
                                     call("[37, 45]·[45, 11]", {random_input(kLarge, 74), random_input({45, 11}, 75)},
                                          EMBER_APPLY(matmul(x[0], x[1])), "x0 @ x1")};
-       }},
+       },
+       kProduct, kBf16Product},
       {"linear", true, true, false, kProduct,
        [] {
          return std::vector<Sample>{
@@ -224,7 +225,8 @@ std::vector<OpInfo> network_ops() {
              call("[37, 45], [11, 45], [11]",
                   {random_input(kLarge, 85), random_input({11, 45}, 86), random_input({11}, 87)},
                   EMBER_APPLY(linear(x[0], x[1], x[2])), "F.linear(x0, x1, x2)")};
-       }},
+       },
+       kProduct, kBf16Product},
       {"fused::linear_relu", true, true, false, kProduct,
        [] {
          return std::vector<Sample>{
@@ -233,7 +235,8 @@ std::vector<OpInfo> network_ops() {
              call("[37, 45], [11, 45], [11]",
                   {random_input(kLarge, 93), random_input({11, 45}, 94), random_input({11}, 95)},
                   EMBER_APPLY(fused::linear_relu(x[0], x[1], x[2])), "F.relu(F.linear(x0, x1, x2))")};
-       }},
+       },
+       kProduct, kBf16Product},
       // The CPU's Winograd rounds to about 2.5e-5 of an output's size in float, some 10× the direct
       // sum (docs/architecture.md, "Convolutions"), and cuDNN sums in its own order: 5e-4 absolute
       // for outputs and gradients of size up to ~5, as tests/cuda/test_cuda_conv.cpp allows.

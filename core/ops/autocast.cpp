@@ -1,0 +1,163 @@
+// Autocast's state (per thread, per device type), its cast cache and the policy table.
+#include "core/ops/autocast.h"
+
+#include <algorithm>
+#include <array>
+#include <unordered_map>
+#include <utility>
+
+#include "core/base/error.h"
+#include "core/tensor/autograd.h"
+
+namespace ember {
+namespace {
+
+using enum CastPolicy;
+
+// Note [autocast policy]: every op of ember on one of PyTorch 2.15's lists, with its list per
+// device type. The fused ops follow the op they start with (their ReLU and pooling are on no list
+// and would run in the product's dtype anyway). cross_entropy is on the CPU's f32 list; on CUDA,
+// PyTorch's cross_entropy is log_softmax and nll_loss, both on its f32 lists. On CUDA, softmax,
+// log_softmax and sum are "f32 with the dtype argument set": the same result dtype.
+struct PolicyLine {
+  std::string_view op;
+  CastPolicy cpu, cuda;
+};
+constexpr std::array kPolicies{
+    PolicyLine{"matmul", lower_precision, lower_precision},
+    PolicyLine{"linear", lower_precision, lower_precision},
+    PolicyLine{"fused::linear_relu", lower_precision, lower_precision},
+    PolicyLine{"conv2d", lower_precision, lower_precision},
+    PolicyLine{"fused::conv2d_relu", lower_precision, lower_precision},
+    PolicyLine{"fused::conv2d_relu_max_pool2d", lower_precision, lower_precision},
+    PolicyLine{"cross_entropy", fp32, fp32},
+    PolicyLine{"softmax", none, fp32},
+    PolicyLine{"log_softmax", none, fp32},
+    PolicyLine{"exp", none, fp32},
+    PolicyLine{"log", none, fp32},
+    PolicyLine{"pow", none, fp32},
+    PolicyLine{"rsqrt", none, fp32},
+    PolicyLine{"sum", none, fp32},
+    PolicyLine{"cat", promote, promote},
+};
+
+struct TypeState {
+  bool enabled;
+  DType dtype;
+};
+thread_local TypeState t_cpu{false, DType::bf16};
+thread_local TypeState t_cuda{false, DType::f16};
+thread_local int t_open_scopes = 0;  // enabled scopes open on this thread; the cache lives while > 0
+// Parameters' lower-precision casts: the source (kept alive, so its address is not reused) and
+// the cast, by the source's impl and the target dtype.
+struct CachedCast {
+  Tensor source, cast;
+};
+thread_local std::unordered_map<const TensorImpl*, std::array<CachedCast, 2>> t_cache;
+
+TypeState& state_of(DeviceType type) { return type == DeviceType::cuda ? t_cuda : t_cpu; }
+
+Tensor lower(const Tensor& t, DType dtype) {
+  if (!(t.is_leaf() && t.requires_grad() && autograd::is_grad_enabled())) return t.to(dtype);
+  CachedCast& slot = t_cache[t.impl()][dtype == DType::bf16 ? 0 : 1];
+  if (!slot.cast.defined() || !slot.source.is_same(t)) slot = {t, t.to(dtype)};
+  return slot.cast;
+}
+
+int width(DType d) { return d == DType::f64 ? 3 : d == DType::f32 ? 2 : 1; }
+
+}  // namespace
+
+std::string_view cast_policy_name(CastPolicy policy) {
+  switch (policy) {
+    case none: return "none";
+    case lower_precision: return "lower_precision";
+    case fp32: return "fp32";
+    case promote: return "promote";
+  }
+  return "?";
+}
+
+CastPolicy autocast_policy(std::string_view op, Device device) {
+  const auto line = std::find_if(kPolicies.begin(), kPolicies.end(), [&](const PolicyLine& l) { return l.op == op; });
+  if (line == kPolicies.end()) return none;
+  return device.is_cuda() ? line->cuda : line->cpu;
+}
+
+std::vector<std::string_view> autocast_listed_ops() {
+  std::vector<std::string_view> ops;
+  for (const PolicyLine& line : kPolicies) ops.push_back(line.op);
+  return ops;
+}
+
+AutocastScope::AutocastScope(Device device, DType dtype, bool enabled) : type_(device.type) {
+  EMBER_CHECK(dtype == DType::bf16 || dtype == DType::f16, ValueError, "autocast: dtype must be bf16 or f16, got ",
+              dtype, " (autocast lowers products to a 16-bit type; for f32 leave it off)");
+  TypeState& s = state_of(type_);
+  was_enabled_ = s.enabled;
+  was_dtype_ = s.dtype;
+  s = {enabled, dtype};
+  if (enabled) ++t_open_scopes;
+  counted_ = enabled;
+}
+
+AutocastScope::~AutocastScope() {
+  if (counted_ && --t_open_scopes == 0) t_cache.clear();
+  state_of(type_) = {was_enabled_, was_dtype_};
+}
+
+bool autocast_enabled(Device device) { return state_of(device.type).enabled; }
+DType autocast_dtype(Device device) { return state_of(device.type).dtype; }
+
+namespace ext {
+
+AutocastInputs::AutocastInputs(std::string_view op, std::initializer_list<const Tensor*> inputs) {
+  for (const Tensor* t : inputs) cast_.push_back(*t);
+  apply(op);
+}
+
+AutocastInputs::AutocastInputs(std::string_view op, std::span<const Tensor> inputs)
+    : cast_(inputs.begin(), inputs.end()) {
+  apply(op);
+}
+
+void AutocastInputs::apply(std::string_view op) {
+  const auto first = std::find_if(cast_.begin(), cast_.end(), [](const Tensor& t) { return t.defined(); });
+  if (first == cast_.end()) return;
+  const Device device = first->device();
+  if (!autocast_enabled(device)) return;
+  const CastPolicy policy = autocast_policy(op, device);
+  if (policy == none) return;
+  DType widest = DType::bf16;
+  bool any_bf16 = false, any_f16 = false;
+  for (const Tensor& t : cast_) {
+    if (!t.defined() || !is_floating(t.dtype())) continue;
+    if (width(t.dtype()) > width(widest)) widest = t.dtype();
+    any_bf16 |= t.dtype() == DType::bf16;
+    any_f16 |= t.dtype() == DType::f16;
+  }
+  if (widest == DType::bf16 && any_f16) widest = any_bf16 ? DType::f32 : DType::f16;  // bf16 with f16: f32
+  const DType lowered = autocast_dtype(device);
+  for (Tensor& t : cast_) {
+    if (!t.defined() || !is_floating(t.dtype())) continue;
+    Tensor cast = t;
+    if (policy == lower_precision && t.dtype() != DType::f64 && t.dtype() != lowered) cast = lower(t, lowered);
+    if (policy == fp32 && is_half(t.dtype())) cast = t.to(DType::f32);
+    if (policy == promote && t.dtype() != widest) cast = t.to(widest);
+    changed_ |= !cast.is_same(t);
+    t = cast;
+  }
+}
+
+AutocastOff::AutocastOff() : was_cpu_(t_cpu.enabled), was_cuda_(t_cuda.enabled) {
+  t_cpu.enabled = false;
+  t_cuda.enabled = false;
+}
+
+AutocastOff::~AutocastOff() {
+  t_cpu.enabled = was_cpu_;
+  t_cuda.enabled = was_cuda_;
+}
+
+}  // namespace ext
+}  // namespace ember

@@ -1,0 +1,112 @@
+// Autocast: mixed precision as torch.autocast defines it. Inside a scope opened for a device type
+// and a 16-bit dtype, the ops on that device follow Note [autocast policy]: products and
+// convolutions cast their floating inputs to the 16-bit dtype and compute in it, losses (and on
+// CUDA a few precision-sensitive ops) cast to f32, and every other op runs in its inputs' dtype.
+// Parameters stay f32 — the optimizer's master weights — and the casts are differentiable, so
+// their gradients come back in f32.
+//
+//   Tensor loss;
+//   {
+//     auto scope = ember::autocast(Device::cpu(), DType::bf16);
+//     loss = cross_entropy(model(x), y);  // Linear in bf16, the loss in f32
+//   }
+//   loss.backward();                      // f32 gradients for the f32 parameters
+//
+// Note [autocast policy]
+// Each op's policy per device type is one line of the table in core/ops/autocast.cpp, copied
+// from PyTorch 2.15 (the CPU lists of ATen/autocast_mode.cpp, the CUDA lists of
+// ATen/autocast_mode.h) for the ops ember has; docs/ops.md prints it and
+// scripts/compare/autocast_policy.py compares it with an installed PyTorch op by op.
+//   - lower_precision: floating inputs other than f64 are cast to the scope's dtype;
+//   - fp32: bf16/f16 inputs are cast to f32 (the result is f32);
+//   - promote: floating inputs are cast to the widest floating dtype among them;
+//   - none: the op runs in its inputs' dtype (a bf16 op computes in f32 and rounds once,
+//     Note [half precision]).
+// Only floating inputs are cast; integer targets and masks pass as they are. A lower_precision
+// cast of a parameter (a leaf that requires grad) is cached for the outermost scope, as PyTorch
+// caches it, so a weight used twice is cast once: open a scope per step (the forward pass and
+// the loss inside it; the backward pass and the optimizer's step after it). The backward pass
+// runs with autocast off (the gradients follow the forward's dtypes), as PyTorch's engine does.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "core/tensor/tensor.h"
+
+namespace ember {
+
+enum class CastPolicy : std::uint8_t { none, lower_precision, fp32, promote };
+std::string_view cast_policy_name(CastPolicy policy);
+// The policy of `op` (spelled as in docs/ops.md: "linear", "fused::linear_relu") on a device's type.
+CastPolicy autocast_policy(std::string_view op, Device device);
+// The ops whose policy is other than `none` on some device type, in the table's order.
+std::vector<std::string_view> autocast_listed_ops();
+
+// Turns autocast on (or, with enabled = false, off) for one device type until the scope ends, and
+// restores what was there before, exceptions included. dtype is bf16 or f16 (f16 on the CPU is
+// storage only: its products compute in f32, Note [half precision]). Scopes nest.
+class AutocastScope {
+ public:
+  AutocastScope(Device device, DType dtype, bool enabled = true);
+  ~AutocastScope();
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
+
+ private:
+  DeviceType type_;
+  bool counted_;  // an enabled scope: it holds the cast cache open
+  bool was_enabled_;
+  DType was_dtype_;
+};
+
+// `auto scope = ember::autocast(device, dtype);` The dtype defaults as PyTorch's do: bf16 on the
+// CPU, f16 on CUDA.
+[[nodiscard]] inline AutocastScope autocast(Device device, DType dtype, bool enabled = true) {
+  return AutocastScope(device, dtype, enabled);
+}
+[[nodiscard]] inline AutocastScope autocast(Device device) {
+  return AutocastScope(device, device.is_cuda() ? DType::f16 : DType::bf16);
+}
+bool autocast_enabled(Device device);
+DType autocast_dtype(Device device);  // the scope's dtype, or the default above outside one
+
+namespace ext {
+
+// An op's inputs as its policy casts them on their device, when autocast is on there. An op on
+// one of the lists starts with
+//   if (const ext::AutocastInputs cast{"linear", {&input, &weight, &bias}}) return linear(cast[0], cast[1], cast[2]);
+// which calls itself again with the cast inputs only when a cast changed something (the second
+// call finds nothing to change and runs the op).
+class AutocastInputs {
+ public:
+  AutocastInputs(std::string_view op, std::initializer_list<const Tensor*> inputs);
+  AutocastInputs(std::string_view op, std::span<const Tensor> inputs);  // a list (cat)
+  explicit operator bool() const { return changed_; }
+  const Tensor& operator[](std::size_t i) const { return cast_.at(i); }
+  const std::vector<Tensor>& all() const { return cast_; }
+
+ private:
+  void apply(std::string_view op);
+
+  std::vector<Tensor> cast_;
+  bool changed_ = false;
+};
+
+// Autocast off on every device type for a scope (the backward pass), restored at its end.
+class AutocastOff {
+ public:
+  AutocastOff();
+  ~AutocastOff();
+  AutocastOff(const AutocastOff&) = delete;
+  AutocastOff& operator=(const AutocastOff&) = delete;
+
+ private:
+  bool was_cpu_, was_cuda_;
+};
+
+}  // namespace ext
+}  // namespace ember
