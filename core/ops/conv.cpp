@@ -136,7 +136,8 @@ Tensor fused::conv2d_relu(const Tensor& input, const Tensor& weight, const Tenso
   const ConvGeometry g = checked_geometry("conv2d_relu", input, weight, bias, stride, padding);
   if (is_half(input.dtype())) {
     const ext::AutocastOff off;  // the f32 computation, not lowered again
-    return conv2d_relu(ext::widened(input), ext::widened(weight), ext::widened(bias), stride, padding).to(input.dtype());
+    return conv2d_relu(ext::widened(input), ext::widened(weight), ext::widened(bias), stride, padding)
+        .to(input.dtype());
   }
   Tensor y = conv_forward(input, weight, bias, g, true);
   if (autograd::needs_recording({&input, &weight, &bias}))
@@ -266,13 +267,13 @@ Tensor half_batch_norm(const Tensor& input, const Tensor& weight, const Tensor& 
                        Tensor& running_var, bool training, double momentum, double eps) {
   for (const ext::Arg& a : {ext::Arg{"weight", weight}, ext::Arg{"bias", bias}, ext::Arg{"running_mean", running_mean},
                             ext::Arg{"running_var", running_var}}) {
-    EMBER_CHECK(a.tensor.dtype() == input.dtype() || a.tensor.dtype() == DType::f32, DTypeError,
-                "batch_norm: with a ", input.dtype(), " input, '", a.name, "' must be ", input.dtype(),
-                " or f32, but it has dtype ", a.tensor.dtype());
+    EMBER_CHECK(a.tensor.dtype() == input.dtype() || a.tensor.dtype() == DType::f32, DTypeError, "batch_norm: with a ",
+                input.dtype(), " input, '", a.name, "' must be ", input.dtype(), " or f32, but it has dtype ",
+                a.tensor.dtype());
   }
   Tensor mean32 = ext::widened(running_mean), var32 = ext::widened(running_var);
-  const Tensor y = batch_norm(ext::widened(input), ext::widened(weight), ext::widened(bias), mean32, var32, training,
-                              momentum, eps);
+  const Tensor y =
+      batch_norm(ext::widened(input), ext::widened(weight), ext::widened(bias), mean32, var32, training, momentum, eps);
   if (training && !mean32.is_same(running_mean)) running_mean.copy_(mean32.to(running_mean.dtype()));
   if (training && !var32.is_same(running_var)) running_var.copy_(var32.to(running_var.dtype()));
   return y.to(input.dtype());
@@ -292,7 +293,8 @@ Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
   ext::check_floating(op, {"input", input});
   EMBER_CHECK(input.dim() == 4 || input.dim() == 2, ShapeError, op, ": expects [N, C, H, W] or [N, C], got ",
               shape_str(input.shape()));
-  if (is_half(input.dtype())) return half_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps);
+  if (is_half(input.dtype()))
+    return half_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps);
   const std::size_t n = at(input.shape(), 0), c = at(input.shape(), 1);
   const std::size_t hw = input.dim() == 4 ? at(input.shape(), 2) * at(input.shape(), 3) : 1;
   for (const ext::Arg& a : {ext::Arg{"weight", weight}, ext::Arg{"bias", bias}, ext::Arg{"running_mean", running_mean},

@@ -397,7 +397,8 @@ Tensor& add_(Tensor& input, const Tensor& other) {
   EMBER_CHECK(!(autograd::is_grad_enabled() && input.requires_grad()), AutogradError,
               "add_: a tensor that requires grad cannot be modified in place while gradients are recorded; wrap "
               "the update in NoGradGuard");
-  if (half_operands("add_", input, other)) return input.copy_(add(ext::widened(input), ext::widened(other)).to(input.dtype()));
+  if (half_operands("add_", input, other))
+    return input.copy_(add(ext::widened(input), ext::widened(other)).to(input.dtype()));
   binary_kernel(BinaryOp::add, "add_", input, other, input);
   return input;
 }
