@@ -70,10 +70,14 @@ int width(DType d) { return d == DType::f64 ? 3 : d == DType::f32 ? 2 : 1; }
 
 std::string_view cast_policy_name(CastPolicy policy) {
   switch (policy) {
-    case none: return "none";
-    case lower_precision: return "lower_precision";
-    case fp32: return "fp32";
-    case promote: return "promote";
+    case none:
+      return "none";
+    case lower_precision:
+      return "lower_precision";
+    case fp32:
+      return "fp32";
+    case promote:
+      return "promote";
   }
   return "?";
 }
