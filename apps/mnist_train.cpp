@@ -66,9 +66,9 @@ struct Settings {
   // The fused MLP step with every fusion on: nothing here reads the weights' gradients, so plain
   // SGD's update may run inside the GEMMs (CPU). --cuda-graph.
   train::FusedMlpStepOptions fused_step{.gemm_epilogues = true, .sgd_in_gemm = true};
-  std::size_t micro_batches = 1;  // for either step
+  train::AutogradStepOptions autograd;  // --micro-batches (either step), --precision
   bool distributed = false, log_step_losses = false;
-  std::string json_log, save, resume, init, plot;
+  std::string json_log, save, resume, init, plot, precision = "f32";
   std::vector<std::int64_t> hidden_sizes, channel_sizes;  // --hidden and --channels, parsed by validate
   bool is_cnn() const { return model == "cnn"; }
 };
@@ -80,9 +80,11 @@ void validate(Settings& s) {
   if (!(r.lr_decay > 0 && r.lr_decay <= 1)) throw UsageError("--lr-decay must be in (0, 1]");
   if (!(s.optimizer.momentum >= 0 && s.optimizer.momentum < 1)) throw UsageError("--momentum must be in [0, 1)");
   if (s.step == "fused" && s.is_cnn()) throw UsageError("--step fused trains the MLP only; the CNN runs on autograd");
+  if (s.step == "fused" && s.precision != "f32") throw UsageError("--precision " + s.precision + " runs on autograd");
+  s.autograd.precision = parse_dtype(s.precision);
   if (!s.resume.empty() && !s.init.empty()) throw UsageError("--resume and --init cannot be used together");
-  if (r.batch_size % s.micro_batches != 0)
-    throw UsageError(detail::concat("--micro-batches ", s.micro_batches, " must divide the batch, ", r.batch_size));
+  if (r.batch_size % s.autograd.micro_batches != 0)
+    throw UsageError(detail::concat("--micro-batches must divide the batch, ", r.batch_size));
   if (s.data_dir.empty())
     throw UsageError("--dataset " + s.dataset + " has no default folder: give --data FOLDER with its four IDX files");
   if (!s.plot.empty() && (s.plot.size() < 4 || s.plot.substr(s.plot.size() - 4) != ".svg"))
@@ -141,8 +143,8 @@ train::Metadata run_settings(const Settings& s, const Run& run) {
           {"optimizer", s.recipe.optimizer}, {"lr", text(s.recipe.lr)}, {"lr_decay", text(s.recipe.lr_decay)},
           {"batch_size", text(s.recipe.batch_size)}, {"normalize", text(s.recipe.normalize)},
           {"momentum", text(s.optimizer.momentum)}, {"weight_decay", text(s.optimizer.weight_decay)},
-          {"shuffle", text(s.loader.shuffle)}, {"step", s.step}, {"fused", text(run.fused)},
-          {"micro_batches", text(s.micro_batches)}, {"cuda_graph", text(s.fused_step.cuda_graph)},
+          {"shuffle", text(s.loader.shuffle)}, {"step", s.step}, {"fused", text(run.fused)}, {"precision", s.precision},
+          {"micro_batches", text(s.autograd.micro_batches)}, {"cuda_graph", text(s.fused_step.cuda_graph)},
           {"preload", text(s.loader.preload)}, {"device", run.device.is_cuda() ? "cuda" : "cpu"},
           {"world_size", text(run.world)}, {"resume", text(!s.resume.empty())}, {"init", text(!s.init.empty())}};
   // clang-format on
@@ -168,9 +170,7 @@ void build_step(const Settings& s, Run& run) {
   if (run.fused)
     run.step = std::make_unique<train::FusedMlpStep>(*run.model, *run.optimizer, s.recipe.batch_size, s.fused_step);
   else
-    run.step = std::make_unique<train::AutogradStep>(
-        *run.model, *run.optimizer, nullptr,
-        train::AutogradStepOptions{.micro_batches = s.micro_batches, .reduce_across_ranks = s.distributed});
+    run.step = std::make_unique<train::AutogradStep>(*run.model, *run.optimizer, nullptr, s.autograd);
 }
 
 Run build_run(const Settings& s) {
@@ -183,7 +183,7 @@ Run build_run(const Settings& s) {
   run.val_size = s.val_size < 0 ? n_all / 6 : static_cast<std::size_t>(s.val_size);
   if (run.val_size >= n_all)
     throw UsageError(detail::concat("--val-size ", run.val_size, ": must be below the ", n_all, " training images"));
-  run.fused = !s.is_cnn() && (s.step == "fused" || (s.step == "auto" && fusion_enabled()));
+  run.fused = !s.is_cnn() && s.precision == "f32" && (s.step == "fused" || (s.step == "auto" && fusion_enabled()));
   build_model(s, run);
   if (!s.resume.empty()) resume(s, run);
   data::ClassificationLoaderOptions loader = s.loader;
@@ -196,10 +196,8 @@ Run build_run(const Settings& s) {
   loader.ranks = static_cast<std::size_t>(run.world);
   run.loaders = std::make_unique<data::ClassificationLoaders>(run.data, run.device, loader);
   if (const std::size_t last = run.loaders->train_order().samples_per_epoch() % s.recipe.batch_size;
-      s.micro_batches > 1 && last % s.micro_batches != 0)
-    throw UsageError(detail::concat("--micro-batches ", s.micro_batches, ": the epoch's last batch has ", last,
-                                    " images, which do not split into equal micro-batches; change --val-size or "
-                                    "--batch-size"));
+      s.autograd.micro_batches > 1 && last % s.autograd.micro_batches != 0)
+    throw UsageError(detail::concat("--micro-batches: the last batch (", last, ") does not split; see --val-size"));
   build_step(s, run);
   if (s.distributed) try {
       train::check_same_run(run_settings(s, run), *run.model);
@@ -330,7 +328,9 @@ int main(int argc, char** argv) {
   option("--cuda-graph", s.fused_step.cuda_graph, "on CUDA, capture the fused step in a CUDA graph and replay it");
   app.add_flag("--preload", s.loader.preload, "keep the training images on the device and gather each batch there");
   app.add_flag("--distributed", s.distributed, "one rank of a data-parallel run by mpirun (docs/distributed.md)");
-  option("--micro-batches", s.micro_batches, "split batches, summing the gradients")->check(CLI::PositiveNumber);
+  option("--precision", s.precision, "f32, or bf16/f16 autocast (f16 scales the loss)")
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}));
+  option("--micro-batches", s.autograd.micro_batches, "split batches, summing gradients")->check(CLI::PositiveNumber);
   app.add_flag("--log-step-losses", s.log_step_losses, "add each step's loss to the epoch's --json-log line");
   app.add_option("--json-log", s.json_log, "write one JSON object per epoch, then the test result, to this file");
   app.add_option("--save", s.save, "save the model (PyTorch loads it) and the training state after every epoch");
@@ -339,8 +339,8 @@ int main(int argc, char** argv) {
   app.add_option("--plot", s.plot, "write the loss and accuracy curves to this SVG file");
   return apps::run_cli(app, argc, argv, [&] {
     apply_recipe(s, app);
-    s.fused_step.reduce_across_ranks = s.distributed;
-    s.fused_step.micro_batches = s.micro_batches;
+    s.fused_step.reduce_across_ranks = s.autograd.reduce_across_ranks = s.distributed;
+    s.fused_step.micro_batches = s.autograd.micro_batches;
     s.data_dir = data::data_folder(s.dataset, s.data_dir);
     if (s.distributed) apps::start_distributed("--distributed");
     const int code = run_training(s);

@@ -2,6 +2,7 @@
 #include "train/step.h"
 
 #include "core/cuda/profile.h"
+#include "core/ops/autocast.h"
 #include "core/ops/ops.h"
 #include "core/tensor/autograd.h"
 #include "distributed/reducer.h"
@@ -29,6 +30,9 @@ AutogradStep::AutogradStep(nn::Module& model, optim::Optimizer& optimizer, LossF
                            AutogradStepOptions options)
     : model_(model), optimizer_(optimizer), loss_(std::move(loss)), options_(options) {
   EMBER_CHECK(options.micro_batches >= 1, ValueError, "AutogradStep: micro_batches must be at least 1");
+  EMBER_CHECK(options.precision == DType::f32 || is_half(options.precision), ValueError,
+              "AutogradStep: precision must be f32, bf16 or f16, got ", options.precision);
+  if (options.precision == DType::f16) scaler_ = std::make_unique<optim::GradScaler>(options.grad_scaler);
   if (!loss_) loss_ = [](const Tensor& output, const Tensor& target) { return cross_entropy(output, target); };
   if (options.reduce_across_ranks) reducer_ = std::make_unique<dist::GradientReducer>(model.parameters());
   reset_loss_sum();
@@ -55,11 +59,13 @@ void AutogradStep::step(const Tensor& x_batch, const Tensor& y_batch) {
     Tensor loss;
     {
       ProfileRange range("forward");
-      loss = loss_(model_(x), y);
+      const bool mixed = options_.precision != DType::f32;
+      const AutocastScope autocast(x.device(), mixed ? options_.precision : DType::bf16, mixed);
+      loss = loss_(model_(x), y).to(DType::f32);
     }
     {
       ProfileRange range("backward");
-      loss.backward();
+      (scaler_ ? scaler_->scale(loss) : loss).backward();
     }
     NoGradGuard no_grad;
     add_(loss_sum_, loss.detach() * static_cast<double>(x.size(0)));
@@ -79,7 +85,12 @@ void AutogradStep::step(const Tensor& x_batch, const Tensor& y_batch) {
   }
   {
     ProfileRange range("optimizer");
-    optimizer_.step();
+    if (scaler_) {  // unscales, steps unless a gradient overflowed, adapts the scale
+      scaler_->step(optimizer_);
+      scaler_->update();
+    } else {
+      optimizer_.step();
+    }
   }
   batch_loss_ = step_loss;
 }
@@ -94,7 +105,14 @@ std::string AutogradStep::describe() const {
   std::string text = "autograd, op by op";
   if (options_.micro_batches > 1) text += detail::concat(", ", options_.micro_batches, " micro-batches");
   if (reducer_) text += ", gradients averaged in buckets during backward";
+  if (options_.precision != DType::f32) text += detail::concat(", ", options_.precision, " autocast");
+  if (scaler_) text += detail::concat(" with loss scaling (from ", scaler_->get_scale(), ")");
   return text;
+}
+
+std::vector<std::pair<std::string, std::int64_t>> AutogradStep::counters() const {
+  if (!scaler_) return {};
+  return {{"skipped_steps", scaler_->skipped_steps()}};
 }
 
 }  // namespace ember::train

@@ -14,6 +14,7 @@
 
 #include "core/tensor/tensor.h"
 #include "layers/module.h"
+#include "optim/grad_scaler.h"
 #include "optim/optimizer.h"
 
 namespace ember::dist {
@@ -54,6 +55,13 @@ struct AutogradStepOptions {
   std::size_t micro_batches = 1;
   // Data-parallel (dist::): average the gradients over the ranks in buckets during backward.
   bool reduce_across_ranks = false;
+  // Mixed precision: bf16 or f16 runs the forward pass and the loss under autocast to that dtype
+  // on the model's device (core/ops/autocast.h); f32 leaves autocast off. The parameters and the
+  // optimizer stay f32 either way. f16 also scales the loss (optim::GradScaler with these
+  // options): its gradients would otherwise underflow below 2^-24; bf16 has f32's range and
+  // needs no scaler.
+  DType precision = DType::f32;
+  optim::GradScalerOptions grad_scaler = {};
 };
 
 class AutogradStep final : public Step {
@@ -73,6 +81,10 @@ class AutogradStep final : public Step {
   void reset_communication_seconds() override;
   std::string describe() const override;
   std::string kind() const override { return "autograd"; }
+  // Skipped steps of an f16 step's loss scaler, for logs.
+  std::vector<std::pair<std::string, std::int64_t>> counters() const override;
+  // The loss scaler of an f16 step (null otherwise).
+  const optim::GradScaler* grad_scaler() const { return scaler_.get(); }
 
  private:
   nn::Module& model_;
@@ -80,6 +92,7 @@ class AutogradStep final : public Step {
   LossFunction loss_;
   AutogradStepOptions options_;
   std::unique_ptr<dist::GradientReducer> reducer_;
+  std::unique_ptr<optim::GradScaler> scaler_;
   Tensor batch_loss_, loss_sum_;
 };
 
