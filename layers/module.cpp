@@ -112,6 +112,16 @@ Module& Module::to(Device device) {
   return *this;
 }
 
+Module& Module::to(DType dtype) {
+  EMBER_CHECK(is_floating(dtype), DTypeError, "Module::to: a model's parameters are floating; got ", dtype);
+  NoGradGuard no_grad;
+  for (auto* tensors : {&parameters_, &buffers_})
+    for (auto& [n, t] : *tensors)
+      if (t.defined() && is_floating(t.dtype())) t.convert_to_(dtype);
+  for (auto& [n, child] : children_) child->to(dtype);
+  return *this;
+}
+
 Device Module::device() const {
   const auto params = named_parameters();
   return params.empty() ? Device::cpu() : params.front().second.device();

@@ -50,6 +50,10 @@ class Module : public std::enable_shared_from_this<Module> {
   // Moves parameters (and their gradients) and buffers to `device`, in place: tensors held
   // elsewhere (an optimizer's list of parameters) see the move. Returns *this.
   Module& to(Device device);
+  // Every floating parameter and buffer converted to `dtype` in place (PyTorch's model.to(dtype)):
+  // bf16 or f16 for inference in that dtype, or a checkpoint of it; training keeps f32 parameters
+  // and uses autocast (core/ops/autocast.h). Integer buffers stay as they are.
+  Module& to(DType dtype);
   Device device() const;  // where the parameters are (the CPU for a module without any)
 
   Module& train(bool on = true);

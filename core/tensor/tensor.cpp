@@ -289,6 +289,20 @@ Tensor& Tensor::move_to_(Device target) {
   return *this;
 }
 
+Tensor& Tensor::convert_to_(DType target) {
+  EMBER_CHECK(is_leaf(), AutogradError,
+              "convert_to_: only leaf tensors (such as parameters) can be converted in place");
+  EMBER_CHECK(is_floating(dtype()) && is_floating(target), DTypeError,
+              "convert_to_: converts between floating dtypes, not ", dtype(), " to ", target);
+  if (dtype() == target) return *this;
+  const Tensor converted = detach().to(target);
+  impl_->storage = converted.storage();
+  impl_->offset = converted.offset();
+  impl_->dtype = target;
+  if (impl_->grad) Tensor(impl_->grad).convert_to_(target);
+  return *this;
+}
+
 void Tensor::record_stream(cudaStream_t stream) const {
   EMBER_CHECK(is_cuda(), DeviceError, "record_stream: the tensor is on ", device(),
               "; only CUDA tensors belong to streams");

@@ -121,6 +121,9 @@ class Tensor {
   // Moves this tensor's data (and its .grad) to `device` in place: every handle to the tensor
   // sees the move. For leaves such as parameters (Module::to uses it); not differentiable.
   Tensor& move_to_(Device device);
+  // Converts this tensor's data (and its .grad) to a floating `dtype` in place, the same way, for
+  // leaves (Module::to(dtype)); not differentiable.
+  Tensor& convert_to_(DType dtype);
   // Says that work on `stream` (a stream of this tensor's CUDA device other than the one ops use)
   // reads or writes this tensor, so its memory is not freed for reuse before that work is done —
   // PyTorch's record_stream. Copies and tensors made under a cuda::StreamGuard record their stream

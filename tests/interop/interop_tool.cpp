@@ -2,6 +2,10 @@
 //   interop_tool save-mlp PATH HIDDEN SEED            writes a seeded 784-HIDDEN-10 MLP
 //   interop_tool forward PATH HIDDEN INPUTS OUT       loads PATH, writes logits of INPUTS' "x"
 //   interop_tool save-cnn PATH SEED | forward-cnn PATH INPUTS OUT | forward-bn PATH INPUTS OUT
+//   interop_tool save-mlp-as PATH HIDDEN SEED DTYPE   the same MLP converted to DTYPE (bf16, f16), and
+//                                                     its f32 parameters beside it as PATH.f32
+//   interop_tool forward-as PATH HIDDEN DTYPE INPUTS OUT  loads PATH into a DTYPE MLP, writes the
+//                                                     logits of "x" in DTYPE, widened to f32
 //   interop_tool cast INPUTS OUT                      writes INPUTS' "x" as "bf16" and "f16", and
 //                                                     its "bf16" and "f16" tensors as f32 "bf16_wide", "f16_wide"
 #include <cstdlib>
@@ -49,6 +53,24 @@ int main(int argc, char** argv) {
       save_safetensors(argv[4], {{"logits", (*model)(x->reshape({-1, 1, 28, 28}))}});
       return 0;
     }
+    if (command == "save-mlp-as" && argc == 6) {
+      auto model = mlp(std::atoll(argv[3]), std::strtoull(argv[4], nullptr, 10));
+      nn::save(*model, std::string(argv[2]) + ".f32");
+      nn::save(model->to(parse_dtype(argv[5])), argv[2]);
+      return 0;
+    }
+    if (command == "forward-as" && argc == 7) {
+      const DType dtype = parse_dtype(argv[4]);
+      auto model = mlp(std::atoll(argv[3]), 0);
+      model->to(dtype);
+      nn::load(*model, argv[2]);
+      const Checkpoint inputs = load_safetensors(argv[5]);
+      const Tensor* x = find_tensor(inputs.tensors, "x");
+      if (!x) throw ValueError(std::string(argv[5]) + ": no tensor 'x'");
+      NoGradGuard no_grad;
+      save_safetensors(argv[6], {{"logits", (*model)(x->to(dtype)).to(DType::f32)}});
+      return 0;
+    }
     if (command == "cast" && argc == 4) {
       const Checkpoint inputs = load_safetensors(argv[2]);
       const Tensor* x = find_tensor(inputs.tensors, "x");
@@ -72,7 +94,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     std::cerr << "usage: interop_tool save-mlp PATH HIDDEN SEED | forward PATH HIDDEN INPUTS OUT | save-cnn PATH SEED |"
-                 " forward-cnn PATH INPUTS OUT | forward-bn PATH INPUTS OUT | cast INPUTS OUT\n";
+                 " forward-cnn PATH INPUTS OUT | forward-bn PATH INPUTS OUT | save-mlp-as PATH HIDDEN SEED DTYPE |"
+                 " forward-as PATH HIDDEN DTYPE INPUTS OUT | cast INPUTS OUT\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";

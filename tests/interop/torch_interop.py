@@ -67,6 +67,63 @@ def half_types(tool, work):
     return failures
 
 
+def forward_in(model, x, dtype):
+    """The model's logits in dtype, widened to f32. Where this PyTorch has no CPU kernel for the
+    dtype (1.13's f16 linear), each layer in f32 from the dtype's values, rounded to it once — how
+    the dtype's kernels compute."""
+    with torch.no_grad():
+        xt = torch.from_numpy(x).to(dtype)
+        try:
+            return model(xt).float()
+        except RuntimeError:
+            for layer in model:
+                xt = layer.float()(xt.float()).to(dtype)
+                layer.to(dtype)
+            return xt.float()
+
+
+def half_models(tool, work, x, hidden):
+    """An MLP converted to bf16 and to f16 by ember (Module::to) loads in PyTorch through the
+    safetensors package as it is: a bf16/f16 state dict whose values are ember's f32 parameters
+    rounded by PyTorch, bit for bit, and whose logits in that dtype are PyTorch's within the dtype's
+    rounding; and PyTorch's bf16/f16 model loads into ember likewise."""
+    try:
+        from safetensors.torch import load_file, save_file
+    except ImportError:
+        print("bf16/f16 models: skipped: the safetensors package is not installed")
+        return 0 if os.environ.get("EMBER_TEST_SETUP") != "complete" else 1
+    failures = 0
+    inputs = os.path.join(work, "inputs.safetensors")
+    for name, dtype in (("bf16", torch.bfloat16), ("f16", torch.float16)):
+        ckpt = os.path.join(work, f"mlp_{name}.safetensors")
+        subprocess.run([tool, "save-mlp-as", ckpt, str(hidden), "5", name], check=True)
+        state, wide = load_file(ckpt), load_file(ckpt + ".f32")
+        same = all(state[k].dtype == dtype and torch.equal(state[k].view(torch.int16), wide[k].to(dtype).view(torch.int16))
+                   for k in wide)
+        model = torch_mlp(hidden).to(dtype)
+        model.load_state_dict(state, strict=True)
+        torch_logits = forward_in(model, x, dtype)
+        out = os.path.join(work, f"logits_{name}.safetensors")
+        subprocess.run([tool, "forward-as", ckpt, str(hidden), name, inputs, out], check=True)
+        # Each layer's output is rounded to the dtype once in both (from f32 sums in their own
+        # orders): logits of size ~1 may differ by an ulp or two of the dtype (2^-7 for bf16).
+        tol = 2.0 ** -5 if name == "bf16" else 2.0 ** -8
+        diff = float((torch_logits - load_file(out)["logits"]).abs().max())
+        print(f"{name} MLP ember -> torch: loads as {dtype}, PyTorch's rounding of ember's f32 bit for bit: {same}; "
+              f"max |logits difference| = {diff:.3g} (tolerance {tol:g})")
+        failures += not same or diff > tol
+        torch.manual_seed(13)
+        model = torch_mlp(hidden).to(dtype)
+        theirs = os.path.join(work, f"torch_mlp_{name}.safetensors")
+        save_file(model.state_dict(), theirs)
+        torch_logits = forward_in(model, x, dtype)
+        subprocess.run([tool, "forward-as", theirs, str(hidden), name, inputs, out], check=True)
+        diff = float((torch_logits - load_file(out)["logits"]).abs().max())
+        print(f"{name} MLP torch -> ember: max |logits difference| = {diff:.3g} (tolerance {tol:g})")
+        failures += diff > tol
+    return failures
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--tool", required=True, help="path of the interop_tool program")
@@ -160,6 +217,7 @@ def main():
         print(f"BatchNorm net torch -> ember (eval, running statistics): max |logits difference| = {diff:.3g}")
         failures += diff > 1e-5
         failures += half_types(args.tool, work)
+        failures += half_models(args.tool, work, x, hidden)
     print("torch_interop:", "FAILED" if failures else "ok")
     return 1 if failures else 0
 

@@ -260,6 +260,31 @@ TEST_CASE("zero_grad drops or zeroes gradients") {
   for (const Tensor& p : model->parameters()) CHECK_FALSE(p.grad().defined());
 }
 
+TEST_CASE("Module::to(dtype) converts floating parameters, buffers and gradients in place, integer buffers kept") {
+  Generator g(3);
+  nn::Sequential model{std::make_shared<nn::Conv2d>(1, 2, 3, 1, 0, true, &g), std::make_shared<nn::BatchNorm2d>(2),
+                       std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(2 * 4 * 4, 3, true, &g)};
+  const Tensor x = rand({2, 1, 6, 6}, {}, &g);
+  sum(model(x)).backward();
+  const Tensor weight = model.named_parameters().front().second;  // a handle taken before the conversion
+  const std::vector<float> before = weight.to_vector<float>();
+  model.to(DType::bf16);
+  for (const auto& [name, p] : model.named_parameters()) {
+    INFO(name);
+    CHECK(p.dtype() == DType::bf16);
+    REQUIRE(p.grad().defined());
+    CHECK(p.grad().dtype() == DType::bf16);
+  }
+  for (const auto& [name, b] : model.named_buffers()) {
+    INFO(name);
+    CHECK(b.dtype() == (name.find("num_batches_tracked") != std::string::npos ? DType::i64 : DType::bf16));
+  }
+  CHECK(weight.dtype() == DType::bf16);  // in place: every handle sees it
+  CHECK(weight.to_vector<float>() == from_vector<float>(before, weight.shape()).to(DType::bf16).to_vector<float>());
+  CHECK(model(x.to(DType::bf16)).dtype() == DType::bf16);  // a bf16 model runs on bf16 inputs
+  CHECK_THROWS_AS(model.to(DType::i32), DTypeError);
+}
+
 TEST_CASE("state_dict round trip and load_state_dict's errors") {
   auto a = mlp(16, 1), b = mlp(16, 2);
   const Tensor x = rand({3, 784});
