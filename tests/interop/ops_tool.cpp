@@ -2,11 +2,14 @@
 //   ops_tool OUT
 //   ops_tool --op-names   the op table, one op a line: `name gradcheck=0|1 cuda=0|1 torch=0|1`
 //                         (scripts/check_op_docs.py compares it with docs/ops.md)
+//   ops_tool --autocast-policy   each op's autocast policy, `name cpu cuda` (Note [autocast policy])
 // runs every sample of the op table (tests/support/op_table.h) that has a PyTorch spelling, and
 // the modules written from ops, in f64 on the CPU, and writes to OUT (safetensors) for each case
 // `<op>[<k>]` its inputs `.in.<i>`, its result `.out`, the upstream gradient `.upstream` and the
 // gradients `.grad.<i>` of ⟨result, upstream⟩, with the PyTorch spelling (`.torch`), the
-// sample's label (`.label`) and the differentiated inputs (`.grads`, "0,2") in the metadata.
+// sample's label (`.label`) and the differentiated inputs (`.grads`, "0,2") in the metadata, and
+// the result's dtype under autocast to bf16 on the CPU with the floating inputs in f32 and in bf16
+// (`.autocast`, "bf16,bf16"), which autocast_torch.py compares with PyTorch's.
 // ops_torch.py evaluates each spelling on the same inputs and compares: the case list is the
 // table's, so the names cannot drift apart.
 #include <iostream>
@@ -43,6 +46,7 @@ class Cases {
     metadata_[name + ".grads"] = grads;
   }
 
+  void note(const std::string& key, const std::string& value) { metadata_[key] = value; }
   void save(const std::string& path) const { save_safetensors(path, tensors_, metadata_); }
 
  private:
@@ -50,13 +54,24 @@ class Cases {
   std::map<std::string, std::string> metadata_;
 };
 
+// The dtype of the sample's result under autocast to bf16 on the CPU, its floating inputs in `dtype`.
+std::string autocast_result(const Sample& sample, DType dtype) {
+  std::vector<Tensor> inputs;
+  for (const Tensor& t : sample.inputs) inputs.push_back(input_as(t, dtype, Device::cpu()));
+  const auto scope = autocast(Device::cpu(), DType::bf16);
+  return std::string(dtype_name(sample.apply(inputs).dtype()));
+}
+
 void add_table(Cases& cases) {
   for (const OpInfo& op : op_table()) {
     const std::vector<Sample> samples = op.samples();
     for (std::size_t k = 0; k < samples.size(); ++k) {
       if (samples[k].torch.empty()) continue;
       const SampleRun run = run_sample(op, samples[k], DType::f64, Device::cpu());
-      cases.add(op.name + "[" + std::to_string(k) + "]", samples[k], run, differentiated_inputs(op, samples[k]));
+      const std::string name = op.name + "[" + std::to_string(k) + "]";
+      cases.add(name, samples[k], run, differentiated_inputs(op, samples[k]));
+      cases.note(name + ".autocast",
+                 autocast_result(samples[k], DType::f32) + "," + autocast_result(samples[k], DType::bf16));
     }
   }
 }
@@ -103,6 +118,13 @@ void add_modules(Cases& cases) {
              "F.layer_norm(x0, (5,), x1, x2)");
 }
 
+int print_autocast_policy() {
+  for (const OpInfo& op : op_table())
+    std::cout << op.name << " " << cast_policy_name(autocast_policy(op.name, Device::cpu())) << " "
+              << cast_policy_name(autocast_policy(op.name, Device::cuda())) << "\n";
+  return 0;
+}
+
 int print_op_names() {
   for (const OpInfo& op : op_table()) {
     bool gradcheck = false, torch = false;
@@ -119,10 +141,11 @@ int print_op_names() {
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    std::cerr << "usage: ops_tool OUT | --op-names\n";
+    std::cerr << "usage: ops_tool OUT | --op-names | --autocast-policy\n";
     return 2;
   }
   if (std::string(argv[1]) == "--op-names") return print_op_names();
+  if (std::string(argv[1]) == "--autocast-policy") return print_autocast_policy();
   try {
     Cases cases;
     add_table(cases);

@@ -26,3 +26,9 @@ add_test(NAME op_table_docs_catches COMMAND python3 ${PROJECT_SOURCE_DIR}/script
                                             $<TARGET_FILE:ops_tool> ${CMAKE_CURRENT_SOURCE_DIR}/support/op_docs_planted.md)
 set_tests_properties(op_table_docs_catches PROPERTIES PASS_REGULAR_EXPRESSION
   "frobnicate is in .*op_docs_planted.md but not in the op table.*sigmoid is in the op table but not in .*op_docs_planted.md.*says 99 ops, the table has [0-9]+")
+
+# Autocast's policy against PyTorch's, op by op (interop/autocast_torch.py): the result dtypes of
+# every sample under bf16 autocast on the CPU, and the CUDA lists where PyTorch ships its header.
+add_test(NAME autocast_torch COMMAND ${EMBER_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/interop/autocast_torch.py
+                                     --tool $<TARGET_FILE:ops_tool>)
+set_tests_properties(autocast_torch PROPERTIES SKIP_RETURN_CODE 77)
