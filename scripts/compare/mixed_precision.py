@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""Mixed-precision training speed on the CPU: ember in f32 and bf16 (mnist_train --precision) next to
+PyTorch eager, torch.compile and bf16 autocast (eager and compiled), one thread each, interleaved
+run by run, on the same images.
+
+    scripts/compare/mixed_precision.py --train build/apps/mnist_train --data data/mnist \
+        --python VENV/bin/python [--models mlp,cnn] [--rounds 3] [--epochs 3]
+
+Models: the MLP 784-512-256-10 (SGD 0.5, batch 128, [0, 1] inputs) and the CNN of PyTorch's MNIST
+example (Adam 0.002 ×0.6 per epoch, batch 64, normalized inputs, dropout). Both sides hold the
+training images in memory and gather each batch on the training thread (ember: --preload
+--workers 0); each run trains --epochs epochs and its rate is the median training images/s of the
+epochs after the first (warm-up: torch.compile compiles there). The PyTorch runs are processes of
+their own (--python, e.g. a virtual environment with PyTorch from PyPI). Prints every run, then a
+Markdown table of medians with each configuration's ratio to PyTorch's bf16 autocast and to ember's
+f32. Run on a quiet machine: nothing else, no builds."""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+EMBER = {  # configuration → mnist_train flags beyond the model's
+    "ember f32": [],
+    "ember f32 autograd": ["--step", "autograd"],
+    "ember bf16": ["--precision", "bf16"],
+}
+TORCH = ["PyTorch eager", "PyTorch compile", "PyTorch bf16 autocast", "PyTorch compile + bf16 autocast"]
+MODEL_FLAGS = {"mlp": ["--hidden", "512,256"], "cnn": ["--model", "cnn"]}
+
+
+def run_ember(train, data, model, flags, epochs, log):
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    subprocess.run([train, "--data", data, *MODEL_FLAGS[model], *flags, "--epochs", str(epochs), "--val-size", "0",
+                    "--threads", "1", "--workers", "0", "--preload", "--json-log", log], check=True,
+                   stdout=subprocess.DEVNULL, env=env)
+    lines = [json.loads(line) for line in open(log)]
+    rates = [line["images_per_s"] for line in lines if "images_per_s" in line]
+    return statistics.median(rates[1:] if len(rates) > 1 else rates)
+
+
+def torch_worker(data, model_name, config, epochs):
+    """One PyTorch run in this process; prints its median rate after the first epoch."""
+    import torch
+    from compare_pytorch import limit_torch_threads, read_idx
+    limit_torch_threads(1)
+    torch.manual_seed(0)
+    nn = torch.nn
+    x = torch.from_numpy(read_idx(data, "train-images-idx3-ubyte").copy()).float().div_(255)
+    y = torch.from_numpy(read_idx(data, "train-labels-idx1-ubyte").astype("int64"))
+    if model_name == "mlp":
+        x = x.reshape(-1, 784)
+        model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 10))
+        opt, batch, schedule = torch.optim.SGD(model.parameters(), lr=0.5), 128, None
+    else:
+        x = x.sub_(0.1307).div_(0.3081).unsqueeze(1)
+        model = nn.Sequential(nn.Conv2d(1, 32, 3, 1), nn.ReLU(), nn.Conv2d(32, 64, 3, 1), nn.ReLU(), nn.MaxPool2d(2),
+                              nn.Dropout(0.25), nn.Flatten(), nn.Linear(9216, 128), nn.ReLU(), nn.Dropout(0.5),
+                              nn.Linear(128, 10))
+        opt, batch = torch.optim.Adam(model.parameters(), lr=0.002), 64
+        schedule = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.6)
+    forward = torch.compile(model) if "compile" in config else model
+    autocast = "autocast" in config
+    rates = []
+    for _ in range(epochs):
+        model.train()
+        start = time.perf_counter()
+        order = torch.randperm(x.shape[0])
+        for s in range(0, x.shape[0], batch):
+            idx = order[s:s + batch]
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+                loss = nn.functional.cross_entropy(forward(x[idx]), y[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        loss.item()
+        rates.append(x.shape[0] / (time.perf_counter() - start))
+        if schedule:
+            schedule.step()
+    print(statistics.median(rates[1:] if len(rates) > 1 else rates))
+
+
+def run_torch(python, data, model, config, epochs):
+    out = subprocess.run([python, os.path.abspath(__file__), "--torch-worker", model, config, "--data", data,
+                          "--epochs", str(epochs)], check=True, capture_output=True, text=True,
+                         env=dict(os.environ, OMP_NUM_THREADS="1"))
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--train")
+    parser.add_argument("--data", required=True)
+    parser.add_argument("--python", default=sys.executable)
+    parser.add_argument("--models", default="mlp,cnn")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--torch-worker", nargs=2, metavar=("MODEL", "CONFIG"))
+    opts = parser.parse_args()
+    if opts.torch_worker:
+        return torch_worker(opts.data, *opts.torch_worker, opts.epochs)
+    version = subprocess.run([opts.python, "-c", "import torch; print(torch.__version__)"], check=True,
+                             capture_output=True, text=True).stdout.strip()
+    for model in opts.models.split(","):
+        results = {name: [] for name in [*EMBER, *TORCH]}
+        with tempfile.TemporaryDirectory() as work:
+            for round_ in range(opts.rounds):
+                for name in results:
+                    if name in EMBER:
+                        rate = run_ember(opts.train, opts.data, model, EMBER[name], opts.epochs,
+                                         os.path.join(work, "log.jsonl"))
+                    else:
+                        rate = run_torch(opts.python, opts.data, model, name[len("PyTorch "):], opts.epochs)
+                    results[name].append(rate)
+                    print(f"{model} round {round_ + 1} {name}: {rate:.0f} images/s", flush=True)
+        median = {name: statistics.median(rates) for name, rates in results.items()}
+        print(f"\n{model}: PyTorch {version}, 1 thread, {opts.rounds} rounds of {opts.epochs} epochs (median of the "
+              "epochs after the first)\n")
+        print("| configuration | images/s (median) | range | × PyTorch bf16 autocast | × ember f32 |")
+        print("| --- | --- | --- | --- | --- |")
+        for name, rates in results.items():
+            print(f"| {name} | {median[name]:.0f} | {min(rates):.0f}–{max(rates):.0f} | "
+                  f"{median[name] / median['PyTorch bf16 autocast']:.2f} | {median[name] / median['ember f32']:.2f} |")
+        print(flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
