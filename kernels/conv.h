@@ -10,6 +10,7 @@
 // OH = (H + 2P − KH)/S + 1 (and likewise OW). All outputs are overwritten unless stated.
 #pragma once
 
+#include "core/base/half.h"
 #include "kernels/common.h"
 
 namespace ember::kernels {
@@ -62,6 +63,22 @@ template <class T>
 void conv2d_backward_data(const T* dy, const T* w, T* dx, const ConvGeometry& g, T* workspace);
 template <class T>
 void conv2d_backward_filter(const T* x, const T* dy, T* dw, const ConvGeometry& g, T* workspace);
+
+// Note [bf16 convolution]
+// The same convolution with bf16 inputs and f32 results (kernels/cpu/conv_bf16.cpp): im2col in
+// bf16 and the bf16 GEMM (kernels/gemm_bf16.h), whose products are exact in f32 and whose sums
+// are f32, so each output is an f32 sum of exact products — what the f32 path computes on the same
+// values, up to the order of the sums; col2im and the filter's sum over images run in f32. The
+// caller rounds each result to bf16 once. im2col + GEMM for every geometry: Winograd's transforms
+// would round to bf16 values that are no longer the inputs, and its error grows with them.
+// `workspace` holds conv2d_bf16_workspace_bytes(g) bytes.
+std::size_t conv2d_bf16_workspace_bytes(const ConvGeometry& g);
+void conv2d_forward_bf16(const bfloat16* x, const bfloat16* w, const float* bias, float* y, const ConvGeometry& g,
+                         void* workspace);
+void conv2d_backward_data_bf16(const bfloat16* dy, const bfloat16* w, float* dx, const ConvGeometry& g,
+                               void* workspace);
+void conv2d_backward_filter_bf16(const bfloat16* x, const bfloat16* dy, float* dw, const ConvGeometry& g,
+                                 void* workspace);
 
 // The same three calls for 3×3 stride-1 kernels with at least 8 channels in and out (where
 // winograd_applies), by Winograd's F(2×2, 3×3) in kernels/cpu/winograd.cpp: 2.25× fewer

@@ -59,11 +59,31 @@ ConvGeometry checked_geometry(const char* op, const Tensor& input, const Tensor&
   return g;
 }
 
+// Note [bf16 convolution]: bf16 on the CPU has kernels of its own, with f32 results.
+bool cpu_bf16(const Tensor& t) { return t.dtype() == DType::bf16 && !t.is_cuda(); }
+
+Tensor bf16_workspace(const ConvGeometry& g) {
+  return empty({static_cast<std::int64_t>(kernels::cpu::conv2d_bf16_workspace_bytes(g))}, {.dtype = DType::u8});
+}
+
 // y = conv(x, w) + b, and with `relu` max(0, y): on the CPU applied image by image while each
 // image's output is in cache, on CUDA as cuDNN's convolution, the channel bias and ReLU in place.
-Tensor conv_forward(const Tensor& input, const Tensor& weight, const Tensor& bias, const ConvGeometry& g, bool relu) {
-  Tensor y = ext::new_empty(input, {static_cast<std::int64_t>(g.n), static_cast<std::int64_t>(g.k),
-                                    static_cast<std::int64_t>(g.oh()), static_cast<std::int64_t>(g.ow())});
+// Unrounded: for bf16 on the CPU the f32 result, which the caller rounds once (the fused op after
+// its pooling); else in the input's dtype.
+Tensor conv_forward_unrounded(const Tensor& input, const Tensor& weight, const Tensor& bias, const ConvGeometry& g,
+                              bool relu) {
+  const Shape shape{static_cast<std::int64_t>(g.n), static_cast<std::int64_t>(g.k), static_cast<std::int64_t>(g.oh()),
+                    static_cast<std::int64_t>(g.ow())};
+  if (cpu_bf16(input)) {
+    Tensor y = ext::new_empty(input, shape, DType::f32);
+    const Tensor bias_wide = ext::widened(bias.defined() ? bias.detach() : bias);
+    kernels::cpu::conv2d_forward_bf16(input.raw<bfloat16>(), weight.raw<bfloat16>(),
+                                      bias.defined() ? bias_wide.raw<float>() : nullptr, y.raw<float>(), g,
+                                      bf16_workspace(g).raw<std::uint8_t>());
+    if (relu) kernels::cpu::unary<float>(kernels::UnaryOp::relu, y.raw<float>(), y.raw<float>(), y.numel(), {});
+    return y;
+  }
+  Tensor y = ext::new_empty(input, shape);
   ext::dispatch(
       input,
       [&](auto zero) {
@@ -83,8 +103,39 @@ Tensor conv_forward(const Tensor& input, const Tensor& weight, const Tensor& bia
   return y;
 }
 
+Tensor conv_forward(const Tensor& input, const Tensor& weight, const Tensor& bias, const ConvGeometry& g, bool relu) {
+  return conv_forward_unrounded(input, weight, bias, g, relu).to(input.dtype());
+}
+
+// conv_backward for bf16 on the CPU: the f32 gradients of its kernels, each rounded once.
+Gradients conv_backward_bf16(const Tensor& x, const Tensor& w, const ConvGeometry& g, const Tensor& dz,
+                             NeedsGrad needs) {
+  Gradients grads(3);
+  const Tensor workspace = bf16_workspace(g);
+  if (needs[1]) {
+    Tensor dw = ext::new_empty(w, w.shape(), DType::f32);
+    kernels::cpu::conv2d_backward_filter_bf16(x.raw<bfloat16>(), dz.raw<bfloat16>(), dw.raw<float>(), g,
+                                              workspace.raw<std::uint8_t>());
+    grads[1] = dw.to(DType::bf16);
+  }
+  if (needs[0]) {
+    Tensor dx = ext::new_empty(x, x.shape(), DType::f32);
+    kernels::cpu::conv2d_backward_data_bf16(dz.raw<bfloat16>(), w.raw<bfloat16>(), dx.raw<float>(), g,
+                                            workspace.raw<std::uint8_t>());
+    grads[0] = dx.to(DType::bf16);
+  }
+  if (needs[2]) {
+    const Tensor dz_wide = ext::widened(dz);
+    Tensor db = ext::new_empty(w, {w.size(0)}, DType::f32);
+    kernels::cpu::channel_bias_grad<float>(dz_wide.raw<float>(), db.raw<float>(), g.n, g.k, g.oh() * g.ow());
+    grads[2] = db.to(DType::bf16);
+  }
+  return grads;
+}
+
 // The gradients of x, w and b from dz, the gradient of the convolution's own output.
 Gradients conv_backward(const Tensor& x, const Tensor& w, const ConvGeometry& g, const Tensor& dz, NeedsGrad needs) {
+  if (cpu_bf16(x)) return conv_backward_bf16(x, w, g, dz, needs);
   Gradients grads(3);
   if (needs[0]) grads[0] = ext::new_empty(x, x.shape());
   if (needs[1]) grads[1] = ext::new_empty(w, w.shape());
@@ -117,7 +168,7 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int
   if (const ext::AutocastInputs cast{"conv2d", {&input, &weight, &bias}})
     return conv2d(cast[0], cast[1], cast[2], stride, padding);
   const ConvGeometry g = checked_geometry("conv2d", input, weight, bias, stride, padding);
-  if (is_half(input.dtype())) {
+  if (is_half(input.dtype()) && !cpu_bf16(input)) {
     const ext::AutocastOff off;  // the f32 computation, not lowered again
     return conv2d(ext::widened(input), ext::widened(weight), ext::widened(bias), stride, padding).to(input.dtype());
   }
@@ -134,7 +185,7 @@ Tensor fused::conv2d_relu(const Tensor& input, const Tensor& weight, const Tenso
   if (const ext::AutocastInputs cast{"fused::conv2d_relu", {&input, &weight, &bias}})
     return conv2d_relu(cast[0], cast[1], cast[2], stride, padding);
   const ConvGeometry g = checked_geometry("conv2d_relu", input, weight, bias, stride, padding);
-  if (is_half(input.dtype())) {
+  if (is_half(input.dtype()) && !cpu_bf16(input)) {
     const ext::AutocastOff off;  // the f32 computation, not lowered again
     return conv2d_relu(ext::widened(input), ext::widened(weight), ext::widened(bias), stride, padding)
         .to(input.dtype());
@@ -186,6 +237,7 @@ void pool_forward(const Tensor& input, const Tensor& y, const Tensor& argmax, co
 
 // The pooling's input gradient [N, C, H, W]: each dy at its window's argmax.
 Tensor pool_backward(const Tensor& dy, const Tensor& argmax, const PoolGeometry& g) {
+  if (is_half(dy.dtype())) return pool_backward(ext::widened(dy), argmax, g).to(dy.dtype());
   Tensor dx = ext::new_empty(dy, {static_cast<std::int64_t>(g.n), static_cast<std::int64_t>(g.c),
                                   static_cast<std::int64_t>(g.h), static_cast<std::int64_t>(g.w)});
   ext::dispatch(
@@ -224,7 +276,7 @@ Tensor fused::conv2d_relu_max_pool2d(const Tensor& input, const Tensor& weight, 
     return conv2d_relu_max_pool2d(cast[0], cast[1], cast[2], stride, padding, pool_kernel, pool_stride);
   const char* op = "conv2d_relu_max_pool2d";
   const ConvGeometry g = checked_geometry(op, input, weight, bias, stride, padding);
-  if (is_half(input.dtype())) {
+  if (is_half(input.dtype()) && !cpu_bf16(input)) {
     const ext::AutocastOff off;  // the f32 computation, not lowered again
     return conv2d_relu_max_pool2d(ext::widened(input), ext::widened(weight), ext::widened(bias), stride, padding,
                                   pool_kernel, pool_stride)
@@ -235,16 +287,22 @@ Tensor fused::conv2d_relu_max_pool2d(const Tensor& input, const Tensor& weight, 
   const PoolGeometry p = checked_pool_geometry(op, conv_shape, pool_kernel, pool_stride);
   Tensor pooled = ext::new_empty(input, pooled_shape(p));
   Tensor argmax = ext::new_empty(input, pooled_shape(p), DType::i32);
-  ext::dispatch(
-      input,
-      [&](auto zero) {
-        using T = decltype(zero);
-        Tensor workspace = conv_workspace<T>(kernels::cpu::conv2d_relu_max_pool2d_workspace_elements(g, p));
-        kernels::cpu::conv2d_relu_max_pool2d_forward<T>(input.raw<T>(), weight.raw<T>(),
-                                                        bias.defined() ? bias.raw<T>() : nullptr, pooled.raw<T>(),
-                                                        argmax.raw<std::int32_t>(), g, p, workspace.raw<T>());
-      },
-      [&](auto) { pool_forward(conv_forward(input, weight, bias, g, true), pooled, argmax, p); });
+  if (cpu_bf16(input)) {  // pooled in f32, then rounded once
+    const Tensor pooled_wide = ext::new_empty(input, pooled_shape(p), DType::f32);
+    pool_forward(conv_forward_unrounded(input, weight, bias, g, true), pooled_wide, argmax, p);
+    pooled = pooled_wide.to(DType::bf16);
+  } else {
+    ext::dispatch(
+        input,
+        [&](auto zero) {
+          using T = decltype(zero);
+          Tensor workspace = conv_workspace<T>(kernels::cpu::conv2d_relu_max_pool2d_workspace_elements(g, p));
+          kernels::cpu::conv2d_relu_max_pool2d_forward<T>(input.raw<T>(), weight.raw<T>(),
+                                                          bias.defined() ? bias.raw<T>() : nullptr, pooled.raw<T>(),
+                                                          argmax.raw<std::int32_t>(), g, p, workspace.raw<T>());
+        },
+        [&](auto) { pool_forward(conv_forward(input, weight, bias, g, true), pooled, argmax, p); });
+  }
   if (autograd::needs_recording({&input, &weight, &bias}))
     autograd::record(pooled, op, {&input, &weight, &bias},
                      [x = input.detach(), w = weight.detach(), pooled_saved = pooled.detach(), argmax, g, p](

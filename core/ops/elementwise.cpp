@@ -13,6 +13,8 @@
 namespace ember {
 // Declared in core/ops/activation_grad.h.
 Tensor activation_backward(kernels::ActivationGrad op, const Tensor& dy, const Tensor& saved, double a, double b) {
+  if (is_half(dy.dtype()))  // Note [half precision]
+    return activation_backward(op, ext::widened(dy), ext::widened(saved), a, b).to(dy.dtype());
   Tensor dx = ext::new_empty(saved, saved.shape());
   const std::size_t n = static_cast<std::size_t>(saved.numel());
   constexpr auto overwrite = kernels::WriteMode::overwrite;

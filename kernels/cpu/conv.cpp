@@ -352,5 +352,6 @@ void batch_norm_backward(const T* dy, const T* x, const T* gamma, const T* save_
 EMBER_INSTANTIATE(float)
 EMBER_INSTANTIATE(double)
 #undef EMBER_INSTANTIATE
+template void im2col<bfloat16>(const bfloat16*, bfloat16*, const ConvGeometry&);  // the bf16 convolution's
 
 }  // namespace ember::kernels::cpu

@@ -133,8 +133,9 @@ inline constexpr Tolerance kProduct{1e-4, 1e-4};
 // bf16 bound covers both).
 inline constexpr Tolerance kHalfChain{0, 1.0 / 128};
 
-// The CPU's bf16 GEMM against the f32 GEMM on the same bf16 values, each rounded once to bf16: the
-// two f32 sums differ in order (within kProduct), so where one lies near a rounding boundary the
+// The CPU's bf16 GEMM (products, and convolutions by im2col) against the f32 path on the same bf16
+// values, each rounded once to bf16: the two f32 sums differ in order (within kProduct, or the f32
+// Winograd's rounding), so where one lies near a rounding boundary the
 // two round to neighbouring bf16 values, one ulp apart: 2^-7 of the value at most (8 significant
 // bits).
 inline constexpr Tolerance kBf16Product{1e-4, 1.0 / 128};
