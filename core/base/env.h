@@ -6,6 +6,9 @@
 //   EMBER_SYNC_DEBUG=1            synchronize after every CUDA launch, so an error is reported at
 //                                 its cause (core/cuda/runtime.h)
 //   EMBER_DETERMINISTIC=1         cuDNN restricted to deterministic algorithms (core/cuda/runtime.h)
+//   EMBER_BF16_SCALAR=1           the CPU's bf16 products and convolutions on the scalar GEMM path
+//                                 even where AVX512-BF16 exists (kernels/gemm_bf16.h; read by
+//                                 ext::cpu_bf16_ready in core/ops/op_helpers.h)
 // A flag is off when unset, empty or "0" (EMBER_FUSION: on unless "0"). Each is read once, when
 // first needed, and a setter in the header named beside it overrides it. kernels/ reads none of
 // them: core hands their values down (kernels::cuda::set_sync_debug, set_deterministic) before its

@@ -3,6 +3,9 @@
 
 #include <algorithm>
 
+#include "core/base/env.h"
+#include "kernels/gemm_bf16.h"
+
 namespace ember::ext {
 
 void throw_built_without_cuda() {
@@ -67,6 +70,14 @@ int normalize_dim(const std::string& op, int dim, int ndim) {
   EMBER_CHECK(d >= 0 && d < ndim, IndexError, op, ": dim ", dim, " is out of range for a ", ndim,
               "-dimensional tensor (expected a dim in [", -ndim, ", ", ndim - 1, "])");
   return d;
+}
+
+void cpu_bf16_ready() {
+  static const bool once = [] {
+    kernels::cpu::set_bf16_scalar_only(env_flag("EMBER_BF16_SCALAR", false));
+    return true;
+  }();
+  (void)once;
 }
 
 Tensor new_empty(const Tensor& like, const Shape& shape, DType dtype) {

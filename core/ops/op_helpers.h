@@ -35,6 +35,9 @@ void check_dtype(const std::string& op, const Arg& arg, std::initializer_list<DT
 void check_dim(const std::string& op, const Arg& arg, int expected_dim);
 int normalize_dim(const std::string& op, int dim, int ndim);  // negative dims count from the end
 
+// Before the CPU's bf16 kernels first run: hands EMBER_BF16_SCALAR down to them (once).
+void cpu_bf16_ready();
+
 // A new tensor like `like` (same device) with the given shape and dtype.
 Tensor new_empty(const Tensor& like, const Shape& shape, DType dtype);
 inline Tensor new_empty(const Tensor& like, const Shape& shape) { return new_empty(like, shape, like.dtype()); }
