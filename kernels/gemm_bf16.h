@@ -29,14 +29,9 @@ std::string_view bf16_gemm_path_name(Bf16GemmPath path);
 // The paths this CPU can run (scalar always), and the best of them.
 std::vector<Bf16GemmPath> bf16_gemm_paths();
 Bf16GemmPath best_bf16_gemm_path();
-// The path taken when none is given: the best, or the scalar one after set_bf16_scalar_only(true)
-// (core sets it from EMBER_BF16_SCALAR, Note [environment flags]: the fallback of a CPU without
-// AVX512-BF16, run and measured on one that has it).
-void set_bf16_scalar_only(bool on);
-Bf16GemmPath default_bf16_gemm_path();
 
 void gemm_bf16(Transpose tb, std::size_t m, std::size_t n, std::size_t k, const bfloat16* a, std::size_t lda,
                const bfloat16* b, std::size_t ldb, float* c, std::size_t ldc, bool accumulate,
-               Bf16GemmPath path = default_bf16_gemm_path());
+               Bf16GemmPath path = best_bf16_gemm_path());
 
 }  // namespace ember::kernels::cpu

@@ -7,7 +7,6 @@
 #include "core/ops/ops.h"
 #include "core/tensor/autograd.h"
 #include "distributed/reducer.h"
-#include "kernels/gemm_bf16.h"
 
 namespace ember::train {
 namespace {
@@ -108,11 +107,8 @@ std::string AutogradStep::describe() const {
   if (options_.micro_batches > 1) text += detail::concat(", ", options_.micro_batches, " micro-batches");
   if (reducer_) text += ", gradients averaged in buckets during backward";
   if (options_.precision != DType::f32) text += detail::concat(", ", options_.precision, " autocast");
-  if (options_.precision == DType::bf16 && !model_.device().is_cuda()) {
-    ext::cpu_bf16_ready();
-    text +=
-        detail::concat(" (bf16 GEMM: ", kernels::cpu::bf16_gemm_path_name(kernels::cpu::default_bf16_gemm_path()), ")");
-  }
+  if (options_.precision == DType::bf16 && !model_.device().is_cuda())
+    text += ext::cpu_bf16_kernels() ? " (AVX512-BF16 kernels)" : " (products in f32: no AVX512-BF16)";
   if (scaler_) text += detail::concat(" with loss scaling (from ", scaler_->get_scale(), ")");
   return text;
 }

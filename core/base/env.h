@@ -6,9 +6,9 @@
 //   EMBER_SYNC_DEBUG=1            synchronize after every CUDA launch, so an error is reported at
 //                                 its cause (core/cuda/runtime.h)
 //   EMBER_DETERMINISTIC=1         cuDNN restricted to deterministic algorithms (core/cuda/runtime.h)
-//   EMBER_BF16_SCALAR=1           the CPU's bf16 products and convolutions on the scalar GEMM path
-//                                 even where AVX512-BF16 exists (kernels/gemm_bf16.h; read by
-//                                 ext::cpu_bf16_ready in core/ops/op_helpers.h)
+//   EMBER_NO_AVX512_BF16=1        bf16 on the CPU as where AVX512-BF16 is missing: products and
+//                                 convolutions widened to f32 (ext::cpu_bf16_kernels in
+//                                 core/ops/op_helpers.h, Note [half precision])
 // A flag is off when unset, empty or "0" (EMBER_FUSION: on unless "0"). Each is read once, when
 // first needed, and a setter in the header named beside it overrides it. kernels/ reads none of
 // them: core hands their values down (kernels::cuda::set_sync_debug, set_deterministic) before its

@@ -10,9 +10,11 @@
 // computes in f32 and rounds its result to the inputs' dtype once (PyTorch's "opmath" type for
 // both). Most ops do it literally — op(x) is op(x.to(f32)).to(x.dtype()), so their results are
 // those of the f32 op rounded once, bit for bit, and their gradients likewise. The products
-// (matmul, linear, fused::linear_relu) in bf16 on the CPU run the bf16 GEMM instead
-// (kernels/gemm_bf16.h): products exact in f32, sums in f32 in the kernel's order, the result
-// rounded once. f16 on the CPU is storage only: its products widen to f32. An op's operands share
+// (matmul, linear, fused::linear_relu) and convolutions in bf16 on a CPU with AVX512-BF16 run
+// ember's bf16 kernels instead (kernels/gemm_bf16.h, Note [bf16 convolution]): products exact in
+// f32, sums in f32 in the kernel's order, the result rounded once; on other CPUs (or with
+// EMBER_NO_AVX512_BF16=1) they widen to f32 like the rest. f16 on the CPU is storage only: its
+// products widen to f32. An op's operands share
 // one dtype: ember does not promote bf16 with f32 (PyTorch does); autocast casts at each op's
 // boundary (core/ops/autocast.h) so that a model's ops meet one dtype.
 //

@@ -60,10 +60,9 @@ ConvGeometry checked_geometry(const char* op, const Tensor& input, const Tensor&
 }
 
 // Note [bf16 convolution]: bf16 on the CPU has kernels of its own, with f32 results.
-bool cpu_bf16(const Tensor& t) { return t.dtype() == DType::bf16 && !t.is_cuda(); }
+bool cpu_bf16(const Tensor& t) { return t.dtype() == DType::bf16 && !t.is_cuda() && ext::cpu_bf16_kernels(); }
 
 Tensor bf16_workspace(const ConvGeometry& g) {
-  ext::cpu_bf16_ready();
   return empty({static_cast<std::int64_t>(kernels::cpu::conv2d_bf16_workspace_bytes(g))}, {.dtype = DType::u8});
 }
 

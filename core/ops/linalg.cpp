@@ -48,8 +48,7 @@ Tensor half_product(Transpose ta, Transpose tb, const Tensor& a, const Tensor& b
   const std::int64_t n = tb == Transpose::no ? b.shape()[1] : b.shape()[0];
   const bool accumulate = c.defined();
   if (!accumulate) c = ext::new_empty(a, {m, n}, DType::f32);
-  if (a.dtype() == DType::bf16 && !a.is_cuda()) {
-    ext::cpu_bf16_ready();
+  if (a.dtype() == DType::bf16 && !a.is_cuda() && ext::cpu_bf16_kernels()) {
     const Tensor a_rows = ta == Transpose::yes ? transpose(a.detach()) : a;
     const std::size_t k = static_cast<std::size_t>(a_rows.shape()[1]);
     kernels::cpu::gemm_bf16(tb, static_cast<std::size_t>(m), static_cast<std::size_t>(n), k, a_rows.raw<bfloat16>(), k,

@@ -72,12 +72,10 @@ int normalize_dim(const std::string& op, int dim, int ndim) {
   return d;
 }
 
-void cpu_bf16_ready() {
-  static const bool once = [] {
-    kernels::cpu::set_bf16_scalar_only(env_flag("EMBER_BF16_SCALAR", false));
-    return true;
-  }();
-  (void)once;
+bool cpu_bf16_kernels() {
+  static const bool vector = !env_flag("EMBER_NO_AVX512_BF16", false) &&
+                             kernels::cpu::best_bf16_gemm_path() == kernels::cpu::Bf16GemmPath::avx512_bf16;
+  return vector;
 }
 
 Tensor new_empty(const Tensor& like, const Shape& shape, DType dtype) {

@@ -35,8 +35,10 @@ void check_dtype(const std::string& op, const Arg& arg, std::initializer_list<DT
 void check_dim(const std::string& op, const Arg& arg, int expected_dim);
 int normalize_dim(const std::string& op, int dim, int ndim);  // negative dims count from the end
 
-// Before the CPU's bf16 kernels first run: hands EMBER_BF16_SCALAR down to them (once).
-void cpu_bf16_ready();
+// Whether bf16 products and convolutions on the CPU run ember's bf16 kernels: where the CPU has
+// AVX512-BF16 and EMBER_NO_AVX512_BF16 is not set. Elsewhere they widen to f32 (the scalar bf16
+// GEMM, kept for tests, would be some 50× slower than f32's).
+bool cpu_bf16_kernels();
 
 // A new tensor like `like` (same device) with the given shape and dtype.
 Tensor new_empty(const Tensor& like, const Shape& shape, DType dtype);

@@ -4,7 +4,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 
 #include "core/base/error.h"
@@ -187,13 +186,6 @@ std::vector<Bf16GemmPath> bf16_gemm_paths() {
 }
 
 Bf16GemmPath best_bf16_gemm_path() { return bf16_gemm_paths().back(); }
-
-namespace {
-std::atomic<bool> g_scalar_only{false};
-}
-
-void set_bf16_scalar_only(bool on) { g_scalar_only = on; }
-Bf16GemmPath default_bf16_gemm_path() { return g_scalar_only ? Bf16GemmPath::scalar : best_bf16_gemm_path(); }
 
 void gemm_bf16(Transpose tb, std::size_t m, std::size_t n, std::size_t k, const bfloat16* a, std::size_t lda,
                const bfloat16* b, std::size_t ldb, float* c, std::size_t ldc, bool accumulate, Bf16GemmPath path) {

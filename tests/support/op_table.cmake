@@ -32,3 +32,8 @@ set_tests_properties(op_table_docs_catches PROPERTIES PASS_REGULAR_EXPRESSION
 add_test(NAME autocast_torch COMMAND ${EMBER_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/interop/autocast_torch.py
                                      --tool $<TARGET_FILE:ops_tool>)
 set_tests_properties(autocast_torch PROPERTIES SKIP_RETURN_CODE 77)
+
+# bf16 on the CPU as without AVX512-BF16 (EMBER_NO_AVX512_BF16=1: products and convolutions in
+# f32): every op in bf16 against the f32 op, rounded once.
+add_test(NAME ops_cpu_no_avx512_bf16 COMMAND test_op_devices --device cpu "every op in bf16 and f16*")
+set_tests_properties(ops_cpu_no_avx512_bf16 PROPERTIES ENVIRONMENT EMBER_NO_AVX512_BF16=1)
