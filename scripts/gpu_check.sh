@@ -17,7 +17,7 @@ cd "$root"
 
 # name:budget-seconds, in order
 # The budgets add up to 6 minutes.
-all_sections=(facts:10 build:90 test:50 sanitize:40 train:45 compare:60 loader:15 bench:30 devices:20 distributed:30)
+all_sections=(facts:10 build:90 test:50 sanitize:40 train:45 compare:45 mixed:30 loader:15 bench:30 devices:15 distributed:20)
 dry_run=0
 only=""
 while [ $# -gt 0 ]; do
@@ -246,6 +246,20 @@ section_compare() {
   return $rc
 }
 
+# ---- mixed -------------------------------------------------------------------------------------
+# Mixed precision on the GPU: the MLP 784-512-256-10 in f32, bf16 and f16 (mnist_train --precision)
+# next to PyTorch eager, torch.compile and bf16 autocast, one round (scripts/compare/mixed_precision.py).
+section_mixed() {
+  local budget=$1
+  python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null || { NOTE="no PyTorch with CUDA"; return 3; }
+  timeout "$budget" python3 scripts/compare/mixed_precision.py --device cuda --train "$build/apps/mnist_train" \
+    --data "$MNIST_DIR" --python python3 --models mlp --rounds 1 --epochs 3 >"$out/mixed.log" 2>&1
+  local rc=$?
+  cat "$out/mixed.log"
+  NOTE="$(grep -E '^\| (ember bf16|PyTorch bf16 autocast) ' "$out/mixed.log" | awk -F'|' '{printf "%s %s/s; ", $2, $3}')"
+  return $rc
+}
+
 # ---- loader ------------------------------------------------------------------------------------
 section_loader() {
   local budget=$1
@@ -326,7 +340,7 @@ fi
 
 # At most 8 files come back from the GPU machine: the sections' short logs go into runs.log, the
 # facts into the report.
-for part in train compare loader bench devices; do
+for part in train compare mixed loader bench devices; do
   [ -f "$out/$part.log" ] && { echo "==== $part"; cat "$out/$part.log"; rm -f "$out/$part.log"; } >>"$out/runs.log"
 done
 

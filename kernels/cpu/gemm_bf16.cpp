@@ -53,25 +53,14 @@ __attribute__((target("avx512f,avx512bw"))) void pack_b(std::size_t n, std::size
   const std::size_t pairs = (k + 1) / 2, panels = (n + kPanel - 1) / kPanel;
   packed.resize(panels * pairs * 2 * kPanel);
   std::uint32_t* words = reinterpret_cast<std::uint32_t*>(packed.data());  // one per (pair p, column j)
-  // For B stored transposed: the offsets of a panel's 16 rows, in bf16 elements (a gather's indices
-  // are 32-bit: larger strides take the scalar loop).
-  const bool gather = b.transposed && b.ldb < (std::size_t{1} << 26);
-  const __m512i rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                          _mm512_set1_epi32(static_cast<int>(gather ? b.ldb : 0)));
   for (std::size_t q = 0; q < panels; ++q) {
     const std::size_t j0 = q * kPanel, width = std::min(kPanel, n - j0);
-    const __mmask16 lanes = static_cast<__mmask16>((1u << width) - 1u);
     for (std::size_t p = 0; p < pairs; ++p) {
       std::uint32_t* out = words + (q * pairs + p) * kPanel;
       const bool odd_row = 2 * p + 1 < k;
       std::size_t t = 0;
-      if (b.transposed && odd_row && gather) {
-        // Stored [n, k]: b[j][2p] and b[j][2p+1] are adjacent, already the word the layout wants;
-        // the panel's 16 words, one from each of 16 rows, in one gather.
-        _mm512_storeu_si512(out, _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), lanes, rows,
-                                                             b.b + j0 * b.ldb + 2 * p, sizeof(bfloat16)));
-        t = kPanel;
-      } else if (b.transposed) {
+      if (b.transposed) {
+        // Stored [n, k]: b[j][2p] and b[j][2p+1] are adjacent, already the word the layout wants.
         for (; t < width; ++t) {
           const bfloat16* row = b.b + (j0 + t) * b.ldb + 2 * p;
           out[t] = row[0].bits | (odd_row ? static_cast<std::uint32_t>(row[1].bits) << 16 : 0u);

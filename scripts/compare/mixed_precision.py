@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Mixed-precision training speed on the CPU: ember in f32 and bf16 (mnist_train --precision) next to
-PyTorch eager, torch.compile and bf16 autocast (eager and compiled), one thread each, interleaved
-run by run, on the same images.
+"""Mixed-precision training speed: ember in f32 and bf16 (mnist_train --precision; f16 too on CUDA)
+next to PyTorch eager, torch.compile and bf16 autocast (eager and compiled), interleaved run by run,
+on the same images — on the CPU with one thread each, or on a CUDA GPU.
 
     scripts/compare/mixed_precision.py --train build/apps/mnist_train --data data/mnist \
-        --python VENV/bin/python [--models mlp,cnn] [--rounds 3] [--epochs 3]
+        --python VENV/bin/python [--device cpu|cuda] [--models mlp,cnn] [--rounds 3] [--epochs 3]
 
 Models: the MLP 784-512-256-10 (SGD 0.5, batch 128, [0, 1] inputs) and the CNN of PyTorch's MNIST
 example (Adam 0.002 ×0.6 per epoch, batch 64, normalized inputs, dropout). Both sides hold the
@@ -35,21 +35,22 @@ TORCH = ["PyTorch eager", "PyTorch compile", "PyTorch bf16 autocast", "PyTorch c
 MODEL_FLAGS = {"mlp": ["--hidden", "512,256"], "cnn": ["--model", "cnn"]}
 
 
-def run_ember(train, data, model, flags, epochs, log):
+def run_ember(train, data, model, flags, epochs, log, device):
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    where = ["--threads", "1", "--workers", "0"] if device == "cpu" else ["--device", device]
     subprocess.run([train, "--data", data, *MODEL_FLAGS[model], *flags, "--epochs", str(epochs), "--val-size", "0",
-                    "--threads", "1", "--workers", "0", "--preload", "--json-log", log], check=True,
-                   stdout=subprocess.DEVNULL, env=env)
+                    *where, "--preload", "--json-log", log], check=True, stdout=subprocess.DEVNULL, env=env)
     lines = [json.loads(line) for line in open(log)]
     rates = [line["images_per_s"] for line in lines if "images_per_s" in line]
     return statistics.median(rates[1:] if len(rates) > 1 else rates)
 
 
-def torch_worker(data, model_name, config, epochs):
+def torch_worker(data, model_name, config, epochs, device):
     """One PyTorch run in this process; prints its median rate after the first epoch."""
     import torch
     from compare_pytorch import limit_torch_threads, read_idx
-    limit_torch_threads(1)
+    if device == "cpu":
+        limit_torch_threads(1)
     torch.manual_seed(0)
     nn = torch.nn
     x = torch.from_numpy(read_idx(data, "train-images-idx3-ubyte").copy()).float().div_(255)
@@ -57,13 +58,19 @@ def torch_worker(data, model_name, config, epochs):
     if model_name == "mlp":
         x = x.reshape(-1, 784)
         model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 10))
-        opt, batch, schedule = torch.optim.SGD(model.parameters(), lr=0.5), 128, None
+        batch, schedule = 128, None
     else:
         x = x.sub_(0.1307).div_(0.3081).unsqueeze(1)
         model = nn.Sequential(nn.Conv2d(1, 32, 3, 1), nn.ReLU(), nn.Conv2d(32, 64, 3, 1), nn.ReLU(), nn.MaxPool2d(2),
                               nn.Dropout(0.25), nn.Flatten(), nn.Linear(9216, 128), nn.ReLU(), nn.Dropout(0.5),
                               nn.Linear(128, 10))
-        opt, batch = torch.optim.Adam(model.parameters(), lr=0.002), 64
+        batch = 64
+    model.to(device)  # the optimizers are made after, over the parameters where they are
+    x, y = x.to(device), y.to(device)
+    if model_name == "mlp":
+        opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    else:
+        opt = torch.optim.Adam(model.parameters(), lr=0.002)
         schedule = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.6)
     forward = torch.compile(model) if "compile" in config else model
     autocast = "autocast" in config
@@ -71,24 +78,24 @@ def torch_worker(data, model_name, config, epochs):
     for _ in range(epochs):
         model.train()
         start = time.perf_counter()
-        order = torch.randperm(x.shape[0])
+        order = torch.randperm(x.shape[0], device=device)
         for s in range(0, x.shape[0], batch):
             idx = order[s:s + batch]
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            with torch.autocast(device, dtype=torch.bfloat16, enabled=autocast):
                 loss = nn.functional.cross_entropy(forward(x[idx]), y[idx])
             opt.zero_grad()
             loss.backward()
             opt.step()
-        loss.item()
+        loss.item()  # waits for the epoch's work (on CUDA too)
         rates.append(x.shape[0] / (time.perf_counter() - start))
         if schedule:
             schedule.step()
     print(statistics.median(rates[1:] if len(rates) > 1 else rates))
 
 
-def run_torch(python, data, model, config, epochs):
+def run_torch(python, data, model, config, epochs, device):
     out = subprocess.run([python, os.path.abspath(__file__), "--torch-worker", model, config, "--data", data,
-                          "--epochs", str(epochs)], check=True, capture_output=True, text=True,
+                          "--epochs", str(epochs), "--device", device], check=True, capture_output=True, text=True,
                          env=dict(os.environ, OMP_NUM_THREADS="1"))
     return float(out.stdout.strip().splitlines()[-1])
 
@@ -99,28 +106,32 @@ def main():
     parser.add_argument("--data", required=True)
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--models", default="mlp,cnn")
+    parser.add_argument("--device", default="cpu", help="cpu (one thread each) or cuda")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--torch-worker", nargs=2, metavar=("MODEL", "CONFIG"))
     opts = parser.parse_args()
     if opts.torch_worker:
-        return torch_worker(opts.data, *opts.torch_worker, opts.epochs)
+        return torch_worker(opts.data, *opts.torch_worker, opts.epochs, opts.device)
     version = subprocess.run([opts.python, "-c", "import torch; print(torch.__version__)"], check=True,
                              capture_output=True, text=True).stdout.strip()
+    ember = dict(EMBER, **({"ember f16": ["--precision", "f16"]} if opts.device != "cpu" else {}))
     for model in opts.models.split(","):
-        results = {name: [] for name in [*EMBER, *TORCH]}
+        results = {name: [] for name in [*ember, *TORCH]}
         with tempfile.TemporaryDirectory() as work:
             for round_ in range(opts.rounds):
                 for name in results:
-                    if name in EMBER:
-                        rate = run_ember(opts.train, opts.data, model, EMBER[name], opts.epochs,
-                                         os.path.join(work, "log.jsonl"))
+                    if name in ember:
+                        rate = run_ember(opts.train, opts.data, model, ember[name], opts.epochs,
+                                         os.path.join(work, "log.jsonl"), opts.device)
                     else:
-                        rate = run_torch(opts.python, opts.data, model, name[len("PyTorch "):], opts.epochs)
+                        rate = run_torch(opts.python, opts.data, model, name[len("PyTorch "):], opts.epochs,
+                                         opts.device)
                     results[name].append(rate)
                     print(f"{model} round {round_ + 1} {name}: {rate:.0f} images/s", flush=True)
         median = {name: statistics.median(rates) for name, rates in results.items()}
-        print(f"\n{model}: PyTorch {version}, 1 thread, {opts.rounds} rounds of {opts.epochs} epochs (median of the "
+        where = "1 thread" if opts.device == "cpu" else opts.device
+        print(f"\n{model}: PyTorch {version}, {where}, {opts.rounds} rounds of {opts.epochs} epochs (median of the "
               "epochs after the first)\n")
         print("| configuration | images/s (median) | range | × PyTorch bf16 autocast | × ember f32 |")
         print("| --- | --- | --- | --- | --- |")
