@@ -9,12 +9,18 @@
 
 namespace ember::kernels::cpu {
 
+namespace {
+// Where the f32 part of the workspace starts, after `bf16_elements` bf16 values: rounded up to a
+// cache line, so that its floats are aligned.
+std::size_t f32_offset(std::size_t bf16_elements) { return (bf16_elements * sizeof(bfloat16) + 63) / 64 * 64; }
+}  // namespace
+
 std::size_t conv2d_bf16_workspace_bytes(const ConvGeometry& g) {
   const std::size_t patch = g.c * g.kh * g.kw, out = g.oh() * g.ow();
   // Forward: one image's columns in bf16. Backward data: the filter transposed (bf16) and one
   // image's column gradients (f32). Backward filter: one image's columns and dwᵀ (f32).
-  return std::max(patch * g.k * sizeof(bfloat16) + patch * out * sizeof(float),
-                  patch * out * sizeof(bfloat16) + patch * g.k * sizeof(float));
+  return std::max(f32_offset(patch * g.k) + patch * out * sizeof(float),
+                  f32_offset(patch * out) + patch * g.k * sizeof(float));
 }
 
 void conv2d_forward_bf16(const bfloat16* x, const bfloat16* w, const float* bias, float* y, const ConvGeometry& g,
@@ -37,7 +43,7 @@ void conv2d_backward_data_bf16(const bfloat16* dy, const bfloat16* w, float* dx,
   // The bf16 GEMM reads A as stored: wᵀ [patch, K] once, then per image dcolumns = wᵀ·dy, in f32,
   // added back into the image (col2im sums the overlapping taps in f32).
   auto* w_t = static_cast<bfloat16*>(workspace);
-  auto* dcolumns = reinterpret_cast<float*>(static_cast<char*>(workspace) + patch * g.k * sizeof(bfloat16));
+  auto* dcolumns = reinterpret_cast<float*>(static_cast<char*>(workspace) + f32_offset(patch * g.k));
   transpose_last2(w, w_t, 1, g.k, patch);
   std::fill(dx, dx + g.n * image, 0.0f);
   for (std::size_t i = 0; i < g.n; ++i) {
@@ -50,7 +56,7 @@ void conv2d_backward_filter_bf16(const bfloat16* x, const bfloat16* dy, float* d
                                  void* workspace) {
   const std::size_t patch = g.c * g.kh * g.kw, out = g.oh() * g.ow();
   auto* columns = static_cast<bfloat16*>(workspace);
-  auto* dw_t = reinterpret_cast<float*>(static_cast<char*>(workspace) + patch * out * sizeof(bfloat16));
+  auto* dw_t = reinterpret_cast<float*>(static_cast<char*>(workspace) + f32_offset(patch * out));
   // dwᵀ [patch, K] = Σ columns·dyᵀ: the columns are A as stored and dy is the small operand the
   // GEMM packs (K rows), where dw = dy·columnsᵀ would pack every image's columns transposed.
   // Images in order, each GEMM adding to dwᵀ (f32): deterministic, as the f32 path.
