@@ -116,17 +116,37 @@ void fill(T* y, T value, std::size_t n) {
 namespace {
 
 // f32 ↔ bf16, the casts mixed precision runs most (each parameter and activation once a step):
-// the scalar formulas of Note [half conversions] in loops the compiler vectorizes, cloned for
-// AVX-512 and AVX2 and chosen when the program loads. Integer arithmetic only, so every clone
-// gives the same bits.
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void f32_to_bf16(
-    const float* __restrict x, std::uint16_t* __restrict y, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) y[i] = half_bits::bf16_from_f32(x[i]);
+// the scalar formulas of Note [half conversions] in a loop the compiler vectorizes, compiled once
+// for AVX-512 and once for the baseline and chosen at run time by cpuid. Integer arithmetic only,
+// so both give the same bits. (Not GCC's target_clones: its load-time resolvers run before
+// ThreadSanitizer's runtime is up, and every program crashed at start under it.)
+template <class From, class To, To (*convert)(From)>
+__attribute__((always_inline)) inline void convert_all(const From* __restrict x, To* __restrict y, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) y[i] = convert(x[i]);
+}
+constexpr auto to_bf16 = convert_all<float, std::uint16_t, half_bits::bf16_from_f32>;
+constexpr auto from_bf16 = convert_all<std::uint16_t, float, half_bits::f32_from_bf16>;
+
+__attribute__((target("avx512f,avx512bw"))) void f32_to_bf16_avx512(const float* x, std::uint16_t* y, std::size_t n) {
+  to_bf16(x, y, n);
+}
+__attribute__((target("avx512f,avx512bw"))) void bf16_to_f32_avx512(const std::uint16_t* x, float* y, std::size_t n) {
+  from_bf16(x, y, n);
 }
 
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void bf16_to_f32(
-    const std::uint16_t* __restrict x, float* __restrict y, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) y[i] = half_bits::f32_from_bf16(x[i]);
+bool has_avx512bw() {
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+  return has;
+}
+
+void f32_to_bf16(const float* x, std::uint16_t* y, std::size_t n) {
+  if (has_avx512bw()) return f32_to_bf16_avx512(x, y, n);
+  to_bf16(x, y, n);
+}
+
+void bf16_to_f32(const std::uint16_t* x, float* y, std::size_t n) {
+  if (has_avx512bw()) return bf16_to_f32_avx512(x, y, n);
+  from_bf16(x, y, n);
 }
 
 }  // namespace
