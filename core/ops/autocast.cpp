@@ -115,13 +115,18 @@ DType autocast_dtype(Device device) { return state_of(device.type).dtype; }
 
 namespace ext {
 
+// With autocast off on every device (the common case) an op's check copies and allocates nothing.
+bool any_enabled() { return t_cpu.enabled || t_cuda.enabled; }
+
 AutocastInputs::AutocastInputs(std::string_view op, std::initializer_list<const Tensor*> inputs) {
+  if (!any_enabled()) return;
   for (const Tensor* t : inputs) cast_.push_back(*t);
   apply(op);
 }
 
-AutocastInputs::AutocastInputs(std::string_view op, std::span<const Tensor> inputs)
-    : cast_(inputs.begin(), inputs.end()) {
+AutocastInputs::AutocastInputs(std::string_view op, std::span<const Tensor> inputs) {
+  if (!any_enabled()) return;
+  cast_.assign(inputs.begin(), inputs.end());
   apply(op);
 }
 
