@@ -5,6 +5,8 @@
 
 #include "kernels/elementwise.h"
 
+#include "kernels/cpu_features.h"
+
 namespace ember::kernels::cpu {
 namespace {
 
@@ -117,9 +119,8 @@ namespace {
 
 // f32 ↔ bf16, the casts mixed precision runs most (each parameter and activation once a step):
 // the scalar formulas of Note [half conversions] in a loop the compiler vectorizes, compiled once
-// for AVX-512 and once for the baseline and chosen at run time by cpuid. Integer arithmetic only,
-// so both give the same bits. (Not GCC's target_clones: its load-time resolvers run before
-// ThreadSanitizer's runtime is up, and every program crashed at start under it.)
+// for AVX-512 and once for the baseline (Note [CPU dispatch]). Integer arithmetic only, so both
+// give the same bits.
 template <class From, class To, To (*convert)(From)>
 __attribute__((always_inline)) inline void convert_all(const From* __restrict x, To* __restrict y, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) y[i] = convert(x[i]);
@@ -134,18 +135,13 @@ __attribute__((target("avx512f,avx512bw"))) void bf16_to_f32_avx512(const std::u
   from_bf16(x, y, n);
 }
 
-bool has_avx512bw() {
-  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
-  return has;
-}
-
 void f32_to_bf16(const float* x, std::uint16_t* y, std::size_t n) {
-  if (has_avx512bw()) return f32_to_bf16_avx512(x, y, n);
+  if (cpu_has_avx512bw()) return f32_to_bf16_avx512(x, y, n);
   to_bf16(x, y, n);
 }
 
 void bf16_to_f32(const std::uint16_t* x, float* y, std::size_t n) {
-  if (has_avx512bw()) return bf16_to_f32_avx512(x, y, n);
+  if (cpu_has_avx512bw()) return bf16_to_f32_avx512(x, y, n);
   from_bf16(x, y, n);
 }
 
