@@ -3,7 +3,7 @@
 // compute the same u, so one seed drops the same elements on every device, and no random state
 // moves between host and device.
 // Forward: y = keep ? x/(1 − p) : 0 and mask = keep (1 byte per element). Backward:
-// dx = mask ? dy/(1 − p) : 0. CPU: float and double; CUDA: float.
+// dx = mask ? dy/(1 − p) : 0. CPU: float, double and bf16 (computed in f32, rounded once); CUDA: float.
 #pragma once
 
 #include "kernels/common.h"

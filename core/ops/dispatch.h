@@ -67,6 +67,15 @@ auto dispatch(const Tensor& on, Cpu&& cpu, [[maybe_unused]] Cuda&& cuda) -> decl
   return visit_floating(on.dtype(), cpu);
 }
 
+// dispatch() for ops whose CPU kernels take bf16 too, computing in f32 and rounding once (the
+// bits of the op on a widened copy, Note [half precision]): cpu(bfloat16{}) for bf16 on the CPU.
+inline bool is_cpu_bf16(const Tensor& t) { return t.dtype() == DType::bf16 && !t.is_cuda(); }
+template <class Cpu, class Cuda>
+auto dispatch_with_cpu_bf16(const Tensor& on, Cpu&& cpu, Cuda&& cuda) -> decltype(cpu(float{})) {
+  if (is_cpu_bf16(on)) return cpu(bfloat16{});
+  return dispatch(on, std::forward<Cpu>(cpu), std::forward<Cuda>(cuda));
+}
+
 template <class Cpu, class Cuda>
 auto dispatch_device(Device device, Cpu&& cpu, [[maybe_unused]] Cuda&& cuda) -> decltype(cpu()) {
   if (device.is_cuda()) {

@@ -12,12 +12,15 @@ Tensor dropout(const Tensor& input, double p, std::uint64_t seed, std::uint64_t 
   ext::check_defined("dropout", {"input", input});
   ext::check_floating("dropout", {"input", input});
   EMBER_CHECK(p >= 0.0 && p <= 1.0, ValueError, "dropout: p must be in [0, 1], got ", p);
-  if (is_half(input.dtype())) return dropout(ext::widened(input), p, seed, offset).to(input.dtype());
+  // bf16 on the CPU has a kernel of its own (an activation's size, at every step); the other
+  // 16-bit cases run on widened copies.
+  if (is_half(input.dtype()) && !ext::is_cpu_bf16(input))
+    return dropout(ext::widened(input), p, seed, offset).to(input.dtype());
   Tensor y = ext::new_empty(input, input.shape());
   Tensor mask = ext::new_empty(input, input.shape(), DType::u8);
   const std::size_t n = static_cast<std::size_t>(input.numel());
   const float pf = static_cast<float>(p);
-  ext::dispatch(
+  ext::dispatch_with_cpu_bf16(
       input,
       [&](auto zero) {
         using T = decltype(zero);
@@ -31,7 +34,7 @@ Tensor dropout(const Tensor& input, double p, std::uint64_t seed, std::uint64_t 
     autograd::record(y, "dropout", {&input}, [mask, pf](const Tensor& g, autograd::NeedsGrad) {
       Tensor dx = ext::new_empty(g, g.shape());
       const std::size_t n = static_cast<std::size_t>(g.numel());
-      ext::dispatch(
+      ext::dispatch_with_cpu_bf16(
           g,
           [&](auto zero) {
             using T = decltype(zero);
