@@ -5,8 +5,11 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <vector>
 
+#include "core/base/half.h"
+#include "kernels/conv.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 #include "kernels/kernel_name.h"
@@ -415,4 +418,56 @@ TEST_CASE("a launch names its kernel from the kernel itself") {
 #if !defined(__clang__)  // clang (14) spells a function template's specialization without its arguments
   CHECK_THAT(templated, Catch::Matchers::Contains("Op"));
 #endif
+}
+
+TEST_CASE("im2col and col2im against their definition: f32, and bf16 (whose rows AVX-512 copies whole)") {
+  // Rows from 3 to 70 output columns (AVX-512 moves 32 bf16 or 16 f32 values a register, the last
+  // ones past each segment), padding, stride 2 and a 1×1 kernel.
+  const ConvGeometry geometries[] = {
+      {.n = 1, .c = 2, .h = 5, .w = 5, .k = 1, .kh = 3, .kw = 3, .stride = 1, .pad = 0},
+      {.n = 1, .c = 3, .h = 9, .w = 26, .k = 1, .kh = 3, .kw = 3, .stride = 1, .pad = 0},
+      {.n = 1, .c = 2, .h = 6, .w = 40, .k = 1, .kh = 3, .kw = 2, .stride = 1, .pad = 1},
+      {.n = 1, .c = 1, .h = 4, .w = 72, .k = 1, .kh = 3, .kw = 3, .stride = 1, .pad = 0},
+      {.n = 1, .c = 2, .h = 7, .w = 35, .k = 1, .kh = 3, .kw = 3, .stride = 2, .pad = 1},
+      {.n = 1, .c = 3, .h = 3, .w = 17, .k = 1, .kh = 1, .kw = 1, .stride = 1, .pad = 0},
+  };
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  for (const auto& g : geometries) {
+    INFO("c=" << g.c << " h=" << g.h << " w=" << g.w << " kernel " << g.kh << "×" << g.kw << " stride " << g.stride
+              << " pad " << g.pad);
+    const std::size_t oh = g.oh(), ow = g.ow(), image_size = g.c * g.h * g.w;
+    const std::size_t columns_size = g.c * g.kh * g.kw * oh * ow;
+    // What column entry (ci, ky, kx, y, x) reads: the pixel's index, or none in the padding.
+    auto source = [&](std::size_t ci, std::size_t ky, std::size_t kx, std::size_t y, std::size_t x) -> long long {
+      const long long iy = static_cast<long long>(y * g.stride + ky) - static_cast<long long>(g.pad);
+      const long long ix = static_cast<long long>(x * g.stride + kx) - static_cast<long long>(g.pad);
+      if (iy < 0 || ix < 0 || iy >= static_cast<long long>(g.h) || ix >= static_cast<long long>(g.w)) return -1;
+      return static_cast<long long>(ci * g.h * g.w) + iy * static_cast<long long>(g.w) + ix;
+    };
+    std::vector<float> image(image_size), columns(columns_size);
+    for (auto& v : image) v = uniform(rng);
+    for (auto& v : columns) v = uniform(rng);
+    std::vector<ember::bfloat16> image_bf16(image_size);
+    for (std::size_t i = 0; i < image_size; ++i) image_bf16[i] = ember::bfloat16(image[i]);
+
+    std::vector<float> cols(columns_size, 7.0f), added(image_size, 0.0f), expected_added(image_size, 0.0f);
+    std::vector<ember::bfloat16> cols_bf16(columns_size, ember::bfloat16(7.0f));
+    cpu::im2col(image.data(), cols.data(), g);
+    cpu::im2col(image_bf16.data(), cols_bf16.data(), g);
+    cpu::col2im(columns.data(), added.data(), g);
+    std::size_t e = 0;
+    for (std::size_t ci = 0; ci < g.c; ++ci)
+      for (std::size_t ky = 0; ky < g.kh; ++ky)
+        for (std::size_t kx = 0; kx < g.kw; ++kx)
+          for (std::size_t y = 0; y < oh; ++y)
+            for (std::size_t x = 0; x < ow; ++x, ++e) {
+              const long long from = source(ci, ky, kx, y, x);
+              REQUIRE(cols[e] == (from < 0 ? 0.0f : image[static_cast<std::size_t>(from)]));
+              REQUIRE(cols_bf16[e].bits == (from < 0 ? 0 : image_bf16[static_cast<std::size_t>(from)].bits));
+              if (from >= 0) expected_added[static_cast<std::size_t>(from)] += columns[e];
+            }
+    // col2im adds in the same order as this walk, so the sums agree bit for bit.
+    for (std::size_t i = 0; i < image_size; ++i) REQUIRE(added[i] == expected_added[i]);
+  }
 }
