@@ -34,4 +34,11 @@ void gemm_bf16(Transpose tb, std::size_t m, std::size_t n, std::size_t k, const 
                const bfloat16* b, std::size_t ldb, float* c, std::size_t ldc, bool accumulate,
                Bf16GemmPath path = best_bf16_gemm_path());
 
+// C (bf16, row stride ldc) = A·op(B), each element the f32 sum above rounded once: the bits of
+// gemm_bf16 into f32 followed by a cast to bf16, without writing and reading back the f32 matrix
+// (the path's rounding is the cast's formula, Note [half conversions]).
+void gemm_bf16_rounded(Transpose tb, std::size_t m, std::size_t n, std::size_t k, const bfloat16* a, std::size_t lda,
+                       const bfloat16* b, std::size_t ldb, bfloat16* c, std::size_t ldc,
+                       Bf16GemmPath path = best_bf16_gemm_path());
+
 }  // namespace ember::kernels::cpu

@@ -40,28 +40,46 @@ void gemm_into(Transpose ta, Transpose tb, const Tensor& a, const Tensor& b, Ten
       });
 }
 
+bool bf16_kernels(const Tensor& a) { return a.dtype() == DType::bf16 && !a.is_cuda() && ext::cpu_bf16_kernels(); }
+
+// The CPU's bf16 GEMM on op(a)·op(b) into c [m, n]: `product(m, n, k, a, lda, b, ldb)` calls
+// gemm_bf16 or gemm_bf16_rounded with c. It reads A as stored, so a transposed A is copied first.
+template <class Product>
+void bf16_product(Transpose ta, const Tensor& a, const Tensor& b, const Tensor& c, Product product) {
+  const Tensor a_rows = ta == Transpose::yes ? transpose(a.detach()) : a;
+  const auto k = static_cast<std::size_t>(a_rows.shape()[1]);
+  product(static_cast<std::size_t>(c.shape()[0]), static_cast<std::size_t>(c.shape()[1]), k, a_rows.raw<bfloat16>(), k,
+          b.raw<bfloat16>(), static_cast<std::size_t>(b.shape()[1]));
+}
+
 // A product of bf16 or f16 operands in f32 (Note [half precision]), plus c (f32) when c is given:
-// the bf16 GEMM for bf16 on the CPU (it reads A as stored, so a transposed A is copied first),
-// else the f32 GEMM on widened copies.
+// the bf16 GEMM for bf16 on the CPU, else the f32 GEMM on widened copies.
 Tensor half_product(Transpose ta, Transpose tb, const Tensor& a, const Tensor& b, Tensor c = Tensor()) {
   const std::int64_t m = ta == Transpose::no ? a.shape()[0] : a.shape()[1];
   const std::int64_t n = tb == Transpose::no ? b.shape()[1] : b.shape()[0];
   const bool accumulate = c.defined();
   if (!accumulate) c = ext::new_empty(a, {m, n}, DType::f32);
-  if (a.dtype() == DType::bf16 && !a.is_cuda() && ext::cpu_bf16_kernels()) {
-    const Tensor a_rows = ta == Transpose::yes ? transpose(a.detach()) : a;
-    const std::size_t k = static_cast<std::size_t>(a_rows.shape()[1]);
-    kernels::cpu::gemm_bf16(tb, static_cast<std::size_t>(m), static_cast<std::size_t>(n), k, a_rows.raw<bfloat16>(), k,
-                            b.raw<bfloat16>(), static_cast<std::size_t>(b.shape()[1]), c.raw<float>(),
-                            static_cast<std::size_t>(n), accumulate);
+  if (bf16_kernels(a)) {
+    bf16_product(ta, a, b, c, [&](auto m_, auto n_, auto k, auto a_, auto lda, auto b_, auto ldb) {
+      kernels::cpu::gemm_bf16(tb, m_, n_, k, a_, lda, b_, ldb, c.raw<float>(), n_, accumulate);
+    });
     return c;
   }
   gemm_into(ta, tb, a.detach().to(DType::f32), b.detach().to(DType::f32), c, accumulate ? 1.0 : 0.0);
   return c;
 }
 
-// op(a)·op(b) in a and b's dtype (a 16-bit product is rounded once from its f32 result).
+// op(a)·op(b) in a and b's dtype (a 16-bit product is rounded once from its f32 result; the CPU's
+// bf16 GEMM rounds its own sums, without an f32 matrix).
 Tensor gemm(Transpose ta, Transpose tb, const Tensor& a, const Tensor& b) {
+  if (bf16_kernels(a)) {
+    Tensor c = ext::new_empty(
+        a, {ta == Transpose::no ? a.shape()[0] : a.shape()[1], tb == Transpose::no ? b.shape()[1] : b.shape()[0]});
+    bf16_product(ta, a, b, c, [&](auto m, auto n, auto k, auto a_, auto lda, auto b_, auto ldb) {
+      kernels::cpu::gemm_bf16_rounded(tb, m, n, k, a_, lda, b_, ldb, c.raw<bfloat16>(), n);
+    });
+    return c;
+  }
   if (is_half(a.dtype())) return half_product(ta, tb, a, b).to(a.dtype());
   const std::int64_t m = ta == Transpose::no ? a.shape()[0] : a.shape()[1];
   const std::int64_t n = tb == Transpose::no ? b.shape()[1] : b.shape()[0];

@@ -4,9 +4,12 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <type_traits>
 
 #include "core/base/error.h"
+#include "kernels/cpu_features.h"
 
 namespace ember::kernels::cpu {
 namespace {
@@ -44,6 +47,40 @@ void gemm_scalar(std::size_t m, std::size_t n, std::size_t k, const bfloat16* a,
 constexpr std::size_t kRows = 6;    // rows of C held in registers
 constexpr std::size_t kPanel = 16;  // columns of one packed panel (one register of f32)
 
+// 16 rows of 16 32-bit words (row t: the 32 bf16 values at in + t·stride) transposed: vector w
+// (stored at out + 16·w) holds word w of every row. Four rounds of block swaps (8×8, 4×4, 2×2,
+// 1×1 blocks off the diagonal), each a two-source permute per pair of rows.
+__attribute__((target("avx512f"))) void transpose_16x16_words(const bfloat16* in, std::size_t stride,
+                                                              std::uint32_t* out) {
+  __m512i rows[16];
+  for (std::size_t t = 0; t < 16; ++t) rows[t] = _mm512_loadu_si512(in + t * stride);
+  // Row i (bit `size` clear) keeps its words c with c & size clear and takes row i+size's words
+  // c − size in the others (index 16 and up: the second source); row i+size gets the mirror image.
+  struct Indices {
+    alignas(64) std::int32_t low[16], high[16];
+  };
+  static constexpr auto kSwaps = [] {
+    std::array<Indices, 4> swaps{};
+    for (int round = 0, size = 8; round < 4; ++round, size /= 2)
+      for (int c = 0; c < 16; ++c) {
+        swaps[round].low[c] = (c & size) == 0 ? c : 16 + c - size;
+        swaps[round].high[c] = (c & size) == 0 ? c + size : 16 + c;
+      }
+    return swaps;
+  }();
+  for (int round = 0, size = 8; round < 4; ++round, size /= 2) {
+    const __m512i low_index = _mm512_load_si512(kSwaps[round].low);
+    const __m512i high_index = _mm512_load_si512(kSwaps[round].high);
+    for (int i = 0; i < 16; ++i) {
+      if (i & size) continue;
+      const __m512i a = rows[i], b = rows[i + size];
+      rows[i] = _mm512_permutex2var_epi32(a, low_index, b);
+      rows[i + size] = _mm512_permutex2var_epi32(a, high_index, b);
+    }
+  }
+  for (std::size_t w = 0; w < 16; ++w) _mm512_storeu_si512(out + 16 * w, rows[w]);
+}
+
 // B packed for VDPBF16PS: panels of 16 columns; in each, for each pair of rows p, 32 bf16 values
 // b[2p][j], b[2p+1][j] for j in the panel. Zeros past row k and column n. Each panel row is
 // written whole, in order (no zero-fill of the buffer first, no index arithmetic per element), so
@@ -61,6 +98,12 @@ __attribute__((target("avx512f,avx512bw"))) void pack_b(std::size_t n, std::size
       std::size_t t = 0;
       if (b.transposed) {
         // Stored [n, k]: b[j][2p] and b[j][2p+1] are adjacent, already the word the layout wants.
+        // A full panel's 16 rows by 16 whole pairs at once is a transpose of 32-bit words.
+        if (width == kPanel && p % kPanel == 0 && 2 * (p + kPanel) <= k) {
+          transpose_16x16_words(b.b + j0 * b.ldb + 2 * p, b.ldb, out);
+          p += kPanel - 1;  // the next 15 pairs' words are written too
+          continue;
+        }
         for (; t < width; ++t) {
           const bfloat16* row = b.b + (j0 + t) * b.ldb + 2 * p;
           out[t] = row[0].bits | (odd_row ? static_cast<std::uint32_t>(row[1].bits) << 16 : 0u);
@@ -86,17 +129,21 @@ std::uint32_t a_word(const bfloat16* a) {
   return word;
 }
 
-// C[rows × up to 32 columns] from two panels (the second may be absent: `panels` 1 or 2).
-template <std::size_t Rows, std::size_t Panels>
+// C[rows × up to 32 columns] from two panels (the second may be absent: `panels` 1 or 2), in f32
+// or (Out = bfloat16, never accumulating) rounded once to bf16.
+template <std::size_t Rows, std::size_t Panels, class Out>
 __attribute__((target("avx512f,avx512bf16"))) void block(const bfloat16* a, std::size_t lda, std::size_t k,
-                                                         const std::uint16_t* b0, const std::uint16_t* b1, float* c,
+                                                         const std::uint16_t* b0, const std::uint16_t* b1, Out* c,
                                                          std::size_t ldc, __mmask16 mask0, __mmask16 mask1,
                                                          bool accumulate) {
   __m512 acc[Rows][Panels];
   for (std::size_t r = 0; r < Rows; ++r)
     for (std::size_t q = 0; q < Panels; ++q) {
       const __mmask16 mask = q == 0 ? mask0 : mask1;
-      acc[r][q] = accumulate ? _mm512_maskz_loadu_ps(mask, c + r * ldc + q * kPanel) : _mm512_setzero_ps();
+      if constexpr (std::is_same_v<Out, float>)
+        acc[r][q] = accumulate ? _mm512_maskz_loadu_ps(mask, c + r * ldc + q * kPanel) : _mm512_setzero_ps();
+      else
+        acc[r][q] = _mm512_setzero_ps();
     }
   // A lambda does not inherit its function's target: it is given the same one.
   auto step = [&](std::size_t p, auto pair_of_row) __attribute__((target("avx512f,avx512bf16"))) {
@@ -112,13 +159,24 @@ __attribute__((target("avx512f,avx512bf16"))) void block(const bfloat16* a, std:
   const std::size_t full = k / 2;
   for (std::size_t p = 0; p < full; ++p) step(p, [&](std::size_t r) { return a_word(a + r * lda + 2 * p); });
   if (k % 2) step(full, [&](std::size_t r) { return a_pair(a + r * lda, full, k); });  // the last, odd column
-  for (std::size_t r = 0; r < Rows; ++r)
-    for (std::size_t q = 0; q < Panels; ++q)
-      _mm512_mask_storeu_ps(c + r * ldc + q * kPanel, q == 0 ? mask0 : mask1, acc[r][q]);
+  if constexpr (std::is_same_v<Out, float>) {
+    for (std::size_t r = 0; r < Rows; ++r)
+      for (std::size_t q = 0; q < Panels; ++q)
+        _mm512_mask_storeu_ps(c + r * ldc + q * kPanel, q == 0 ? mask0 : mask1, acc[r][q]);
+  } else {
+    // Rounded by the cast's own formula (Note [half conversions]), so the bits are those of the f32
+    // result cast to bf16; the f32 block goes through the stack, not through memory the size of C.
+    alignas(64) float sums[Rows][Panels * kPanel];
+    for (std::size_t r = 0; r < Rows; ++r)
+      for (std::size_t q = 0; q < Panels; ++q) _mm512_store_ps(sums[r] + q * kPanel, acc[r][q]);
+    const std::size_t width = static_cast<std::size_t>(__builtin_popcount(mask0) + __builtin_popcount(mask1));
+    for (std::size_t r = 0; r < Rows; ++r)
+      for (std::size_t j = 0; j < width; ++j) c[r * ldc + j] = bfloat16(sums[r][j]);
+  }
 }
 
-template <std::size_t Rows>
-void row_block(const bfloat16* a, std::size_t lda, std::size_t n, std::size_t k, const std::uint16_t* packed, float* c,
+template <std::size_t Rows, class Out>
+void row_block(const bfloat16* a, std::size_t lda, std::size_t n, std::size_t k, const std::uint16_t* packed, Out* c,
                std::size_t ldc, bool accumulate) {
   const std::size_t pairs = (k + 1) / 2, panel_size = pairs * 2 * kPanel;
   auto mask_for = [&](std::size_t j) {
@@ -128,14 +186,15 @@ void row_block(const bfloat16* a, std::size_t lda, std::size_t n, std::size_t k,
   for (std::size_t j = 0; j < n; j += 2 * kPanel) {
     const std::uint16_t* b0 = packed + (j / kPanel) * panel_size;
     if (j + kPanel < n)
-      block<Rows, 2>(a, lda, k, b0, b0 + panel_size, c + j, ldc, mask_for(j), mask_for(j + kPanel), accumulate);
+      block<Rows, 2, Out>(a, lda, k, b0, b0 + panel_size, c + j, ldc, mask_for(j), mask_for(j + kPanel), accumulate);
     else
-      block<Rows, 1>(a, lda, k, b0, nullptr, c + j, ldc, mask_for(j), 0, accumulate);
+      block<Rows, 1, Out>(a, lda, k, b0, nullptr, c + j, ldc, mask_for(j), 0, accumulate);
   }
 }
 
-void gemm_avx512_bf16(std::size_t m, std::size_t n, std::size_t k, const bfloat16* a, std::size_t lda, BView b,
-                      float* c, std::size_t ldc, bool accumulate) {
+template <class Out>
+void gemm_avx512_bf16(std::size_t m, std::size_t n, std::size_t k, const bfloat16* a, std::size_t lda, BView b, Out* c,
+                      std::size_t ldc, bool accumulate) {
   thread_local std::vector<std::uint16_t> packed;
   pack_b(n, k, b, packed);
   const std::size_t panel_size = (k + 1) / 2 * 2 * kPanel;
@@ -145,21 +204,17 @@ void gemm_avx512_bf16(std::size_t m, std::size_t n, std::size_t k, const bfloat1
     const std::size_t width = std::min(chunk, n - j);
     const std::uint16_t* b_chunk = packed.data() + (j / kPanel) * panel_size;
     // Full blocks of kRows rows, then the rest with a block of its own height.
-    using RowBlock = void (*)(const bfloat16*, std::size_t, std::size_t, std::size_t, const std::uint16_t*, float*,
-                              std::size_t, bool);
+    using RowBlock =
+        void (*)(const bfloat16*, std::size_t, std::size_t, std::size_t, const std::uint16_t*, Out*, std::size_t, bool);
     static_assert(kRows == 6, "the table below lists one block per height");
-    static constexpr RowBlock kByRows[kRows + 1] = {nullptr,      row_block<1>, row_block<2>, row_block<3>,
-                                                    row_block<4>, row_block<5>, row_block<6>};
+    static constexpr RowBlock kByRows[kRows + 1] = {nullptr,           row_block<1, Out>, row_block<2, Out>,
+                                                    row_block<3, Out>, row_block<4, Out>, row_block<5, Out>,
+                                                    row_block<6, Out>};
     for (std::size_t i = 0; i < m; i += kRows) {
       const std::size_t rows = std::min(kRows, m - i);
       kByRows[rows](a + i * lda, lda, width, k, b_chunk, c + i * ldc + j, ldc, accumulate);
     }
   }
-}
-
-bool cpu_has_avx512_bf16() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512f");
 }
 
 }  // namespace
@@ -169,8 +224,7 @@ std::string_view bf16_gemm_path_name(Bf16GemmPath path) {
 }
 
 std::vector<Bf16GemmPath> bf16_gemm_paths() {
-  static const bool avx512_bf16 = cpu_has_avx512_bf16();
-  if (avx512_bf16) return {Bf16GemmPath::scalar, Bf16GemmPath::avx512_bf16};
+  if (cpu_has_avx512_bf16()) return {Bf16GemmPath::scalar, Bf16GemmPath::avx512_bf16};
   return {Bf16GemmPath::scalar};
 }
 
@@ -190,6 +244,17 @@ void gemm_bf16(Transpose tb, std::size_t m, std::size_t n, std::size_t k, const 
   const BView view{b, ldb, tb == Transpose::yes};
   if (path == Bf16GemmPath::avx512_bf16) return gemm_avx512_bf16(m, n, k, a, lda, view, c, ldc, accumulate);
   gemm_scalar(m, n, k, a, lda, view, c, ldc, accumulate);
+}
+
+void gemm_bf16_rounded(Transpose tb, std::size_t m, std::size_t n, std::size_t k, const bfloat16* a, std::size_t lda,
+                       const bfloat16* b, std::size_t ldb, bfloat16* c, std::size_t ldc, Bf16GemmPath path) {
+  if (path == Bf16GemmPath::avx512_bf16 && m > 0 && n > 0 && k > 0 && cpu_has_avx512_bf16())
+    return gemm_avx512_bf16(m, n, k, a, lda, BView{b, ldb, tb == Transpose::yes}, c, ldc, false);
+  // The scalar path (and the empty cases): the f32 product, then the cast's rounding.
+  std::vector<float> sums(m * n);
+  gemm_bf16(tb, m, n, k, a, lda, b, ldb, sums.data(), n, false, path);
+  for (std::size_t i = 0; i < m; ++i)
+    for (std::size_t j = 0; j < n; ++j) c[i * ldc + j] = bfloat16(sums[i * n + j]);
 }
 
 }  // namespace ember::kernels::cpu

@@ -1,7 +1,9 @@
 // The CPU's bf16 GEMM (kernels/gemm_bf16.h, Note [bf16 GEMM paths]): the scalar path against an
 // f64 reference, the AVX512-BF16 path against the scalar one bit for bit where the CPU has it, on
-// shapes around the register blocks (6 rows, 16 and 32 columns, odd k) with padded strides; and
-// where the two differ: subnormals, which VDPBF16PS flushes and the scalar path keeps.
+// shapes around the register blocks (6 rows, 16 and 32 columns, odd k) and the packing's 16×16 word
+// transposes (k from 32), with padded strides (odd ones too); the product rounded to bf16 inside the
+// GEMM against the f32 product's cast; and where the two differ: subnormals, which VDPBF16PS
+// flushes and the scalar path keeps.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -43,7 +45,7 @@ TEST_CASE("bf16 GEMM: the scalar path against f64, the AVX512-BF16 path bit for 
   for (Transpose tb : {Transpose::no, Transpose::yes})
     for (std::size_t m : {1, 5, 6, 7, 13, 70})
       for (std::size_t n : sizes)
-        for (std::size_t k : {1, 2, 3, 16, 33, 100}) {
+        for (std::size_t k : {1, 2, 3, 16, 33, 64, 100}) {
           INFO("m=" << m << " n=" << n << " k=" << k << " B transposed: " << (tb == Transpose::yes));
           const bool t = tb == Transpose::yes;
           const std::size_t lda = k + 3, ldb = (t ? k : n) + 5, ldc = n + 2;
@@ -69,11 +71,23 @@ TEST_CASE("bf16 GEMM: the scalar path against f64, the AVX512-BF16 path bit for 
             // The padding between rows is left alone.
             for (std::size_t i = 0; i < m; ++i)
               for (std::size_t j = n; j < ldc; ++j) REQUIRE(scalar[i * ldc + j] == start[i * ldc + j]);
+            // The product rounded to bf16 in the GEMM: the f32 product's cast, bit for bit, the
+            // padding left alone.
+            auto check_rounded = [&](Bf16GemmPath path) {
+              if (accumulate) return;
+              std::vector<bfloat16> rounded(m * ldc, bfloat16::from_bits(0x7777));
+              gemm_bf16_rounded(tb, m, n, k, a.data(), lda, b.data(), ldb, rounded.data(), ldc, path);
+              for (std::size_t i = 0; i < m; ++i)
+                for (std::size_t j = 0; j < ldc; ++j)
+                  REQUIRE(rounded[i * ldc + j].bits == (j < n ? bfloat16(scalar[i * ldc + j]).bits : 0x7777));
+            };
+            check_rounded(Bf16GemmPath::scalar);
             if (!has_avx512_bf16()) continue;
             std::vector<float> vector = start;
             gemm_bf16(tb, m, n, k, a.data(), lda, b.data(), ldb, vector.data(), ldc, accumulate,
                       Bf16GemmPath::avx512_bf16);
             REQUIRE(bits_of(vector) == bits_of(scalar));
+            check_rounded(Bf16GemmPath::avx512_bf16);
           }
         }
   if (!has_avx512_bf16()) EMBER_SKIP_CASE("this CPU has no AVX512-BF16: the scalar path alone was checked");
