@@ -118,8 +118,9 @@ void max_pool2d_backward(const T* dy, const std::int32_t* argmax, T* dx, const P
 // y[n, c, :, :] += bias[c] (in place) and dbias[c] = Σ_{n,h,w} dy[n, c, h, w].
 template <class T>
 void channel_bias_add(T* y, const T* bias, std::size_t n, std::size_t c, std::size_t hw);
-template <class T>
-void channel_bias_grad(const T* dy, T* dbias, std::size_t n, std::size_t c, std::size_t hw);
+// bf16 dy: Out = float, summed in f32 as its widened copy would be.
+template <class T, class Out = T>
+void channel_bias_grad(const T* dy, Out* dbias, std::size_t n, std::size_t c, std::size_t hw);
 
 // Batch normalization over (N, H, W) per channel. Training: mean and biased variance of the
 // batch normalize x; save_mean/save_invstd keep them for backward; the running statistics move

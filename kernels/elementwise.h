@@ -48,6 +48,10 @@ void binary_broadcast(BinaryOp op, const T* a, const T* b, T* out, const Broadca
 template <class T>
 void activation_grad(ActivationGrad op, const T* dy, const T* saved, T* dx, std::size_t n, WriteMode mode,
                      OpArgs<T> args = {});
+// The same in bf16, overwriting dx: f32 arithmetic on the exact widened values, rounded once (the
+// bits of the f32 kernel on widened copies, Note [half precision]).
+void activation_grad_bf16(ActivationGrad op, const bfloat16* dy, const bfloat16* saved, bfloat16* dx, std::size_t n,
+                          OpArgs<float> args = {});
 // out[i] = cond[i] ? a[i] : b[i] (cond nonzero), all dense and of n elements.
 template <class T>
 void select(const std::uint8_t* cond, const T* a, const T* b, T* out, std::size_t n);

@@ -125,9 +125,8 @@ Gradients conv_backward_bf16(const Tensor& x, const Tensor& w, const ConvGeometr
     grads[0] = dx.to(DType::bf16);
   }
   if (needs[2]) {
-    const Tensor dz_wide = ext::widened(dz);
     Tensor db = ext::new_empty(w, {w.size(0)}, DType::f32);
-    kernels::cpu::channel_bias_grad<float>(dz_wide.raw<float>(), db.raw<float>(), g.n, g.k, g.oh() * g.ow());
+    kernels::cpu::channel_bias_grad(dz.raw<bfloat16>(), db.raw<float>(), g.n, g.k, g.oh() * g.ow());
     grads[2] = db.to(DType::bf16);
   }
   return grads;

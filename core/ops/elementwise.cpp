@@ -13,6 +13,13 @@
 namespace ember {
 // Declared in core/ops/activation_grad.h.
 Tensor activation_backward(kernels::ActivationGrad op, const Tensor& dy, const Tensor& saved, double a, double b) {
+  if (ext::is_cpu_bf16(dy) && saved.dtype() == DType::bf16) {  // a kernel of its own: every step's activations
+    Tensor dx = ext::new_empty(saved, saved.shape());
+    kernels::cpu::activation_grad_bf16(op, dy.raw<bfloat16>(), saved.raw<bfloat16>(), dx.raw<bfloat16>(),
+                                       static_cast<std::size_t>(saved.numel()),
+                                       {static_cast<float>(a), static_cast<float>(b)});
+    return dx;
+  }
   if (is_half(dy.dtype()))  // Note [half precision]
     return activation_backward(op, ext::widened(dy), ext::widened(saved), a, b).to(dy.dtype());
   Tensor dx = ext::new_empty(saved, saved.shape());

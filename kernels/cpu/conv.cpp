@@ -285,23 +285,24 @@ void channel_bias_add(T* y, const T* bias, std::size_t n, std::size_t c, std::si
     }
 }
 
-template <class T>
-void channel_bias_grad(const T* dy, T* dbias, std::size_t n, std::size_t c, std::size_t hw) {
-  // Each plane is summed in T over eight interleaved partial sums (so the loop vectorizes), the
-  // planes in double; the same order every run.
+template <class T, class Out>
+void channel_bias_grad(const T* dy, Out* dbias, std::size_t n, std::size_t c, std::size_t hw) {
+  // Each plane is summed in Out over eight interleaved partial sums (so the loop vectorizes), the
+  // planes in double; the same order every run. bf16 gradients are summed in f32 as their widened
+  // copies would be (Note [half precision]).
   constexpr std::size_t lanes = 8;
   for (std::size_t ch = 0; ch < c; ++ch) {
     double acc = 0;
     for (std::size_t i = 0; i < n; ++i) {
       const T* plane = dy + (i * c + ch) * hw;
-      T partial[lanes] = {};
+      Out partial[lanes] = {};
       std::size_t p = 0;
       for (; p + lanes <= hw; p += lanes)
-        for (std::size_t l = 0; l < lanes; ++l) partial[l] += plane[p + l];
-      for (; p < hw; ++p) partial[0] += plane[p];
-      for (const T v : partial) acc += v;
+        for (std::size_t l = 0; l < lanes; ++l) partial[l] += static_cast<Out>(plane[p + l]);
+      for (; p < hw; ++p) partial[0] += static_cast<Out>(plane[p]);
+      for (const Out v : partial) acc += v;
     }
-    dbias[ch] = static_cast<T>(acc);
+    dbias[ch] = static_cast<Out>(acc);
   }
 }
 
@@ -418,5 +419,6 @@ EMBER_INSTANTIATE(float)
 EMBER_INSTANTIATE(double)
 #undef EMBER_INSTANTIATE
 template void im2col<bfloat16>(const bfloat16*, bfloat16*, const ConvGeometry&);  // the bf16 convolution's
+template void channel_bias_grad<bfloat16, float>(const bfloat16*, float*, std::size_t, std::size_t, std::size_t);
 
 }  // namespace ember::kernels::cpu

@@ -105,6 +105,30 @@ void activation_grad(ActivationGrad op, const T* dy, const T* saved, T* dx, std:
   });
 }
 
+namespace {
+__attribute__((always_inline)) inline void activation_grad_bf16_loop(ActivationGrad op, const bfloat16* __restrict dy,
+                                                                     const bfloat16* __restrict saved,
+                                                                     bfloat16* __restrict dx, std::size_t n,
+                                                                     OpArgs<float> args) {
+  with_activation_grad(op, [&](auto op_c) {
+    for (std::size_t i = 0; i < n; ++i)
+      dx[i] = bfloat16(activation_grad_formula<decltype(op_c)::value>(static_cast<float>(dy[i]),
+                                                                      static_cast<float>(saved[i]), args));
+  });
+}
+// Compiled again for AVX-512, where the bf16 rounding vectorizes (Note [CPU dispatch]).
+__attribute__((target("avx512f,avx512bw"), flatten)) void activation_grad_bf16_avx512(
+    ActivationGrad op, const bfloat16* dy, const bfloat16* saved, bfloat16* dx, std::size_t n, OpArgs<float> args) {
+  activation_grad_bf16_loop(op, dy, saved, dx, n, args);
+}
+}  // namespace
+
+void activation_grad_bf16(ActivationGrad op, const bfloat16* dy, const bfloat16* saved, bfloat16* dx, std::size_t n,
+                          OpArgs<float> args) {
+  if (cpu_has_avx512bw()) return activation_grad_bf16_avx512(op, dy, saved, dx, n, args);
+  activation_grad_bf16_loop(op, dy, saved, dx, n, args);
+}
+
 template <class T>
 void select(const std::uint8_t* cond, const T* a, const T* b, T* out, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) out[i] = select_formula(cond[i], a[i], b[i]);
