@@ -56,45 +56,68 @@ void for_each_tap_row(const ConvGeometry& g, ColumnPtr columns, ImagePtr image, 
       }
 }
 
-// Row (ci, ky, kx) of the columns holds, for every output position, the input pixel that the
-// kernel tap (ky, kx) of channel ci sees there. Stride 1 copies whole row segments with
-// copy(from, to, n).
-template <class T, class Copy>
-__attribute__((always_inline)) inline void im2col_rows(const T* image, T* columns, const ConvGeometry& g, Copy copy) {
-  const std::size_t ow = g.ow(), stride = g.stride, pad = g.pad;
-  for_each_tap_row(
-      g, columns, image,
-      [&](T* out, const T* in, std::size_t kx, Span span) {
-        std::fill(out, out + span.first, T(0));
-        if (stride == 1)
-          copy(in + (span.first + kx - pad), out + span.first, span.last - span.first);
-        else
-          for (std::size_t x = span.first; x < span.last; ++x) out[x] = in[x * stride + kx - pad];
-        std::fill(out + span.last, out + ow, T(0));
-      },
-      [&](T* out) { std::fill(out, out + ow, T(0)); });
+// ---- AVX-512 forms for stride 1 and output rows of at most 32 columns (the CNN's: 26 and 24) ----
+// (Note [CPU dispatch].) Each row of a tap is one register, the padding zeroed (or skipped) by the
+// mask of the columns that see the image, so the walk is a load and a store a row: the walk above,
+// per segment, cost more than the copy (im2col was 18% of the bf16 CNN step, col2im 6%).
+
+bool rows_fit_a_register(const ConvGeometry& g, std::size_t lanes) { return g.stride == 1 && g.ow() <= lanes; }
+
+// Lanes [first, last) set.
+std::uint32_t lane_mask(std::size_t first, std::size_t last) {
+  return static_cast<std::uint32_t>(((std::uint64_t{1} << last) - 1) & ~((std::uint64_t{1} << first) - 1));
 }
 
-// im2col of 16-bit values (bf16) with AVX-512's masked loads and stores, 32 values a register
-// (Note [CPU dispatch]). The CNN's segments are 24 values, and the plain loop spent more on its
-// overlap checks and its tail than on the copy (im2col was 18% of the bf16 CNN step). `flatten`
-// inlines the walk and the copy here, where the instructions are allowed.
-// The tail is stored whole where the columns go on past it: the values after a segment are written
-// after it, and a masked store costs several times a plain one on some CPUs (AMD's Zen 4 and 5).
+// Where output column 0 of a tap row would read: kx − pad before the image row (possibly before
+// it; only the span's lanes are read), as an address, not a pointer outside its array.
+const void* row_origin(const void* image_row, std::size_t kx, std::size_t pad, std::size_t element) {
+  return reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(image_row) + kx * element - pad * element);
+}
+
+// The walk both use: for each tap (ci, ky, kx) and output row y, `row(image_row, outside, index,
+// kx, span)` with the offset of the image row it reads (`outside`: it lies in the padding) and the
+// tap row's index in the columns. Rows in order, or (`alternate`) the even ones, then the odd
+// ones: a masked store blocks a later load from the same 64 bytes, whatever the masks, and the
+// next row of the image starts within them.
+template <class Row>
+__attribute__((always_inline)) inline void for_each_tap_row_stride1(const ConvGeometry& g, bool alternate, Row row) {
+  const std::size_t oh = g.oh(), ow = g.ow(), step = alternate ? 2 : 1;
+  std::size_t tap = 0;
+  for (std::size_t ci = 0; ci < g.c; ++ci)
+    for (std::size_t ky = 0; ky < g.kh; ++ky)
+      for (std::size_t kx = 0; kx < g.kw; ++kx, ++tap) {
+        const Span span = inside(kx, g.pad, 1, g.w, ow);
+        for (std::size_t first = 0; first < step; ++first)
+          for (std::size_t y = first; y < oh; y += step) {
+            const std::size_t iy = y + ky;  // + pad: inside when pad ≤ iy < h + pad
+            const bool outside = iy < g.pad || iy >= g.h + g.pad;
+            row(outside ? std::size_t{0} : (ci * g.h + iy - g.pad) * g.w, outside, tap * oh + y, kx, span);
+          }
+      }
+}
+
 __attribute__((target("avx512f,avx512bw"), flatten)) void im2col_16bit_avx512(const bfloat16* image, bfloat16* columns,
                                                                               const ConvGeometry& g) {
-  const bfloat16* end = columns + g.c * g.kh * g.kw * g.oh() * g.ow();
-  im2col_rows(
-      image, columns,
-      g, [end](const bfloat16* from, bfloat16* to, std::size_t n) __attribute__((target("avx512f,avx512bw"))) {
-        for (; n >= 32; n -= 32, from += 32, to += 32) _mm512_storeu_si512(to, _mm512_loadu_si512(from));
-        const auto tail = static_cast<__mmask32>((std::uint64_t{1} << n) - 1);
-        const __m512i values = _mm512_maskz_loadu_epi16(tail, from);
-        if (end - to >= 32)
-          _mm512_storeu_si512(to, values);
-        else
-          _mm512_mask_storeu_epi16(to, tail, values);
-      });
+  const std::size_t ow = g.ow();
+  const bfloat16* end = columns + g.c * g.kh * g.kw * g.oh() * ow;
+  const auto whole_row = static_cast<__mmask32>(lane_mask(0, ow));
+  for_each_tap_row_stride1(
+      g, false,
+      [&](std::size_t image_row, bool outside, std::size_t index, std::size_t kx, Span span)
+          __attribute__((target("avx512f,avx512bw"))) {
+            bfloat16* out = columns + index * ow;
+            const __m512i values =
+                outside ? _mm512_setzero_si512()
+                        : _mm512_maskz_loadu_epi16(static_cast<__mmask32>(lane_mask(span.first, span.last)),
+                                                   row_origin(image + image_row, kx, g.pad, sizeof(bfloat16)));
+            // Stored whole where the columns go on past the row (the values
+            // after it are written later): a masked store costs several
+            // times a plain one on some CPUs (AMD's Zen 4 and 5).
+            if (end - out >= 32)
+              _mm512_storeu_si512(out, values);
+            else
+              _mm512_mask_storeu_epi16(out, whole_row, values);
+          });
 }
 
 }  // namespace
@@ -102,49 +125,49 @@ __attribute__((target("avx512f,avx512bw"), flatten)) void im2col_16bit_avx512(co
 template <class T>
 void im2col(const T* image, T* columns, const ConvGeometry& g) {
   if constexpr (std::is_same_v<T, bfloat16>)
-    if (cpu_has_avx512bw()) return im2col_16bit_avx512(image, columns, g);
-  // A plain loop, not std::copy: the segments are short (an output row), and a memmove call per
-  // segment costs more than the copy.
-  im2col_rows(image, columns, g, [](const T* __restrict from, T* __restrict to, std::size_t n) {
-    for (std::size_t i = 0; i < n; ++i) to[i] = from[i];
-  });
+    if (rows_fit_a_register(g, 32) && cpu_has_avx512bw()) return im2col_16bit_avx512(image, columns, g);
+  // Row (ci, ky, kx) of the columns holds, for every output position, the input pixel that the
+  // kernel tap (ky, kx) of channel ci sees there. Stride 1 copies whole row segments.
+  const std::size_t ow = g.ow(), stride = g.stride, pad = g.pad;
+  for_each_tap_row(
+      g, columns, image,
+      [&](T* out, const T* in, std::size_t kx, Span span) {
+        std::fill(out, out + span.first, T(0));
+        if (stride == 1) {
+          // A plain loop, not std::copy: the segments are short (an output row), and a memmove
+          // call per segment costs more than the copy.
+          const T* from = in + (span.first + kx - pad);
+          T* to = out + span.first;
+          for (std::size_t i = 0; i < span.last - span.first; ++i) to[i] = from[i];
+        } else
+          for (std::size_t x = span.first; x < span.last; ++x) out[x] = in[x * stride + kx - pad];
+        std::fill(out + span.last, out + ow, T(0));
+      },
+      [&](T* out) { std::fill(out, out + ow, T(0)); });
 }
 
 namespace {
 
-// The same correspondence read the other way: each column entry is added to its pixel. Stride 1
-// adds whole row segments with add(from, to, n).
-template <class T, class Add>
-__attribute__((always_inline)) inline void col2im_rows(const T* columns, T* image, const ConvGeometry& g, Add add) {
-  const std::size_t stride = g.stride, pad = g.pad;
-  for_each_tap_row(
-      g, columns, image,
-      [&](const T* row, T* out, std::size_t kx, Span span) {
-        if (stride == 1)
-          add(row + span.first, out + (span.first + kx - pad), span.last - span.first);
-        else
-          for (std::size_t x = span.first; x < span.last; ++x) out[x * stride + kx - pad] += row[x];
-      },
-      [](const T*) {});
-}
-
-// col2im in f32 with AVX-512, 16 values a register (Note [CPU dispatch]; the bf16 convolution's
-// data gradient, 6% of the bf16 CNN step with the plain loop). The tail is added whole where the
-// image goes on past it, −0 past the segment (x + −0 is x, −0 included): those pixels are read and
-// written back unchanged, avoiding the masked store (see im2col_16bit_avx512).
+// col2im's form: two registers a row, added into the image under the span's masks (a plain store
+// would write over the next image row), even rows first (see the walk). Each pixel still gets its
+// terms in tap order, as in the plain loop: a tap adds to a pixel from one row only.
 __attribute__((target("avx512f"), flatten)) void col2im_f32_avx512(const float* columns, float* image,
                                                                    const ConvGeometry& g) {
-  const float* end = image + g.c * g.h * g.w;
-  col2im_rows(
-      columns, image, g, [end](const float* from, float* to, std::size_t n) __attribute__((target("avx512f"))) {
-        for (; n >= 16; n -= 16, from += 16, to += 16)
-          _mm512_storeu_ps(to, _mm512_add_ps(_mm512_loadu_ps(to), _mm512_loadu_ps(from)));
-        const auto tail = static_cast<__mmask16>((1u << n) - 1);
-        const __m512 added = _mm512_mask_loadu_ps(_mm512_set1_ps(-0.0f), tail, from);
-        if (end - to >= 16)
-          _mm512_storeu_ps(to, _mm512_add_ps(_mm512_loadu_ps(to), added));
-        else
-          _mm512_mask_storeu_ps(to, tail, _mm512_add_ps(_mm512_maskz_loadu_ps(tail, to), added));
+  const std::size_t ow = g.ow();
+  for_each_tap_row_stride1(
+      g, true,
+      [&](std::size_t image_row, bool outside, std::size_t index, std::size_t kx,
+          Span span) __attribute__((target("avx512f"))) {
+        if (outside) return;
+        const float* from = columns + index * ow;
+        auto* to = static_cast<float*>(const_cast<void*>(row_origin(image + image_row, kx, g.pad, sizeof(float))));
+        const std::uint32_t inside = lane_mask(span.first, span.last);
+        for (std::size_t half = 0; half < 2 && 16 * half < ow; ++half) {
+          const auto mask = static_cast<__mmask16>(inside >> (16 * half));
+          float* at = to + 16 * half;
+          _mm512_mask_storeu_ps(
+              at, mask, _mm512_add_ps(_mm512_maskz_loadu_ps(mask, at), _mm512_maskz_loadu_ps(mask, from + 16 * half)));
+        }
       });
 }
 
@@ -153,10 +176,21 @@ __attribute__((target("avx512f"), flatten)) void col2im_f32_avx512(const float* 
 template <class T>
 void col2im(const T* columns, T* image, const ConvGeometry& g) {
   if constexpr (std::is_same_v<T, float>)
-    if (cpu_has_avx512bw()) return col2im_f32_avx512(columns, image, g);
-  col2im_rows(columns, image, g, [](const T* __restrict from, T* __restrict to, std::size_t n) {
-    for (std::size_t i = 0; i < n; ++i) to[i] += from[i];
-  });
+    if (rows_fit_a_register(g, 32) && cpu_has_avx512bw()) return col2im_f32_avx512(columns, image, g);
+  // The same correspondence read the other way: each column entry is added to its pixel.
+  const std::size_t stride = g.stride, pad = g.pad;
+  for_each_tap_row(
+      g, columns, image,
+      [&](const T* row, T* out, std::size_t kx, Span span) {
+        if (stride == 1) {
+          T* to = out + (span.first + kx - pad);
+          const T* from = row + span.first;
+          for (std::size_t i = 0; i < span.last - span.first; ++i) to[i] += from[i];
+        } else {
+          for (std::size_t x = span.first; x < span.last; ++x) out[x * stride + kx - pad] += row[x];
+        }
+      },
+      [](const T*) {});
 }
 
 std::size_t conv2d_workspace_elements(const ConvGeometry& g) {
