@@ -7,7 +7,8 @@
 // CPU has the instructions; elsewhere the plain loop runs. Both give the same bits where the
 // kernel says so (integer work, copies, f32 arithmetic in the same order). Not GCC's
 // target_clones: its load-time resolvers run before ThreadSanitizer's runtime is up, and every
-// program crashed at start under it.
+// program crashed at start under it. EMBER_NO_AVX512=1 makes every check below say no, so that the
+// plain loops run (and are tested: `kernels_no_avx512`, `ops_cpu_no_avx512`) on any CPU.
 #pragma once
 
 namespace ember::kernels::cpu {

@@ -9,10 +9,12 @@
 //   EMBER_NO_AVX512_BF16=1        bf16 on the CPU as where AVX512-BF16 is missing: products and
 //                                 convolutions widened to f32 (ext::cpu_bf16_kernels in
 //                                 core/ops/op_helpers.h, Note [half precision])
+//   EMBER_NO_AVX512=1             the CPU kernels' plain loops instead of their AVX-512 forms, and
+//                                 no AVX512-BF16 (Note [CPU dispatch] in kernels/cpu_features.h)
 // A flag is off when unset, empty or "0" (EMBER_FUSION: on unless "0"). Each is read once, when
 // first needed, and a setter in the header named beside it overrides it. kernels/ reads none of
-// them: core hands their values down (kernels::cuda::set_sync_debug, set_deterministic) before its
-// first CUDA work.
+// them but EMBER_NO_AVX512, read where cpuid is (any kernel may ask first); core hands the others
+// down (kernels::cuda::set_sync_debug, set_deterministic) before its first CUDA work.
 #pragma once
 
 #include <optional>

@@ -37,3 +37,7 @@ set_tests_properties(autocast_torch PROPERTIES SKIP_RETURN_CODE 77)
 # f32): every op in bf16 against the f32 op, rounded once.
 add_test(NAME ops_cpu_no_avx512_bf16 COMMAND test_op_devices --device cpu "every op in bf16 and f16*")
 set_tests_properties(ops_cpu_no_avx512_bf16 PROPERTIES ENVIRONMENT EMBER_NO_AVX512_BF16=1)
+# Every op (and its bf16/f16 form) with the CPU kernels' plain loops instead of their AVX-512 forms
+# (EMBER_NO_AVX512=1, Note [CPU dispatch]): the same results as with them.
+add_test(NAME ops_cpu_no_avx512 COMMAND test_op_devices --device cpu)
+set_tests_properties(ops_cpu_no_avx512 PROPERTIES ENVIRONMENT EMBER_NO_AVX512=1)
