@@ -6,6 +6,7 @@
 // β = 0 means C is not read (NaN in C does not propagate), as in BLAS.
 #pragma once
 
+#include "core/base/dtype.h"
 #include "kernels/common.h"
 
 namespace ember::kernels {
@@ -35,6 +36,13 @@ namespace ember::kernels::cuda {
 
 void gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
           std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc, cudaStream_t stream);
+// C = op(A)·op(B), or C += op(A)·op(B) when `accumulate`, with A and B in bf16 or f16 (`ab`):
+// cublasGemmEx with f32 compute (tensor cores where the GPU has them). C is f32, or of type `ab`
+// (not accumulating) with each f32 sum rounded once to it. Tensor cores sum in an order and width
+// of their own, so results may differ from the widened SGEMM's in the last bits.
+void gemm_half(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, DType ab, const void* a,
+               std::size_t lda, const void* b, std::size_t ldb, DType c_dtype, void* c, std::size_t ldc,
+               bool accumulate, cudaStream_t stream);
 // TF32 tensor-core math for SGEMM (about 10 mantissa bits): off by default.
 void set_allow_tf32(bool allow);
 bool allow_tf32();

@@ -52,8 +52,23 @@ void bf16_product(Transpose ta, const Tensor& a, const Tensor& b, const Tensor& 
           b.raw<bfloat16>(), static_cast<std::size_t>(b.shape()[1]));
 }
 
+// cuBLAS's bf16/f16 GEMM on CUDA (f32 compute, tensor cores) into c: f32 (added to when
+// `accumulate`), or a's dtype with each sum rounded once.
+void cuda_half_product(Transpose ta, Transpose tb, const Tensor& a, const Tensor& b, const Tensor& c, bool accumulate) {
+  const auto k = static_cast<std::size_t>(ta == Transpose::no ? a.shape()[1] : a.shape()[0]);
+  ext::dispatch_device(
+      a.device(), [] { throw DeviceError("cuda_half_product: a CPU tensor"); },
+      [&](auto stream) {
+        kernels::cuda::gemm_half(ta, tb, static_cast<std::size_t>(c.shape()[0]), static_cast<std::size_t>(c.shape()[1]),
+                                 k, a.dtype(), a.raw_bytes(), static_cast<std::size_t>(a.shape()[1]), b.raw_bytes(),
+                                 static_cast<std::size_t>(b.shape()[1]), c.dtype(), c.raw_bytes(),
+                                 static_cast<std::size_t>(c.shape()[1]), accumulate, stream);
+      });
+}
+
 // A product of bf16 or f16 operands in f32 (Note [half precision]), plus c (f32) when c is given:
-// the bf16 GEMM for bf16 on the CPU, else the f32 GEMM on widened copies.
+// the bf16 GEMM for bf16 on the CPU, cuBLAS's half GEMM on CUDA, else the f32 GEMM on widened
+// copies.
 Tensor half_product(Transpose ta, Transpose tb, const Tensor& a, const Tensor& b, Tensor c = Tensor()) {
   const std::int64_t m = ta == Transpose::no ? a.shape()[0] : a.shape()[1];
   const std::int64_t n = tb == Transpose::no ? b.shape()[1] : b.shape()[0];
@@ -65,19 +80,31 @@ Tensor half_product(Transpose ta, Transpose tb, const Tensor& a, const Tensor& b
     });
     return c;
   }
+  if (a.is_cuda()) {
+    cuda_half_product(ta, tb, a, b, c, accumulate);
+    return c;
+  }
   gemm_into(ta, tb, a.detach().to(DType::f32), b.detach().to(DType::f32), c, accumulate ? 1.0 : 0.0);
   return c;
 }
 
 // op(a)·op(b) in a and b's dtype (a 16-bit product is rounded once from its f32 result; the CPU's
-// bf16 GEMM rounds its own sums, without an f32 matrix).
+// bf16 GEMM and cuBLAS round their own sums, without an f32 matrix).
 Tensor gemm(Transpose ta, Transpose tb, const Tensor& a, const Tensor& b) {
-  if (bf16_kernels(a)) {
-    Tensor c = ext::new_empty(
+  const auto rounded_here = [&] {
+    return ext::new_empty(
         a, {ta == Transpose::no ? a.shape()[0] : a.shape()[1], tb == Transpose::no ? b.shape()[1] : b.shape()[0]});
+  };
+  if (bf16_kernels(a)) {
+    Tensor c = rounded_here();
     bf16_product(ta, a, b, c, [&](auto m, auto n, auto k, auto a_, auto lda, auto b_, auto ldb) {
       kernels::cpu::gemm_bf16_rounded(tb, m, n, k, a_, lda, b_, ldb, c.raw<bfloat16>(), n);
     });
+    return c;
+  }
+  if (is_half(a.dtype()) && a.is_cuda()) {
+    Tensor c = rounded_here();
+    cuda_half_product(ta, tb, a, b, c, false);
     return c;
   }
   if (is_half(a.dtype())) return half_product(ta, tb, a, b).to(a.dtype());

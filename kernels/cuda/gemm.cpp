@@ -61,6 +61,33 @@ void* workspace_for(Handle& h, cudaStream_t stream) {
 
 cublasOperation_t to_cublas(Transpose t) { return t == Transpose::no ? CUBLAS_OP_N : CUBLAS_OP_T; }
 
+// This thread's handle for the current device, set to work on `stream` with its workspace.
+cublasHandle_t handle_on(cudaStream_t stream) {
+  Handle& h = handle_for_current_device();
+  void* workspace = workspace_for(h, stream);
+  CUBLAS_CHECK(cublasSetStream(h.handle, stream));
+  CUBLAS_CHECK(cublasSetWorkspace(h.handle, workspace, h.workspace_bytes));  // cublasSetStream reset it
+  CUBLAS_CHECK(cublasSetMathMode(h.handle, g_allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+  return h.handle;
+}
+
+int dim(std::size_t v) { return static_cast<int>(v); }
+// cuBLAS requires leading dimensions ≥ 1 even for k = 0.
+int leading(std::size_t v) { return static_cast<int>(v > 0 ? v : 1); }
+
+cudaDataType cuda_type(DType dtype) {
+  switch (dtype) {
+    case DType::bf16:
+      return CUDA_R_16BF;
+    case DType::f16:
+      return CUDA_R_16F;
+    case DType::f32:
+      return CUDA_R_32F;
+    default:
+      throw DTypeError(detail::concat("gemm_half: no cuBLAS type for ", dtype));
+  }
+}
+
 }  // namespace
 
 void set_allow_tf32(bool allow) { g_allow_tf32 = allow; }
@@ -70,17 +97,23 @@ void gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t 
           std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc,
           cudaStream_t stream) {
   if (m == 0 || n == 0) return;
-  Handle& h = handle_for_current_device();
-  cublasHandle_t handle = h.handle;
-  void* workspace = workspace_for(h, stream);
-  CUBLAS_CHECK(cublasSetStream(handle, stream));
-  CUBLAS_CHECK(cublasSetWorkspace(handle, workspace, h.workspace_bytes));  // cublasSetStream reset it
-  CUBLAS_CHECK(cublasSetMathMode(handle, g_allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
-  auto i = [](std::size_t v) { return static_cast<int>(v); };
-  // cuBLAS requires leading dimensions ≥ 1 even for k = 0.
-  auto ld = [](std::size_t v) { return static_cast<int>(v > 0 ? v : 1); };
-  CUBLAS_CHECK(cublasSgemm(handle, to_cublas(tb), to_cublas(ta), i(n), i(m), i(k), &alpha, b, ld(ldb), a, ld(lda),
-                           &beta, c, ld(ldc)));
+  CUBLAS_CHECK(cublasSgemm(handle_on(stream), to_cublas(tb), to_cublas(ta), dim(n), dim(m), dim(k), &alpha, b,
+                           leading(ldb), a, leading(lda), &beta, c, leading(ldc)));
+  count_library_call();
+}
+
+void gemm_half(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, DType ab, const void* a,
+               std::size_t lda, const void* b, std::size_t ldb, DType c_dtype, void* c, std::size_t ldc,
+               bool accumulate, cudaStream_t stream) {
+  EMBER_CHECK(is_half(ab) && (c_dtype == DType::f32 || (c_dtype == ab && !accumulate)), DTypeError,
+              "gemm_half: A and B in bf16 or f16, C in f32 or (not accumulating) their type; got ", ab, " and ",
+              c_dtype);
+  if (m == 0 || n == 0) return;
+  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;  // f32 compute: float scales
+  const cudaDataType t = cuda_type(ab);
+  CUBLAS_CHECK(cublasGemmEx(handle_on(stream), to_cublas(tb), to_cublas(ta), dim(n), dim(m), dim(k), &alpha, b, t,
+                            leading(ldb), a, t, leading(lda), &beta, c, cuda_type(c_dtype), leading(ldc),
+                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   count_library_call();
 }
 

@@ -4,7 +4,9 @@
 // cublasSgemm is a full model: column-major, both transpose flags, alpha and beta read from host
 // memory at the call (cuBLAS's default pointer mode), C not read when beta is 0 (so NaN in an
 // unwritten C does not leak, as on a GPU), every matrix range checked against its allocation and
-// against the other streams. (cuBLASLt is cublaslt.cpp.)
+// against the other streams. cublasGemmEx is the same model for the types ember's mixed precision
+// uses — bf16 or f16 A and B, C in f32 or their type, f32 compute — and refuses the combinations
+// cuBLAS does not list. (cuBLASLt is cublaslt.cpp.)
 //
 // The workspace, as cublasSetWorkspace documents it: a user workspace (aligned to 256 bytes) is
 // used until cublasSetStream, which resets the handle to cuBLAS's default workspace pool. The model
@@ -13,6 +15,8 @@
 // free node) to the graph, which every replay would then allocate. A user
 // workspace is written by the call, so two streams sharing one unordered are reported.
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -58,15 +62,112 @@ bool remove(Handle h) {
   return live<Handle>().erase(h) != 0;
 }
 
-std::size_t matrix_bytes(int rows, int cols, int ld) {
+std::size_t matrix_bytes(int rows, int cols, int ld, std::size_t element) {
   if (rows == 0 || cols == 0) return 0;
-  return (static_cast<std::size_t>(cols - 1) * static_cast<std::size_t>(ld) + static_cast<std::size_t>(rows)) *
-         sizeof(float);
+  return (static_cast<std::size_t>(cols - 1) * static_cast<std::size_t>(ld) + static_cast<std::size_t>(rows)) * element;
 }
 
 constexpr std::size_t kDefaultWorkspace = std::size_t{4} << 20;
 
 bool valid_op(cublasOperation_t op) { return op == CUBLAS_OP_N || op == CUBLAS_OP_T || op == CUBLAS_OP_C; }
+
+// A matrix argument: its memory, element type and leading dimension.
+struct Matrix {
+  const void* data;
+  cudaDataType type;
+  int ld;
+};
+
+std::size_t element_bytes(cudaDataType type) { return type == CUDA_R_32F ? 4 : 2; }
+
+// Element i as f32: bf16 and f16 widen exactly.
+float load(const Matrix& a, std::size_t i) {
+  switch (a.type) {
+    case CUDA_R_16BF:
+      return __bfloat162float(static_cast<const __nv_bfloat16*>(a.data)[i]);
+    case CUDA_R_16F:
+      return __half2float(static_cast<const __half*>(a.data)[i]);
+    default:
+      return static_cast<const float*>(a.data)[i];
+  }
+}
+
+// Stores an f32 result, rounded to nearest even for a 16-bit C.
+void store(const Matrix& c, std::size_t i, float value) {
+  void* data = const_cast<void*>(c.data);
+  switch (c.type) {
+    case CUDA_R_16BF:
+      static_cast<__nv_bfloat16*>(data)[i] = __float2bfloat16_rn(value);
+      break;
+    case CUDA_R_16F:
+      static_cast<__half*>(data)[i] = __float2half_rn(value);
+      break;
+    default:
+      static_cast<float*>(data)[i] = value;
+  }
+}
+
+// C = α·op(A)·op(B) + β·C, column-major, for cublasSgemm and cublasGemmEx (`name`): the argument
+// checks cuBLAS documents, every matrix range checked against its allocation and the other
+// streams, then the products in stream order, each column's sums in f32 in order of k. A product
+// of two bf16 or two f16 values is exact in f32, so in the 16-bit types this is the f32 GEMM of
+// the widened values; a GPU's tensor cores sum in an order (and width) of their own, so results
+// on one may differ in the last bits.
+cublasStatus_t gemm_model(cublasHandle_t handle, const char* name, cublasOperation_t transa, cublasOperation_t transb,
+                          int m, int n, int k, const float* alpha, Matrix A, Matrix B, const float* beta, Matrix C) {
+  if (!known(handle)) return CUBLAS_STATUS_NOT_INITIALIZED;
+  const bool ta = transa != CUBLAS_OP_N, tb = transb != CUBLAS_OP_N;
+  const int a_rows = ta ? k : m, b_rows = tb ? n : k;
+  if (!valid_op(transa) || !valid_op(transb) || m < 0 || n < 0 || k < 0 || A.ld < std::max(1, a_rows) ||
+      B.ld < std::max(1, b_rows) || C.ld < std::max(1, m) || !alpha || !beta)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  if (handle->device != ember_sim::rt::current_device())
+    ember_sim::fail(std::string(name) + ": the handle was created on cuda:" + std::to_string(handle->device) +
+                    " but cuda:" + std::to_string(ember_sim::rt::current_device()) +
+                    " is current (a cuBLAS handle belongs to one device)");
+  if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
+  const float a_scale = *alpha, b_scale = *beta;  // host pointer mode: read now
+  std::vector<ember_sim::rt::Access> accesses;
+  const bool reads_ab = k > 0 && a_scale != 0.0f;
+  const std::string of = std::string(" of ") + name;
+  if (reads_ab) {
+    accesses.push_back({A.data, matrix_bytes(a_rows, ta ? m : k, A.ld, element_bytes(A.type)), false, "matrix A" + of});
+    accesses.push_back({B.data, matrix_bytes(b_rows, tb ? k : n, B.ld, element_bytes(B.type)), false, "matrix B" + of});
+  }
+  accesses.push_back({C.data, matrix_bytes(m, n, C.ld, element_bytes(C.type)), true, "matrix C" + of});
+  if (handle->workspace) accesses.push_back({handle->workspace, handle->workspace_bytes, true, "the workspace" + of});
+  const auto work = [=] {
+    std::vector<float> column(static_cast<std::size_t>(m));
+    for (int j = 0; j < n; ++j) {
+      for (int i = 0; i < m; ++i) column[static_cast<std::size_t>(i)] = 0.0f;
+      if (reads_ab) {
+        for (int p = 0; p < k; ++p) {
+          const float b = load(B, tb ? static_cast<std::size_t>(p) * B.ld + j : static_cast<std::size_t>(j) * B.ld + p);
+          for (int i = 0; i < m; ++i) {
+            const float a =
+                load(A, ta ? static_cast<std::size_t>(i) * A.ld + p : static_cast<std::size_t>(p) * A.ld + i);
+            column[static_cast<std::size_t>(i)] += a * b;
+          }
+        }
+      }
+      for (int i = 0; i < m; ++i) {
+        const std::size_t at = static_cast<std::size_t>(j) * C.ld + i;
+        const float product = a_scale * column[static_cast<std::size_t>(i)];
+        store(C, at, b_scale == 0.0f ? product : product + b_scale * load(C, at));  // beta = 0: C is not read
+      }
+    }
+  };
+  // Without a user workspace, cuBLAS's default pool (see the file comment).
+  void* pool_workspace = nullptr;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (!handle->workspace && cudaStreamIsCapturing(handle->stream, &capture) == cudaSuccess &&
+      capture == cudaStreamCaptureStatusActive &&
+      cudaMallocAsync(&pool_workspace, kDefaultWorkspace, handle->stream) != cudaSuccess)
+    return CUBLAS_STATUS_ALLOC_FAILED;
+  const cudaError_t e = ember_sim::rt::enqueue_work(handle->stream, name, std::move(accesses), work);
+  if (pool_workspace) cudaFreeAsync(pool_workspace, handle->stream);
+  return e == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
+}
 
 }  // namespace
 
@@ -109,58 +210,27 @@ cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t handle, void* workspace, siz
 cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
                               int k, const float* alpha, const float* A, int lda, const float* B, int ldb,
                               const float* beta, float* C, int ldc) {
+  return gemm_model(handle, "cublasSgemm", transa, transb, m, n, k, alpha, {A, CUDA_R_32F, lda}, {B, CUDA_R_32F, ldb},
+                    beta, {C, CUDA_R_32F, ldc});
+}
+
+cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
+                            int k, const void* alpha, const void* A, cudaDataType Atype, int lda, const void* B,
+                            cudaDataType Btype, int ldb, const void* beta, void* C, cudaDataType Ctype, int ldc,
+                            cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
   if (!known(handle)) return CUBLAS_STATUS_NOT_INITIALIZED;
-  const bool ta = transa != CUBLAS_OP_N, tb = transb != CUBLAS_OP_N;
-  const int a_rows = ta ? k : m, b_rows = tb ? n : k;
-  // The argument checks cuBLAS documents for cublasSgemm.
-  if (!valid_op(transa) || !valid_op(transb) || m < 0 || n < 0 || k < 0 || lda < std::max(1, a_rows) ||
-      ldb < std::max(1, b_rows) || ldc < std::max(1, m) || !alpha || !beta)
-    return CUBLAS_STATUS_INVALID_VALUE;
-  if (handle->device != ember_sim::rt::current_device())
-    ember_sim::fail("cublasSgemm: the handle was created on cuda:" + std::to_string(handle->device) +
-                    " but cuda:" + std::to_string(ember_sim::rt::current_device()) +
-                    " is current (a cuBLAS handle belongs to one device)");
-  if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
-  const float a_scale = *alpha, b_scale = *beta;  // host pointer mode: read now
-  std::vector<ember_sim::rt::Access> accesses;
-  const bool reads_ab = k > 0 && a_scale != 0.0f;
-  if (reads_ab) {
-    accesses.push_back({A, matrix_bytes(a_rows, ta ? m : k, lda), false, "matrix A of cublasSgemm"});
-    accesses.push_back({B, matrix_bytes(b_rows, tb ? k : n, ldb), false, "matrix B of cublasSgemm"});
-  }
-  accesses.push_back({C, matrix_bytes(m, n, ldc), true, "matrix C of cublasSgemm"});
-  if (handle->workspace)
-    accesses.push_back({handle->workspace, handle->workspace_bytes, true, "the workspace of cublasSgemm"});
-  const auto work = [=] {
-    std::vector<float> column(static_cast<std::size_t>(m));
-    for (int j = 0; j < n; ++j) {
-      for (int i = 0; i < m; ++i) column[static_cast<std::size_t>(i)] = 0.0f;
-      if (reads_ab) {
-        for (int p = 0; p < k; ++p) {
-          const float b = tb ? B[static_cast<std::size_t>(p) * ldb + j] : B[static_cast<std::size_t>(j) * ldb + p];
-          for (int i = 0; i < m; ++i) {
-            const float a = ta ? A[static_cast<std::size_t>(i) * lda + p] : A[static_cast<std::size_t>(p) * lda + i];
-            column[static_cast<std::size_t>(i)] += a * b;
-          }
-        }
-      }
-      float* c = C + static_cast<std::size_t>(j) * ldc;
-      for (int i = 0; i < m; ++i) {
-        const float product = a_scale * column[static_cast<std::size_t>(i)];
-        c[i] = b_scale == 0.0f ? product : product + b_scale * c[i];  // beta = 0: C is not read
-      }
-    }
-  };
-  // Without a user workspace, cuBLAS's default pool (see the file comment).
-  void* pool_workspace = nullptr;
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (!handle->workspace && cudaStreamIsCapturing(handle->stream, &capture) == cudaSuccess &&
-      capture == cudaStreamCaptureStatusActive &&
-      cudaMallocAsync(&pool_workspace, kDefaultWorkspace, handle->stream) != cudaSuccess)
-    return CUBLAS_STATUS_ALLOC_FAILED;
-  const cudaError_t e = ember_sim::rt::enqueue_work(handle->stream, "cublasSgemm", std::move(accesses), work);
-  if (pool_workspace) cudaFreeAsync(pool_workspace, handle->stream);
-  return e == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
+  // The combinations cuBLAS lists for cublasGemmEx with f32 compute (the scale type is then
+  // float): A and B of one type, C in f32 or in that type. TF32's compute types take f32 only.
+  const bool f32_compute = computeType == CUBLAS_COMPUTE_32F || computeType == CUBLAS_COMPUTE_32F_PEDANTIC;
+  const bool tf32_compute = computeType == CUBLAS_COMPUTE_32F_FAST_TF32;
+  const bool half_inputs = Atype == CUDA_R_16BF || Atype == CUDA_R_16F;
+  const bool supported =
+      Atype == Btype && ((f32_compute && half_inputs && (Ctype == Atype || Ctype == CUDA_R_32F)) ||
+                         ((f32_compute || tf32_compute) && Atype == CUDA_R_32F && Ctype == CUDA_R_32F));
+  if (!supported) return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (algo != CUBLAS_GEMM_DEFAULT && algo != CUBLAS_GEMM_DEFAULT_TENSOR_OP) return CUBLAS_STATUS_NOT_SUPPORTED;
+  return gemm_model(handle, "cublasGemmEx", transa, transb, m, n, k, static_cast<const float*>(alpha), {A, Atype, lda},
+                    {B, Btype, ldb}, static_cast<const float*>(beta), {C, Ctype, ldc});
 }
 
 const char* cublasGetStatusName(cublasStatus_t status) {

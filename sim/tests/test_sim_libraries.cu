@@ -1,5 +1,6 @@
 // The software GPU's library models against naive formulas of their own, and the checks they make
-// on wrong calls: cuBLAS (a leading dimension too small, the workspace rule), cuBLASLt (each
+// on wrong calls: cuBLAS (a leading dimension too small, the workspace rule, cublasGemmEx's bf16
+// and f16 and the type combinations it refuses), cuBLASLt (each
 // epilogue ember uses, a bad leading dimension, an epilogue pointer less aligned than its
 // algorithm was chosen for, a ReLU mask read directly, a heuristic told to offer nothing) and cuDNN
 // (the three convolutions against an im2col reference in both modes, descriptors that disagree, a
@@ -8,6 +9,8 @@
 
 #include <cublasLt.h>
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cudnn.h>
 
 #include <algorithm>
@@ -144,6 +147,98 @@ TEST_CASE("cublasSgemm matches the column-major formula: every transpose pair, p
                                 sizeof(float)) == 0);  // the row to spare is untouched
           }
         }
+  cublasDestroy(h);
+}
+
+TEST_CASE("cublasGemmEx: bf16 and f16 operands with C in f32 or their type match the widened formula") {
+  cublasHandle_t h = nullptr;
+  REQUIRE(cublasCreate(&h) == CUBLAS_STATUS_SUCCESS);
+  const int m = 5, n = 6, k = 37;
+  for (const cudaDataType type : {CUDA_R_16BF, CUDA_R_16F})
+    for (const bool c_half : {false, true})
+      for (const bool ta : {false, true})
+        for (const bool tb : {false, true}) {
+          INFO((type == CUDA_R_16BF ? "bf16" : "f16")
+               << (c_half ? ", C in it" : ", C in f32") << (ta ? " Aᵀ" : " A") << (tb ? " Bᵀ" : " B"));
+          const int a_rows = ta ? k : m, a_cols = ta ? m : k, b_rows = tb ? n : k, b_cols = tb ? k : n;
+          const int lda = a_rows + 1, ldb = b_rows + 2, ldc = m + 1;
+          // Values of the 16-bit type: stored as its bits, kept as the f32 they widen to.
+          auto narrow = [&](const std::vector<float>& v, std::vector<float>& exact) {
+            std::vector<std::uint16_t> bits(v.size());
+            exact.resize(v.size());
+            for (std::size_t i = 0; i < v.size(); ++i) {
+              if (type == CUDA_R_16BF) {
+                const __nv_bfloat16 x = __float2bfloat16_rn(v[i]);
+                std::memcpy(&bits[i], &x, 2);
+                exact[i] = __bfloat162float(x);
+              } else {
+                const __half x = __float2half_rn(v[i]);
+                std::memcpy(&bits[i], &x, 2);
+                exact[i] = __half2float(x);
+              }
+            }
+            return bits;
+          };
+          std::vector<float> a, b;
+          const auto a_bits = narrow(random_values(static_cast<std::size_t>(lda) * a_cols, 21), a);
+          const auto b_bits = narrow(random_values(static_cast<std::size_t>(ldb) * b_cols, 22), b);
+          DeviceBuffer<std::uint16_t> da(a_bits.size()), db(b_bits.size());
+          DeviceBuffer<float> dc(static_cast<std::size_t>(ldc) * n);
+          to_device(da.data, a_bits);
+          to_device(db.data, b_bits);
+          const float alpha = 1.0f, beta = 0.0f;
+          REQUIRE(cublasGemmEx(h, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &alpha,
+                               da.data, type, lda, db.data, type, ldb, &beta, dc.data, c_half ? type : CUDA_R_32F, ldc,
+                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS);
+          std::vector<float> got(static_cast<std::size_t>(ldc) * n);
+          if (c_half) {
+            const auto bits = to_host(reinterpret_cast<const std::uint16_t*>(dc.data), got.size());
+            for (std::size_t i = 0; i < got.size(); ++i) {
+              const std::uint32_t word = type == CUDA_R_16BF ? std::uint32_t{bits[i]} << 16 : 0;
+              if (type == CUDA_R_16BF) {
+                std::memcpy(&got[i], &word, 4);
+              } else {
+                __half x;
+                std::memcpy(&x, &bits[i], 2);
+                got[i] = __half2float(x);
+              }
+            }
+          } else {
+            got = to_host(dc.data, got.size());
+          }
+          for (int col = 0; col < n; ++col)
+            for (int r = 0; r < m; ++r) {
+              double sum = 0, magnitude = 0;
+              for (int p = 0; p < k; ++p) {
+                const double term = static_cast<double>(ta ? at(a, lda, p, r) : at(a, lda, r, p)) *
+                                    (tb ? at(b, ldb, col, p) : at(b, ldb, p, col));
+                sum += term;
+                magnitude += std::fabs(term);
+              }
+              // Exact products summed in f32 (k roundings), then, in a 16-bit C, one rounding to it
+              // (half an ulp: 2^-9 of the value in bf16, 2^-12 in f16).
+              const double rounding = c_half ? std::ldexp(std::fabs(sum), type == CUDA_R_16BF ? -8 : -11) : 0.0;
+              REQUIRE(std::fabs(at(got, ldc, r, col) - sum) <= k * std::ldexp(magnitude, -24) + rounding);
+            }
+        }
+  cublasDestroy(h);
+}
+
+TEST_CASE("cublasGemmEx refuses the type combinations cuBLAS does not list") {
+  cublasHandle_t h = nullptr;
+  REQUIRE(cublasCreate(&h) == CUBLAS_STATUS_SUCCESS);
+  DeviceBuffer<float> a(64), b(64), c(64);
+  const float one = 1.0f, zero = 0.0f;
+  auto call = [&](cudaDataType at_, cudaDataType bt, cudaDataType ct, cublasComputeType_t compute) {
+    return cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &one, a.data, at_, 4, b.data, bt, 4, &zero, c.data, ct, 4,
+                        compute, CUBLAS_GEMM_DEFAULT);
+  };
+  CHECK(call(CUDA_R_16BF, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F) == CUBLAS_STATUS_SUCCESS);
+  CHECK(call(CUDA_R_16F, CUDA_R_16F, CUDA_R_32F, CUBLAS_COMPUTE_32F) == CUBLAS_STATUS_SUCCESS);
+  CHECK(call(CUDA_R_16BF, CUDA_R_16F, CUDA_R_32F, CUBLAS_COMPUTE_32F) == CUBLAS_STATUS_NOT_SUPPORTED);   // A ≠ B
+  CHECK(call(CUDA_R_16BF, CUDA_R_16BF, CUDA_R_16F, CUBLAS_COMPUTE_32F) == CUBLAS_STATUS_NOT_SUPPORTED);  // C in f16
+  CHECK(call(CUDA_R_16BF, CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_16F) == CUBLAS_STATUS_NOT_SUPPORTED);  // f16 math
+  CHECK(call(CUDA_R_16BF, CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32) == CUBLAS_STATUS_NOT_SUPPORTED);
   cublasDestroy(h);
 }
 
