@@ -68,6 +68,39 @@ void add_bf16_gemm(std::vector<Case>& cases, const Arena& arena, std::size_t m, 
   add_table(cases, arena, host, arena.rotations(static_cast<std::size_t>(bytes)), label, table);
 }
 
+// The same passes in bf16 (family conv_bf16, Note [bf16 convolution]): bf16 inputs, f32 results,
+// im2col + the bf16 GEMM, where the CPU has AVX512-BF16 (elsewhere bf16 convolutions widen to f32,
+// the conv family's figures). Bytes count the 16-bit inputs and the f32 results.
+void add_bf16_convolutions(std::vector<Case>& cases, const Arena& arena, const std::string& label,
+                           const kernels::ConvGeometry& g, bool data_gradient, const std::vector<float>& x,
+                           const std::vector<float>& w, const std::vector<float>& b, const std::vector<float>& dy) {
+  if (kc::best_bf16_gemm_path() == kc::Bf16GemmPath::scalar) return;
+  auto narrow = [](const std::vector<float>& v) {
+    auto out = std::make_shared<std::vector<bfloat16>>(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) (*out)[i] = bfloat16(v[i]);
+    return out;
+  };
+  const auto xb = narrow(x), wb = narrow(w), dyb = narrow(dy);
+  const auto bias = std::make_shared<std::vector<float>>(b);
+  const auto y = std::make_shared<std::vector<float>>(dy.size()), dx = std::make_shared<std::vector<float>>(x.size());
+  const auto dw = std::make_shared<std::vector<float>>(w.size());
+  // Floats, so that the workspace's f32 part (on a cache line from its start) is aligned.
+  const auto workspace = std::make_shared<std::vector<float>>(kc::conv2d_bf16_workspace_bytes(g) / sizeof(float) + 1);
+  const double flops = 2.0 * g.n * g.k * g.c * g.kh * g.kw * g.oh() * g.ow();
+  const auto xs = static_cast<double>(x.size()), ws = static_cast<double>(w.size()),
+             ys = static_cast<double>(dy.size());
+  auto add = [&](const char* what, double bytes, std::function<void(int)> run) {
+    cases.push_back({"conv_bf16", what, true, arena.device(), label, bytes, flops, 1, std::move(run), nullptr});
+  };
+  add("forward im2col+gemm_bf16", 2 * (xs + ws) + 4 * ys,
+      [=](int) { kc::conv2d_forward_bf16(xb->data(), wb->data(), bias->data(), y->data(), g, workspace->data()); });
+  if (data_gradient)
+    add("backward_data im2col+gemm_bf16", 2 * (ys + ws) + 4 * xs,
+        [=](int) { kc::conv2d_backward_data_bf16(dyb->data(), wb->data(), dx->data(), g, workspace->data()); });
+  add("backward_filter im2col+gemm_bf16", 2 * (xs + ys) + 4 * ws,
+      [=](int) { kc::conv2d_backward_filter_bf16(xb->data(), dyb->data(), dw->data(), g, workspace->data()); });
+}
+
 }  // namespace
 
 // GEMMs of the MLP's shapes and a large square one; on the CPU, OpenBLAS (in use) and the builtin.
@@ -202,6 +235,7 @@ void add_convolutions(std::vector<Case>& cases, const Arena& arena) {
             kc::gemm(Transpose::no, Transpose::yes, g.k, patch, out, 1.0f, dy->data() + i * g.k * out, out,
                      columns->data(), out, i == 0 ? 0.0f : 1.0f, dw->data(), patch);
         });
+    add_bf16_convolutions(cases, arena, label, g, l.data_gradient, *x, *w, *b, *dy);
   }
 }
 
