@@ -68,10 +68,8 @@ void conv2d_backward_filter(const T* x, const T* dy, T* dw, const ConvGeometry& 
 // The same convolution with bf16 inputs and f32 results (kernels/cpu/conv_bf16.cpp): im2col in
 // bf16 and the bf16 GEMM (kernels/gemm_bf16.h), whose products are exact in f32 and whose sums
 // are f32, so each output is an f32 sum of exact products — what the f32 path computes on the same
-// values, up to the order of the sums; col2im and the filter's sum over images run in f32. At
-// stride 1 (square kernels) the data gradient is itself a forward convolution — of dy with the
-// filter flipped, its channels swapped — one deep GEMM per image instead of a shallow one and
-// col2im. The caller rounds each result to bf16 once. im2col + GEMM for every geometry: Winograd's transforms
+// values, up to the order of the sums; col2im and the filter's sum over images run in f32. The
+// caller rounds each result to bf16 once. im2col + GEMM for every geometry: Winograd's transforms
 // would round to bf16 values that are no longer the inputs, and its error grows with them.
 // `workspace` holds conv2d_bf16_workspace_bytes(g) bytes.
 std::size_t conv2d_bf16_workspace_bytes(const ConvGeometry& g);
