@@ -59,9 +59,8 @@ ConvGeometry checked_geometry(const char* op, const Tensor& input, const Tensor&
   return g;
 }
 
-// Note [bf16 convolution]: bf16 on the CPU has kernels of its own, with f32 results.
-bool cpu_bf16(const Tensor& t) { return t.dtype() == DType::bf16 && !t.is_cuda() && ext::cpu_bf16_kernels(); }
-
+// Note [bf16 convolution]: bf16 on the CPU has kernels of its own (ext::uses_cpu_bf16_kernels),
+// with f32 results.
 Tensor bf16_workspace(const ConvGeometry& g) {
   return empty({static_cast<std::int64_t>(kernels::cpu::conv2d_bf16_workspace_bytes(g))}, {.dtype = DType::u8});
 }
@@ -74,7 +73,7 @@ Tensor conv_forward_unrounded(const Tensor& input, const Tensor& weight, const T
                               bool relu) {
   const Shape shape{static_cast<std::int64_t>(g.n), static_cast<std::int64_t>(g.k), static_cast<std::int64_t>(g.oh()),
                     static_cast<std::int64_t>(g.ow())};
-  if (cpu_bf16(input)) {
+  if (ext::uses_cpu_bf16_kernels(input)) {
     Tensor y = ext::new_empty(input, shape, DType::f32);
     const Tensor bias_wide = ext::widened(bias.defined() ? bias.detach() : bias);
     kernels::cpu::conv2d_forward_bf16(input.raw<bfloat16>(), weight.raw<bfloat16>(),
@@ -134,7 +133,7 @@ Gradients conv_backward_bf16(const Tensor& x, const Tensor& w, const ConvGeometr
 
 // The gradients of x, w and b from dz, the gradient of the convolution's own output.
 Gradients conv_backward(const Tensor& x, const Tensor& w, const ConvGeometry& g, const Tensor& dz, NeedsGrad needs) {
-  if (cpu_bf16(x)) return conv_backward_bf16(x, w, g, dz, needs);
+  if (ext::uses_cpu_bf16_kernels(x)) return conv_backward_bf16(x, w, g, dz, needs);
   Gradients grads(3);
   if (needs[0]) grads[0] = ext::new_empty(x, x.shape());
   if (needs[1]) grads[1] = ext::new_empty(w, w.shape());
@@ -167,7 +166,7 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int
   if (const ext::AutocastInputs cast{"conv2d", {&input, &weight, &bias}})
     return conv2d(cast[0], cast[1], cast[2], stride, padding);
   const ConvGeometry g = checked_geometry("conv2d", input, weight, bias, stride, padding);
-  if (is_half(input.dtype()) && !cpu_bf16(input)) {
+  if (is_half(input.dtype()) && !ext::uses_cpu_bf16_kernels(input)) {
     const ext::AutocastOff off;  // the f32 computation, not lowered again
     return conv2d(ext::widened(input), ext::widened(weight), ext::widened(bias), stride, padding).to(input.dtype());
   }
@@ -184,7 +183,7 @@ Tensor fused::conv2d_relu(const Tensor& input, const Tensor& weight, const Tenso
   if (const ext::AutocastInputs cast{"fused::conv2d_relu", {&input, &weight, &bias}})
     return conv2d_relu(cast[0], cast[1], cast[2], stride, padding);
   const ConvGeometry g = checked_geometry("conv2d_relu", input, weight, bias, stride, padding);
-  if (is_half(input.dtype()) && !cpu_bf16(input)) {
+  if (is_half(input.dtype()) && !ext::uses_cpu_bf16_kernels(input)) {
     const ext::AutocastOff off;  // the f32 computation, not lowered again
     return conv2d_relu(ext::widened(input), ext::widened(weight), ext::widened(bias), stride, padding)
         .to(input.dtype());
@@ -275,7 +274,7 @@ Tensor fused::conv2d_relu_max_pool2d(const Tensor& input, const Tensor& weight, 
     return conv2d_relu_max_pool2d(cast[0], cast[1], cast[2], stride, padding, pool_kernel, pool_stride);
   const char* op = "conv2d_relu_max_pool2d";
   const ConvGeometry g = checked_geometry(op, input, weight, bias, stride, padding);
-  if (is_half(input.dtype()) && !cpu_bf16(input)) {
+  if (is_half(input.dtype()) && !ext::uses_cpu_bf16_kernels(input)) {
     const ext::AutocastOff off;  // the f32 computation, not lowered again
     return conv2d_relu_max_pool2d(ext::widened(input), ext::widened(weight), ext::widened(bias), stride, padding,
                                   pool_kernel, pool_stride)
@@ -286,7 +285,7 @@ Tensor fused::conv2d_relu_max_pool2d(const Tensor& input, const Tensor& weight, 
   const PoolGeometry p = checked_pool_geometry(op, conv_shape, pool_kernel, pool_stride);
   Tensor pooled = ext::new_empty(input, pooled_shape(p));
   Tensor argmax = ext::new_empty(input, pooled_shape(p), DType::i32);
-  if (cpu_bf16(input)) {  // pooled in f32, then rounded once
+  if (ext::uses_cpu_bf16_kernels(input)) {  // pooled in f32, then rounded once
     const Tensor pooled_wide = ext::new_empty(input, pooled_shape(p), DType::f32);
     pool_forward(conv_forward_unrounded(input, weight, bias, g, true), pooled_wide, argmax, p);
     pooled = pooled_wide.to(DType::bf16);

@@ -40,8 +40,6 @@ void gemm_into(Transpose ta, Transpose tb, const Tensor& a, const Tensor& b, Ten
       });
 }
 
-bool bf16_kernels(const Tensor& a) { return a.dtype() == DType::bf16 && !a.is_cuda() && ext::cpu_bf16_kernels(); }
-
 // The CPU's bf16 GEMM on op(a)·op(b) into c [m, n]: `product(m, n, k, a, lda, b, ldb)` calls
 // gemm_bf16 or gemm_bf16_rounded with c. It reads A as stored, so a transposed A is copied first.
 template <class Product>
@@ -74,7 +72,7 @@ Tensor half_product(Transpose ta, Transpose tb, const Tensor& a, const Tensor& b
   const std::int64_t n = tb == Transpose::no ? b.shape()[1] : b.shape()[0];
   const bool accumulate = c.defined();
   if (!accumulate) c = ext::new_empty(a, {m, n}, DType::f32);
-  if (bf16_kernels(a)) {
+  if (ext::uses_cpu_bf16_kernels(a)) {
     bf16_product(ta, a, b, c, [&](auto m_, auto n_, auto k, auto a_, auto lda, auto b_, auto ldb) {
       kernels::cpu::gemm_bf16(tb, m_, n_, k, a_, lda, b_, ldb, c.raw<float>(), n_, accumulate);
     });
@@ -95,7 +93,7 @@ Tensor gemm(Transpose ta, Transpose tb, const Tensor& a, const Tensor& b) {
     return ext::new_empty(
         a, {ta == Transpose::no ? a.shape()[0] : a.shape()[1], tb == Transpose::no ? b.shape()[1] : b.shape()[0]});
   };
-  if (bf16_kernels(a)) {
+  if (ext::uses_cpu_bf16_kernels(a)) {
     Tensor c = rounded_here();
     bf16_product(ta, a, b, c, [&](auto m, auto n, auto k, auto a_, auto lda, auto b_, auto ldb) {
       kernels::cpu::gemm_bf16_rounded(tb, m, n, k, a_, lda, b_, ldb, c.raw<bfloat16>(), n);

@@ -39,6 +39,10 @@ int normalize_dim(const std::string& op, int dim, int ndim);  // negative dims c
 // AVX512-BF16 and EMBER_NO_AVX512_BF16 is not set. Elsewhere they widen to f32 (the scalar bf16
 // GEMM, kept for tests, would be some 50× slower than f32's).
 bool cpu_bf16_kernels();
+// Whether `t` goes to those kernels: bf16, on the CPU, and the kernels are in use.
+inline bool uses_cpu_bf16_kernels(const Tensor& t) {
+  return t.dtype() == DType::bf16 && !t.is_cuda() && cpu_bf16_kernels();
+}
 
 // A new tensor like `like` (same device) with the given shape and dtype.
 Tensor new_empty(const Tensor& like, const Shape& shape, DType dtype);
