@@ -146,12 +146,24 @@ void batch_norm_backward(const T* dy, const T* x, const T* gamma, const T* save_
 namespace ember::kernels::cuda {
 
 // cuDNN convolutions (cross-correlation, as PyTorch's Conv2d). x [N,C,H,W], w [K,C,KH,KW],
-// y [N,K,OH,OW]. The algorithm comes from cuDNN's heuristics, once per shape (cached); only
-// deterministic algorithms in deterministic mode. Workspace from ember's device pool. Exact fp32
-// (no TF32). Throw NotImplementedError in a build without cuDNN.
-void conv2d_forward(const float* x, const float* w, float* y, const ConvGeometry& g, cudaStream_t stream);
-void conv2d_backward_data(const float* dy, const float* w, float* dx, const ConvGeometry& g, cudaStream_t stream);
-void conv2d_backward_filter(const float* x, const float* dy, float* dw, const ConvGeometry& g, cudaStream_t stream);
+// y [N,K,OH,OW]. The algorithm comes from cuDNN's heuristics, once per shape, type and math mode
+// (cached); only deterministic algorithms in deterministic mode. Workspace from ember's device
+// pool. Throw NotImplementedError in a build without cuDNN.
+//
+// Note [cuDNN math]
+// T = float: exact f32 (CUDNN_FMA_MATH, tensor-op algorithms refused) unless allow_tf32() (then
+// CUDNN_DEFAULT_MATH, which lets cuDNN round the inputs to TF32 on tensor cores, as PyTorch's
+// torch.backends.cudnn.allow_tf32 does). T = bfloat16 or float16: cuDNN's PSEUDO_BFLOAT16 and
+// PSEUDO_HALF configurations — 16-bit x, w and y, f32 compute — with CUDNN_TENSOR_OP_MATH, tensor
+// cores allowed: products of 16-bit values are exact in f32, the sums f32 in cuDNN's order, each
+// result rounded once. With `accumulate` the forward adds into y (β = 1): the caller writes the
+// channel bias there first, so that sum and bias round once together, as on the CPU.
+template <class T>
+void conv2d_forward(const T* x, const T* w, T* y, const ConvGeometry& g, cudaStream_t stream, bool accumulate = false);
+template <class T>
+void conv2d_backward_data(const T* dy, const T* w, T* dx, const ConvGeometry& g, cudaStream_t stream);
+template <class T>
+void conv2d_backward_filter(const T* x, const T* dy, T* dw, const ConvGeometry& g, cudaStream_t stream);
 bool cudnn_available();  // built with cuDNN
 int cudnn_version();     // the cuDNN library's version at run time (0 without cuDNN)
 
@@ -163,9 +175,12 @@ bool deterministic();
 void max_pool2d_forward(const float* x, float* y, std::int32_t* argmax, const PoolGeometry& g, cudaStream_t stream);
 void max_pool2d_backward(const float* dy, const std::int32_t* argmax, float* dx, const PoolGeometry& g,
                          cudaStream_t stream);
-void channel_bias_add(float* y, const float* bias, std::size_t n, std::size_t c, std::size_t hw, cudaStream_t stream);
-void channel_bias_grad(const float* dy, float* dbias, std::size_t n, std::size_t c, std::size_t hw,
-                       cudaStream_t stream);
+// The channel bias for T = float, bfloat16 or float16, in f32: y rounded once, dbias in f32 (the
+// twin of cpu::channel_bias_grad<T, float>).
+template <class T>
+void channel_bias_add(T* y, const T* bias, std::size_t n, std::size_t c, std::size_t hw, cudaStream_t stream);
+template <class T>
+void channel_bias_grad(const T* dy, float* dbias, std::size_t n, std::size_t c, std::size_t hw, cudaStream_t stream);
 void batch_norm_forward_train(const float* x, const float* gamma, const float* beta, float* y, float* save_mean,
                               float* save_invstd, float* running_mean, float* running_var, std::size_t n, std::size_t c,
                               std::size_t hw, float momentum, float eps, cudaStream_t stream);

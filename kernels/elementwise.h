@@ -7,7 +7,8 @@
 // backend's own memory; outputs may alias an input of the same size (in-place is allowed).
 // CPU functions are synchronous. CUDA functions enqueue on `stream` and return at once; they
 // synchronize only under EMBER_SYNC_DEBUG=1. n == 0 is a no-op.
-// Types: the CPU twins exist for float and double, the CUDA ones for float.
+// Types: the CPU twins exist for float and double, the CUDA ones for float (and where said, bf16
+// and f16, computing in f32: compute_t).
 #pragma once
 
 #include "core/base/dtype.h"
@@ -77,12 +78,16 @@ void normalize_u8(const std::uint8_t* x, float* y, std::size_t n, float mean, fl
 
 namespace ember::kernels::cuda {
 
-void unary(UnaryOp op, const float* x, float* y, std::size_t n, OpArgs<float> args, cudaStream_t stream);
+// unary and activation_grad take float, bfloat16 and float16 (T = bfloat16: the twin of
+// cpu::activation_grad_bf16 and of the f32 kernels on widened copies, the same bits).
+template <class T>
+void unary(UnaryOp op, const T* x, T* y, std::size_t n, OpArgs<compute_t<T>> args, cudaStream_t stream);
 void binary(BinaryOp op, const float* a, const float* b, float* out, std::size_t n, cudaStream_t stream);
 void binary_broadcast(BinaryOp op, const float* a, const float* b, float* out, const BroadcastLayout& layout,
                       cudaStream_t stream);
-void activation_grad(ActivationGrad op, const float* dy, const float* saved, float* dx, std::size_t n, WriteMode mode,
-                     OpArgs<float> args, cudaStream_t stream);
+template <class T>
+void activation_grad(ActivationGrad op, const T* dy, const T* saved, T* dx, std::size_t n, WriteMode mode,
+                     OpArgs<compute_t<T>> args, cudaStream_t stream);
 void select(const std::uint8_t* cond, const float* a, const float* b, float* out, std::size_t n, cudaStream_t stream);
 template <class T>
 void fill(T* y, T value, std::size_t n, cudaStream_t stream);

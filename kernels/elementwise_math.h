@@ -186,6 +186,11 @@ EMBER_HOST_DEVICE T select_formula(std::uint8_t cond, T a, T b) {
 
 template <class T>
 inline constexpr bool is_half_v = std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>;
+// The type a kernel computes in for elements of type T: f32 for bf16 and f16 (PyTorch's "opmath"
+// type), T itself otherwise. A 16-bit kernel widens each element exactly, applies the f32 formula
+// and rounds once: the bits of the f32 kernel on widened copies (Note [half precision]).
+template <class T>
+using compute_t = std::conditional_t<is_half_v<T>, float, T>;
 
 // A conversion between element types. Floating point to an integer type truncates toward zero
 // as C++ does, and where C++ leaves the result undefined it follows the GPU's saturating

@@ -43,7 +43,9 @@ void gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t 
 void gemm_half(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, DType ab, const void* a,
                std::size_t lda, const void* b, std::size_t ldb, DType c_dtype, void* c, std::size_t ldc,
                bool accumulate, cudaStream_t stream);
-// TF32 tensor-core math for SGEMM (about 10 mantissa bits): off by default.
+// TF32 tensor-core math (inputs rounded to 10 mantissa bits) for every f32 product on CUDA: cuBLAS's
+// SGEMM, cuBLASLt's epilogue GEMMs and cuDNN's convolutions (Note [cuDNN math]). Off by default;
+// core sets it (ember::cuda::set_allow_tf32, or EMBER_ALLOW_TF32=1).
 void set_allow_tf32(bool allow);
 bool allow_tf32();
 

@@ -6,6 +6,8 @@
 //   EMBER_SYNC_DEBUG=1            synchronize after every CUDA launch, so an error is reported at
 //                                 its cause (core/cuda/runtime.h)
 //   EMBER_DETERMINISTIC=1         cuDNN restricted to deterministic algorithms (core/cuda/runtime.h)
+//   EMBER_ALLOW_TF32=1            f32 products and convolutions on CUDA may round their inputs to
+//                                 TF32 on tensor cores (core/cuda/runtime.h)
 //   EMBER_NO_AVX512_BF16=1        bf16 on the CPU as where AVX512-BF16 is missing: products and
 //                                 convolutions widened to f32 (ext::cpu_bf16_kernels in
 //                                 core/ops/op_helpers.h, Note [half precision])
@@ -14,7 +16,7 @@
 // A flag is off when unset, empty or "0" (EMBER_FUSION: on unless "0"). Each is read once, when
 // first needed, and a setter in the header named beside it overrides it. kernels/ reads none of
 // them but EMBER_NO_AVX512, read where cpuid is (any kernel may ask first); core hands the others
-// down (kernels::cuda::set_sync_debug, set_deterministic) before its first CUDA work.
+// down (kernels::cuda::set_sync_debug, set_deterministic, set_allow_tf32) before its first CUDA work.
 #pragma once
 
 #include <optional>

@@ -14,7 +14,8 @@
 // ember's bf16 kernels instead (kernels/gemm_bf16.h, Note [bf16 convolution]): products exact in
 // f32, sums in f32 in the kernel's order, the result rounded once; on other CPUs (or with
 // EMBER_NO_AVX512_BF16=1) they widen to f32 like the rest. f16 on the CPU is storage only: its
-// products widen to f32. An op's operands share
+// products widen to f32. On CUDA the products (cuBLAS), the convolutions (cuDNN, Note [cuDNN math])
+// and the unary maps whose gradients read only exact values take both 16-bit types themselves. An op's operands share
 // one dtype: ember does not promote bf16 with f32 (PyTorch does); autocast casts at each op's
 // boundary (core/ops/autocast.h) so that a model's ops meet one dtype.
 //

@@ -15,6 +15,7 @@
 #include "core/cuda/kernel_errors.h"
 #include "kernels/common.h"
 #include "kernels/conv.h"
+#include "kernels/gemm.h"
 
 #if EMBER_WITH_CUDA
 #include <cublas_v2.h>
@@ -112,6 +113,7 @@ void apply_environment() {
   std::call_once(once, [] {
     kernels::cuda::set_sync_debug(env_flag("EMBER_SYNC_DEBUG", false));
     kernels::cuda::set_deterministic(env_flag("EMBER_DETERMINISTIC", false));
+    kernels::cuda::set_allow_tf32(env_flag("EMBER_ALLOW_TF32", false));
   });
 }
 
@@ -326,6 +328,14 @@ void set_deterministic(bool on) {
   apply_environment();
   kernels::cuda::set_deterministic(on);
 }
+bool allow_tf32() {
+  apply_environment();
+  return kernels::cuda::allow_tf32();
+}
+void set_allow_tf32(bool on) {
+  apply_environment();
+  kernels::cuda::set_allow_tf32(on);
+}
 
 #else  // built without CUDA
 
@@ -375,6 +385,8 @@ bool sync_debug() { return false; }
 void set_sync_debug(bool) {}
 bool deterministic() { return false; }
 void set_deterministic(bool) {}
+bool allow_tf32() { return false; }
+void set_allow_tf32(bool) {}
 
 #endif
 

@@ -135,6 +135,14 @@ bool sync_debug();
 void set_sync_debug(bool on);
 bool deterministic();
 void set_deterministic(bool on);
+// TF32: f32 matmuls, linear layers and convolutions on CUDA may round their inputs to TF32 (10
+// mantissa bits) on tensor cores — cuBLAS, cuBLASLt and cuDNN alike (Note [cuDNN math] in
+// kernels/conv.h). Off by default (EMBER_ALLOW_TF32=1 turns it on), so that f32 on the GPU is f32
+// as on the CPU. PyTorch has two switches, torch.backends.cuda.matmul.allow_tf32 (off) and
+// torch.backends.cudnn.allow_tf32 (on); ember has one, off for both: TF32 is a choice to make
+// knowingly, and one switch cannot leave a model half in TF32. bf16 and f16 are not affected.
+bool allow_tf32();
+void set_allow_tf32(bool on);
 
 }  // namespace ember::cuda
 

@@ -65,6 +65,12 @@ Tensor bf16_workspace(const ConvGeometry& g) {
   return empty({static_cast<std::int64_t>(kernels::cpu::conv2d_bf16_workspace_bytes(g))}, {.dtype = DType::u8});
 }
 
+// Whether a convolution computes on widened copies (Note [half precision]): 16-bit data on a CPU
+// without bf16 kernels. CUDA's convolutions take bf16 and f16 themselves (Note [cuDNN math]).
+bool widens(const Tensor& input) {
+  return is_half(input.dtype()) && !input.is_cuda() && !ext::uses_cpu_bf16_kernels(input);
+}
+
 // y = conv(x, w) + b, and with `relu` max(0, y): on the CPU applied image by image while each
 // image's output is in cache, on CUDA as cuDNN's convolution, the channel bias and ReLU in place.
 // Unrounded: for bf16 on the CPU the f32 result, which the caller rounds once (the fused op after
@@ -83,7 +89,7 @@ Tensor conv_forward_unrounded(const Tensor& input, const Tensor& weight, const T
     return y;
   }
   Tensor y = ext::new_empty(input, shape);
-  ext::dispatch(
+  ext::dispatch_with_cuda_half(
       input,
       [&](auto zero) {
         using T = decltype(zero);
@@ -91,13 +97,21 @@ Tensor conv_forward_unrounded(const Tensor& input, const Tensor& weight, const T
         kernels::cpu::conv2d_forward<T>(input.raw<T>(), weight.raw<T>(), bias.defined() ? bias.raw<T>() : nullptr,
                                         y.raw<T>(), g, workspace.raw<T>(), relu);
       },
-      [&](auto stream) {
-        kernels::cuda::conv2d_forward(input.raw<float>(), weight.raw<float>(), y.raw<float>(), g, stream);
-        if (bias.defined())
-          kernels::cuda::channel_bias_add(y.raw<float>(), bias.raw<float>(), g.n, g.k, g.oh() * g.ow(), stream);
-        if (relu)
-          kernels::cuda::unary(kernels::UnaryOp::relu, y.raw<float>(), y.raw<float>(),
-                               static_cast<std::size_t>(y.numel()), {}, stream);
+      [&](auto zero, auto stream) {
+        using T = decltype(zero);
+        const std::size_t hw = g.oh() * g.ow(), n = static_cast<std::size_t>(y.numel());
+        // 16 bits: the bias written first and the sum added to it (β = 1), one rounding for both as
+        // on the CPU (Note [cuDNN math]); f32 adds it after, the same value.
+        constexpr bool bias_first = kernels::is_half_v<T>;
+        if (bias.defined() && bias_first) {
+          kernels::cuda::fill(y.raw<T>(), T(0.0f), n, stream);
+          kernels::cuda::channel_bias_add(y.raw<T>(), bias.raw<T>(), g.n, g.k, hw, stream);
+        }
+        kernels::cuda::conv2d_forward(input.raw<T>(), weight.raw<T>(), y.raw<T>(), g, stream,
+                                      bias.defined() && bias_first);
+        if (bias.defined() && !bias_first)
+          kernels::cuda::channel_bias_add(y.raw<T>(), bias.raw<T>(), g.n, g.k, hw, stream);
+        if (relu) kernels::cuda::unary(kernels::UnaryOp::relu, y.raw<T>(), y.raw<T>(), n, {}, stream);
       });
   return y;
 }
@@ -138,7 +152,7 @@ Gradients conv_backward(const Tensor& x, const Tensor& w, const ConvGeometry& g,
   if (needs[0]) grads[0] = ext::new_empty(x, x.shape());
   if (needs[1]) grads[1] = ext::new_empty(w, w.shape());
   if (needs[2]) grads[2] = ext::new_empty(w, {w.size(0)});
-  ext::dispatch(
+  ext::dispatch_with_cuda_half(
       x,
       [&](auto zero) {
         using T = decltype(zero);
@@ -149,13 +163,15 @@ Gradients conv_backward(const Tensor& x, const Tensor& w, const ConvGeometry& g,
           kernels::cpu::conv2d_backward_data<T>(dz.raw<T>(), w.raw<T>(), grads[0].raw<T>(), g, workspace.raw<T>());
         if (needs[2]) kernels::cpu::channel_bias_grad<T>(dz.raw<T>(), grads[2].raw<T>(), g.n, g.k, g.oh() * g.ow());
       },
-      [&](auto stream) {
-        if (needs[0])
-          kernels::cuda::conv2d_backward_data(dz.raw<float>(), w.raw<float>(), grads[0].raw<float>(), g, stream);
-        if (needs[1])
-          kernels::cuda::conv2d_backward_filter(x.raw<float>(), dz.raw<float>(), grads[1].raw<float>(), g, stream);
-        if (needs[2])
-          kernels::cuda::channel_bias_grad(dz.raw<float>(), grads[2].raw<float>(), g.n, g.k, g.oh() * g.ow(), stream);
+      [&](auto zero, auto stream) {
+        using T = decltype(zero);
+        if (needs[0]) kernels::cuda::conv2d_backward_data(dz.raw<T>(), w.raw<T>(), grads[0].raw<T>(), g, stream);
+        if (needs[1]) kernels::cuda::conv2d_backward_filter(x.raw<T>(), dz.raw<T>(), grads[1].raw<T>(), g, stream);
+        if (needs[2]) {  // summed in f32, rounded once
+          Tensor db = is_half(w.dtype()) ? ext::new_empty(w, {w.size(0)}, DType::f32) : grads[2];
+          kernels::cuda::channel_bias_grad(dz.raw<T>(), db.raw<float>(), g.n, g.k, g.oh() * g.ow(), stream);
+          if (is_half(w.dtype())) grads[2] = db.to(w.dtype());
+        }
       });
   return grads;
 }
@@ -166,7 +182,7 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int
   if (const ext::AutocastInputs cast{"conv2d", {&input, &weight, &bias}})
     return conv2d(cast[0], cast[1], cast[2], stride, padding);
   const ConvGeometry g = checked_geometry("conv2d", input, weight, bias, stride, padding);
-  if (is_half(input.dtype()) && !ext::uses_cpu_bf16_kernels(input)) {
+  if (widens(input)) {
     const ext::AutocastOff off;  // the f32 computation, not lowered again
     return conv2d(ext::widened(input), ext::widened(weight), ext::widened(bias), stride, padding).to(input.dtype());
   }
@@ -183,7 +199,7 @@ Tensor fused::conv2d_relu(const Tensor& input, const Tensor& weight, const Tenso
   if (const ext::AutocastInputs cast{"fused::conv2d_relu", {&input, &weight, &bias}})
     return conv2d_relu(cast[0], cast[1], cast[2], stride, padding);
   const ConvGeometry g = checked_geometry("conv2d_relu", input, weight, bias, stride, padding);
-  if (is_half(input.dtype()) && !ext::uses_cpu_bf16_kernels(input)) {
+  if (widens(input)) {
     const ext::AutocastOff off;  // the f32 computation, not lowered again
     return conv2d_relu(ext::widened(input), ext::widened(weight), ext::widened(bias), stride, padding)
         .to(input.dtype());
@@ -274,7 +290,7 @@ Tensor fused::conv2d_relu_max_pool2d(const Tensor& input, const Tensor& weight, 
     return conv2d_relu_max_pool2d(cast[0], cast[1], cast[2], stride, padding, pool_kernel, pool_stride);
   const char* op = "conv2d_relu_max_pool2d";
   const ConvGeometry g = checked_geometry(op, input, weight, bias, stride, padding);
-  if (is_half(input.dtype()) && !ext::uses_cpu_bf16_kernels(input)) {
+  if (widens(input)) {
     const ext::AutocastOff off;  // the f32 computation, not lowered again
     return conv2d_relu_max_pool2d(ext::widened(input), ext::widened(weight), ext::widened(bias), stride, padding,
                                   pool_kernel, pool_stride)
@@ -285,10 +301,10 @@ Tensor fused::conv2d_relu_max_pool2d(const Tensor& input, const Tensor& weight, 
   const PoolGeometry p = checked_pool_geometry(op, conv_shape, pool_kernel, pool_stride);
   Tensor pooled = ext::new_empty(input, pooled_shape(p));
   Tensor argmax = ext::new_empty(input, pooled_shape(p), DType::i32);
-  if (ext::uses_cpu_bf16_kernels(input)) {  // pooled in f32, then rounded once
+  if (is_half(input.dtype())) {  // pooled in f32 (a selection: exact), then rounded once
     const Tensor pooled_wide = ext::new_empty(input, pooled_shape(p), DType::f32);
-    pool_forward(conv_forward_unrounded(input, weight, bias, g, true), pooled_wide, argmax, p);
-    pooled = pooled_wide.to(DType::bf16);
+    pool_forward(ext::widened(conv_forward_unrounded(input, weight, bias, g, true)), pooled_wide, argmax, p);
+    pooled = pooled_wide.to(input.dtype());
   } else {
     ext::dispatch(
         input,

@@ -76,6 +76,18 @@ auto dispatch_with_cpu_bf16(const Tensor& on, Cpu&& cpu, Cuda&& cuda) -> decltyp
   return dispatch(on, std::forward<Cpu>(cpu), std::forward<Cuda>(cuda));
 }
 
+// dispatch() for ops whose CUDA kernels take bf16 and f16 too, computing in f32 and rounding once
+// (kernels::compute_t): cuda(zero, stream) with `zero` a float, bfloat16 or float16. The CPU side
+// is dispatch()'s: 16-bit data must not reach it.
+template <class Cpu, class Cuda>
+auto dispatch_with_cuda_half(const Tensor& on, Cpu&& cpu, Cuda&& cuda) -> decltype(cpu(float{})) {
+  return dispatch(on, std::forward<Cpu>(cpu), [&](auto stream) {
+    if (on.dtype() == DType::bf16) return cuda(bfloat16{}, stream);
+    if (on.dtype() == DType::f16) return cuda(float16{}, stream);
+    return cuda(float{}, stream);
+  });
+}
+
 template <class Cpu, class Cuda>
 auto dispatch_device(Device device, Cpu&& cpu, [[maybe_unused]] Cuda&& cuda) -> decltype(cpu()) {
   if (device.is_cuda()) {

@@ -20,20 +20,22 @@ Tensor activation_backward(kernels::ActivationGrad op, const Tensor& dy, const T
                                        {static_cast<float>(a), static_cast<float>(b)});
     return dx;
   }
-  if (is_half(dy.dtype()))  // Note [half precision]
+  // Note [half precision]; CUDA's kernel takes both 16-bit types itself.
+  if (is_half(dy.dtype()) && (!dy.is_cuda() || saved.dtype() != dy.dtype()))
     return activation_backward(op, ext::widened(dy), ext::widened(saved), a, b).to(dy.dtype());
   Tensor dx = ext::new_empty(saved, saved.shape());
   const std::size_t n = static_cast<std::size_t>(saved.numel());
   constexpr auto overwrite = kernels::WriteMode::overwrite;
-  ext::dispatch(
+  ext::dispatch_with_cuda_half(
       saved,
       [&](auto zero) {
         using T = decltype(zero);
         kernels::cpu::activation_grad<T>(op, dy.raw<T>(), saved.raw<T>(), dx.raw<T>(), n, overwrite,
                                          {static_cast<T>(a), static_cast<T>(b)});
       },
-      [&](auto stream) {
-        kernels::cuda::activation_grad(op, dy.raw<float>(), saved.raw<float>(), dx.raw<float>(), n, overwrite,
+      [&](auto zero, auto stream) {
+        using T = decltype(zero);
+        kernels::cuda::activation_grad(op, dy.raw<T>(), saved.raw<T>(), dx.raw<T>(), n, overwrite,
                                        {static_cast<float>(a), static_cast<float>(b)}, stream);
       });
   return dx;
@@ -92,6 +94,10 @@ bool half_operand(const char* op, const Tensor& x) {
   ext::check_floating(op, {"input", x});
   return is_half(x.dtype());
 }
+// The same for a unary op whose gradient reads only exact values — its input, or its output's
+// sign — so that computing it in 16 bits gives the widened op's bits: it widens on the CPU only, and
+// CUDA's unary kernels take the 16-bit data themselves (no widened copies in a training step).
+bool half_operand_on_cpu(const char* op, const Tensor& x) { return half_operand(op, x) && !x.is_cuda(); }
 
 // out = a ∘ b, into `out` when given (in-place updates), else into a new tensor.
 Tensor binary_kernel(BinaryOp op, const char* name, const Tensor& a, const Tensor& b, Tensor out = Tensor()) {
@@ -134,15 +140,16 @@ Tensor unary_kernel(UnaryOp op, const char* name, const Tensor& x, double a = 0,
   ext::check_floating(name, {"input", x});
   if (!out.defined()) out = ext::new_empty(x, x.shape());
   const std::size_t n = static_cast<std::size_t>(x.numel());
-  ext::dispatch(
+  ext::dispatch_with_cuda_half(
       x,
       [&](auto zero) {
         using T = decltype(zero);
         kernels::cpu::unary<T>(op, x.raw<T>(), out.raw<T>(), n, {static_cast<T>(a), static_cast<T>(b)});
       },
-      [&](auto stream) {
-        kernels::cuda::unary(op, x.raw<float>(), out.raw<float>(), n, {static_cast<float>(a), static_cast<float>(b)},
-                             stream);
+      [&](auto zero, auto stream) {
+        using T = decltype(zero);
+        using C = kernels::compute_t<T>;
+        kernels::cuda::unary(op, x.raw<T>(), out.raw<T>(), n, {static_cast<C>(a), static_cast<C>(b)}, stream);
       });
   return out;
 }
@@ -152,7 +159,9 @@ Tensor affine_kernel(const Tensor& x, double scale, double shift, Tensor out = T
 }
 
 Tensor activation(UnaryOp op, ActivationGrad grad_op, const char* name, const Tensor& x) {
-  if (half_operand(name, x)) return activation(op, grad_op, name, ext::widened(x)).to(x.dtype());
+  // Only ReLU's gradient reads nothing but its output's sign (half_operand_on_cpu).
+  const bool widen = op == UnaryOp::relu ? half_operand_on_cpu(name, x) : half_operand(name, x);
+  if (widen) return activation(op, grad_op, name, ext::widened(x)).to(x.dtype());
   Tensor y = unary_kernel(op, name, x);
   if (autograd::needs_recording({&x})) {
     autograd::record(y, name, {&x}, [grad_op, y_saved = y.detach()](const Tensor& g, NeedsGrad) {
@@ -164,7 +173,7 @@ Tensor activation(UnaryOp op, ActivationGrad grad_op, const char* name, const Te
 
 // An op whose derivative comes from its input x and the op's arguments (activation_grad).
 Tensor from_input(UnaryOp op, ActivationGrad grad_op, const char* name, const Tensor& x, double a = 0, double b = 0) {
-  if (half_operand(name, x)) return from_input(op, grad_op, name, ext::widened(x), a, b).to(x.dtype());
+  if (half_operand_on_cpu(name, x)) return from_input(op, grad_op, name, ext::widened(x), a, b).to(x.dtype());
   Tensor out = unary_kernel(op, name, x, a, b);
   if (autograd::needs_recording({&x})) {
     autograd::record(out, name, {&x}, [grad_op, x_saved = x.detach(), a, b](const Tensor& g, NeedsGrad) {
@@ -267,7 +276,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
 }
 
 Tensor affine(const Tensor& x, double scale, double shift) {
-  if (half_operand("affine", x)) return affine(ext::widened(x), scale, shift).to(x.dtype());
+  if (half_operand_on_cpu("affine", x)) return affine(ext::widened(x), scale, shift).to(x.dtype());
   Tensor out = affine_kernel(x, scale, shift);
   if (autograd::needs_recording({&x})) {
     autograd::record(out, "affine", {&x}, [scale](const Tensor& g, NeedsGrad) {
@@ -281,7 +290,7 @@ Tensor add(const Tensor& x, double other) { return affine(x, 1.0, other); }
 Tensor mul(const Tensor& x, double other) { return affine(x, other, 0.0); }
 
 Tensor neg(const Tensor& x) {
-  if (half_operand("neg", x)) return neg(ext::widened(x)).to(x.dtype());
+  if (half_operand_on_cpu("neg", x)) return neg(ext::widened(x)).to(x.dtype());
   Tensor out = unary_kernel(UnaryOp::neg, "neg", x);
   if (autograd::needs_recording({&x})) {
     autograd::record(out, "neg", {&x}, [](const Tensor& g, NeedsGrad) { return Gradients{neg(g)}; });
@@ -301,7 +310,7 @@ Tensor exp(const Tensor& x) {
 
 Tensor log(const Tensor& x) {
   if (const ext::AutocastInputs cast{"log", {&x}}) return log(cast[0]);
-  if (half_operand("log", x)) return log(ext::widened(x)).to(x.dtype());
+  if (half_operand_on_cpu("log", x)) return log(ext::widened(x)).to(x.dtype());
   Tensor out = unary_kernel(UnaryOp::log, "log", x);
   if (autograd::needs_recording({&x})) {
     autograd::record(out, "log", {&x},
@@ -335,7 +344,7 @@ Tensor pow(const Tensor& x, double exponent) {
 }
 
 Tensor leaky_relu(const Tensor& x, double negative_slope) {
-  if (half_operand("leaky_relu", x)) return leaky_relu(ext::widened(x), negative_slope).to(x.dtype());
+  if (half_operand_on_cpu("leaky_relu", x)) return leaky_relu(ext::widened(x), negative_slope).to(x.dtype());
   Tensor out = unary_kernel(UnaryOp::leaky_relu, "leaky_relu", x, negative_slope);
   if (autograd::needs_recording({&x})) {
     autograd::record(out, "leaky_relu", {&x}, [x_saved = x.detach(), negative_slope](const Tensor& g, NeedsGrad) {
@@ -416,7 +425,7 @@ Tensor& mul_(Tensor& input, double scale) {
   EMBER_CHECK(!(autograd::is_grad_enabled() && input.requires_grad()), AutogradError,
               "mul_: a tensor that requires grad cannot be modified in place while gradients are recorded; wrap "
               "the update in NoGradGuard");
-  if (half_operand("mul_", input)) return input.copy_(mul(ext::widened(input), scale).to(input.dtype()));
+  if (half_operand_on_cpu("mul_", input)) return input.copy_(mul(ext::widened(input), scale).to(input.dtype()));
   affine_kernel(input, scale, 0.0, input);
   return input;
 }

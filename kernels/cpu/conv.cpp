@@ -454,5 +454,6 @@ EMBER_INSTANTIATE(double)
 #undef EMBER_INSTANTIATE
 template void im2col<bfloat16>(const bfloat16*, bfloat16*, const ConvGeometry&);  // the bf16 convolution's
 template void channel_bias_grad<bfloat16, float>(const bfloat16*, float*, std::size_t, std::size_t, std::size_t);
+template void channel_bias_grad<float16, float>(const float16*, float*, std::size_t, std::size_t, std::size_t);
 
 }  // namespace ember::kernels::cpu

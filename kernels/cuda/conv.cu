@@ -68,15 +68,20 @@ __global__ void max_pool_backward_kernel(const float* dy, const std::int32_t* ar
   }
 }
 
-__global__ void channel_bias_add_kernel(float* y, const float* bias, std::size_t c, std::size_t hw, std::size_t total) {
-  for (std::size_t i = global_thread(); i < total; i += grid_stride()) y[i] += bias[(i / hw) % c];
+// T is float, bfloat16 or float16, summed in f32 (compute_t) and rounded once.
+template <class T>
+__global__ void channel_bias_add_kernel(T* y, const T* bias, std::size_t c, std::size_t hw, std::size_t total) {
+  for (std::size_t i = global_thread(); i < total; i += grid_stride())
+    y[i] = T(static_cast<float>(y[i]) + static_cast<float>(bias[(i / hw) % c]));
 }
 
-// One block per channel, threads striding over (n, hw).
-__global__ void channel_bias_grad_kernel(const float* dy, float* dbias, std::size_t n, std::size_t c, std::size_t hw) {
+// One block per channel, threads striding over (n, hw); 16-bit gradients summed in f32.
+template <class T>
+__global__ void channel_bias_grad_kernel(const T* dy, float* dbias, std::size_t n, std::size_t c, std::size_t hw) {
   const std::size_t ch = blockIdx.x;
   float acc = 0.0f;
-  for (std::size_t j = threadIdx.x; j < n * hw; j += blockDim.x) acc += dy[((j / hw) * c + ch) * hw + j % hw];
+  for (std::size_t j = threadIdx.x; j < n * hw; j += blockDim.x)
+    acc += static_cast<float>(dy[((j / hw) * c + ch) * hw + j % hw]);
   acc = block_sum_all(acc);
   if (threadIdx.x == 0) dbias[ch] = acc;
 }
@@ -164,9 +169,10 @@ void max_pool2d_backward(const float* dy, const std::int32_t* argmax, float* dx,
   launch_n<max_pool_backward_kernel>(g.n * g.c * g.h * g.w, stream, dy, argmax, dx, g);
 }
 
-void channel_bias_add(float* y, const float* bias, std::size_t n, std::size_t c, std::size_t hw, cudaStream_t stream) {
+template <class T>
+void channel_bias_add(T* y, const T* bias, std::size_t n, std::size_t c, std::size_t hw, cudaStream_t stream) {
   const std::size_t total = n * c * hw;
-  launch_n<channel_bias_add_kernel>(total, stream, y, bias, c, hw, total);
+  launch_n<channel_bias_add_kernel<T>>(total, stream, y, bias, c, hw, total);
 }
 
 namespace {
@@ -174,11 +180,19 @@ namespace {
 LaunchShape per_channel(std::size_t c) { return {dim3(static_cast<unsigned>(c))}; }
 }  // namespace
 
-void channel_bias_grad(const float* dy, float* dbias, std::size_t n, std::size_t c, std::size_t hw,
-                       cudaStream_t stream) {
+template <class T>
+void channel_bias_grad(const T* dy, float* dbias, std::size_t n, std::size_t c, std::size_t hw, cudaStream_t stream) {
   if (c == 0) return;
-  launch<channel_bias_grad_kernel>(per_channel(c), stream, dy, dbias, n, c, hw);
+  launch<channel_bias_grad_kernel<T>>(per_channel(c), stream, dy, dbias, n, c, hw);
 }
+
+#define EMBER_INSTANTIATE_CHANNEL_BIAS(T)                                                               \
+  template void channel_bias_add<T>(T*, const T*, std::size_t, std::size_t, std::size_t, cudaStream_t); \
+  template void channel_bias_grad<T>(const T*, float*, std::size_t, std::size_t, std::size_t, cudaStream_t);
+EMBER_INSTANTIATE_CHANNEL_BIAS(float)
+EMBER_INSTANTIATE_CHANNEL_BIAS(bfloat16)
+EMBER_INSTANTIATE_CHANNEL_BIAS(float16)
+#undef EMBER_INSTANTIATE_CHANNEL_BIAS
 
 void batch_norm_forward_train(const float* x, const float* gamma, const float* beta, float* y, float* save_mean,
                               float* save_invstd, float* running_mean, float* running_var, std::size_t n, std::size_t c,

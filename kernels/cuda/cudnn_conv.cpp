@@ -4,6 +4,7 @@
 #include "core/base/config.h"
 #include "core/base/error.h"
 #include "kernels/conv.h"
+#include "kernels/gemm.h"
 
 #include <atomic>
 #include <cstdlib>
@@ -12,6 +13,7 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <type_traits>
 
 #if EMBER_WITH_CUDNN
 #include <cuda_runtime.h>
@@ -59,11 +61,28 @@ struct Plan {
 
 constexpr std::size_t kMaxWorkspace = std::size_t{1} << 30;
 
-// FP32 math without tensor-core conversion (TF32): results match the CPU's fp32 GEMMs.
-bool acceptable(cudnnStatus_t status, cudnnDeterminism_t determinism, cudnnMathType_t math, std::size_t memory) {
+template <class T>
+constexpr cudnnDataType_t cudnn_type() {
+  if constexpr (std::is_same_v<T, bfloat16>)
+    return CUDNN_DATA_BFLOAT16;
+  else if constexpr (std::is_same_v<T, float16>)
+    return CUDNN_DATA_HALF;
+  else
+    return CUDNN_DATA_FLOAT;
+}
+
+// Note [cuDNN math]: the math type asked for, and whether an algorithm on tensor cores may be taken.
+cudnnMathType_t math_for(cudnnDataType_t type) {
+  if (type != CUDNN_DATA_FLOAT) return CUDNN_TENSOR_OP_MATH;
+  return allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+}
+bool tensor_ops_allowed(cudnnDataType_t type) { return type != CUDNN_DATA_FLOAT || allow_tf32(); }
+
+bool acceptable(cudnnStatus_t status, cudnnDeterminism_t determinism, cudnnMathType_t math, std::size_t memory,
+                cudnnDataType_t type) {
+  const bool tensor_op = math == CUDNN_TENSOR_OP_MATH || math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
   return status == CUDNN_STATUS_SUCCESS && memory <= kMaxWorkspace &&
-         (!deterministic() || determinism == CUDNN_DETERMINISTIC) && math != CUDNN_TENSOR_OP_MATH &&
-         math != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+         (!deterministic() || determinism == CUDNN_DETERMINISTIC) && (!tensor_op || tensor_ops_allowed(type));
 }
 
 cudnnHandle_t handle_for_current_device() {
@@ -78,12 +97,14 @@ cudnnHandle_t handle_for_current_device() {
   return h;
 }
 
-const Plan& plan_for(cudnnHandle_t h, const ConvGeometry& g) {
+const Plan& plan_for(cudnnHandle_t h, const ConvGeometry& g, cudnnDataType_t type) {
   thread_local std::map<std::tuple<cudnnHandle_t, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t,
-                                   std::size_t, std::size_t, std::size_t, std::size_t, bool>,
+                                   std::size_t, std::size_t, std::size_t, std::size_t, bool, int, int>,
                         std::unique_ptr<Plan>>
       cache;
-  const auto key = std::make_tuple(h, g.n, g.c, g.h, g.w, g.k, g.kh, g.kw, g.stride, g.pad, deterministic());
+  const cudnnMathType_t math = math_for(type);
+  const auto key = std::make_tuple(h, g.n, g.c, g.h, g.w, g.k, g.kh, g.kw, g.stride, g.pad, deterministic(),
+                                   static_cast<int>(type), static_cast<int>(math));
   auto it = cache.find(key);
   if (it != cache.end()) return *it->second;
   auto plan = std::make_unique<Plan>();  // cached only once complete: a failure below leaves nothing behind
@@ -93,13 +114,13 @@ const Plan& plan_for(cudnnHandle_t h, const ConvGeometry& g) {
   CUDNN_CHECK(cudnnCreateTensorDescriptor(&p.y));
   CUDNN_CHECK(cudnnCreateFilterDescriptor(&p.w));
   CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&p.conv));
-  CUDNN_CHECK(cudnnSetTensor4dDescriptor(p.x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i(g.n), i(g.c), i(g.h), i(g.w)));
-  CUDNN_CHECK(
-      cudnnSetTensor4dDescriptor(p.y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i(g.n), i(g.k), i(g.oh()), i(g.ow())));
-  CUDNN_CHECK(cudnnSetFilter4dDescriptor(p.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, i(g.k), i(g.c), i(g.kh), i(g.kw)));
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(p.x, CUDNN_TENSOR_NCHW, type, i(g.n), i(g.c), i(g.h), i(g.w)));
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(p.y, CUDNN_TENSOR_NCHW, type, i(g.n), i(g.k), i(g.oh()), i(g.ow())));
+  CUDNN_CHECK(cudnnSetFilter4dDescriptor(p.w, type, CUDNN_TENSOR_NCHW, i(g.k), i(g.c), i(g.kh), i(g.kw)));
+  // f32 compute for every data type (the PSEUDO_* configurations for the 16-bit ones).
   CUDNN_CHECK(cudnnSetConvolution2dDescriptor(p.conv, i(g.pad), i(g.pad), i(g.stride), i(g.stride), 1, 1,
                                               CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-  CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, CUDNN_FMA_MATH));
+  CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, math));
 
   constexpr int kCandidates = 8;
   int found = 0;
@@ -107,7 +128,7 @@ const Plan& plan_for(cudnnHandle_t h, const ConvGeometry& g) {
   cudnnConvolutionFwdAlgoPerf_t fwd[kCandidates];
   CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, p.x, p.w, p.conv, p.y, kCandidates, &found, fwd));
   for (int k = 0; k < found && !chosen; ++k)
-    if (acceptable(fwd[k].status, fwd[k].determinism, fwd[k].mathType, fwd[k].memory)) {
+    if (acceptable(fwd[k].status, fwd[k].determinism, fwd[k].mathType, fwd[k].memory, type)) {
       p.fwd = fwd[k].algo;
       chosen = true;
     }
@@ -119,7 +140,7 @@ const Plan& plan_for(cudnnHandle_t h, const ConvGeometry& g) {
   cudnnConvolutionBwdDataAlgoPerf_t data[kCandidates];
   CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p.w, p.y, p.conv, p.x, kCandidates, &found, data));
   for (int k = 0; k < found && !chosen; ++k)
-    if (acceptable(data[k].status, data[k].determinism, data[k].mathType, data[k].memory)) {
+    if (acceptable(data[k].status, data[k].determinism, data[k].mathType, data[k].memory, type)) {
       p.bwd_data = data[k].algo;
       chosen = true;
     }
@@ -130,7 +151,7 @@ const Plan& plan_for(cudnnHandle_t h, const ConvGeometry& g) {
   cudnnConvolutionBwdFilterAlgoPerf_t filter[kCandidates];
   CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p.x, p.y, p.conv, p.w, kCandidates, &found, filter));
   for (int k = 0; k < found && !chosen; ++k)
-    if (acceptable(filter[k].status, filter[k].determinism, filter[k].mathType, filter[k].memory)) {
+    if (acceptable(filter[k].status, filter[k].determinism, filter[k].mathType, filter[k].memory, type)) {
       p.bwd_filter = filter[k].algo;
       chosen = true;
     }
@@ -159,22 +180,25 @@ class Workspace {
 
 }  // namespace
 
-void conv2d_forward(const float* x, const float* w, float* y, const ConvGeometry& g, cudaStream_t stream) {
+// α and β are floats for every data type here (f32 compute).
+template <class T>
+void conv2d_forward(const T* x, const T* w, T* y, const ConvGeometry& g, cudaStream_t stream, bool accumulate) {
   if (g.n * g.k * g.oh() * g.ow() == 0) return;
   cudnnHandle_t h = handle_for_current_device();
   CUDNN_CHECK(cudnnSetStream(h, stream));
-  const Plan& p = plan_for(h, g);
+  const Plan& p = plan_for(h, g, cudnn_type<T>());
   Workspace ws(p.fwd_bytes, stream);
-  const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnConvolutionForward(h, &one, p.x, x, p.w, w, p.conv, p.fwd, ws.data(), p.fwd_bytes, &zero, p.y, y));
+  const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  CUDNN_CHECK(cudnnConvolutionForward(h, &one, p.x, x, p.w, w, p.conv, p.fwd, ws.data(), p.fwd_bytes, &beta, p.y, y));
   count_library_call();
 }
 
-void conv2d_backward_data(const float* dy, const float* w, float* dx, const ConvGeometry& g, cudaStream_t stream) {
+template <class T>
+void conv2d_backward_data(const T* dy, const T* w, T* dx, const ConvGeometry& g, cudaStream_t stream) {
   if (g.n * g.c * g.h * g.w == 0) return;
   cudnnHandle_t h = handle_for_current_device();
   CUDNN_CHECK(cudnnSetStream(h, stream));
-  const Plan& p = plan_for(h, g);
+  const Plan& p = plan_for(h, g, cudnn_type<T>());
   Workspace ws(p.bwd_data_bytes, stream);
   const float one = 1.0f, zero = 0.0f;
   CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, p.w, w, p.y, dy, p.conv, p.bwd_data, ws.data(), p.bwd_data_bytes,
@@ -182,11 +206,12 @@ void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv
   count_library_call();
 }
 
-void conv2d_backward_filter(const float* x, const float* dy, float* dw, const ConvGeometry& g, cudaStream_t stream) {
+template <class T>
+void conv2d_backward_filter(const T* x, const T* dy, T* dw, const ConvGeometry& g, cudaStream_t stream) {
   if (g.k * g.c * g.kh * g.kw == 0) return;
   cudnnHandle_t h = handle_for_current_device();
   CUDNN_CHECK(cudnnSetStream(h, stream));
-  const Plan& p = plan_for(h, g);
+  const Plan& p = plan_for(h, g, cudnn_type<T>());
   Workspace ws(p.bwd_filter_bytes, stream);
   const float one = 1.0f, zero = 0.0f;
   CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, p.x, x, p.y, dy, p.conv, p.bwd_filter, ws.data(),
@@ -207,11 +232,29 @@ namespace {
 }
 }  // namespace
 
-void conv2d_forward(const float*, const float*, float*, const ConvGeometry&, cudaStream_t) { no_cudnn(); }
-void conv2d_backward_data(const float*, const float*, float*, const ConvGeometry&, cudaStream_t) { no_cudnn(); }
-void conv2d_backward_filter(const float*, const float*, float*, const ConvGeometry&, cudaStream_t) { no_cudnn(); }
+template <class T>
+void conv2d_forward(const T*, const T*, T*, const ConvGeometry&, cudaStream_t, bool) {
+  no_cudnn();
+}
+template <class T>
+void conv2d_backward_data(const T*, const T*, T*, const ConvGeometry&, cudaStream_t) {
+  no_cudnn();
+}
+template <class T>
+void conv2d_backward_filter(const T*, const T*, T*, const ConvGeometry&, cudaStream_t) {
+  no_cudnn();
+}
 
 #endif
+
+#define EMBER_INSTANTIATE_CUDNN_CONV(T)                                                             \
+  template void conv2d_forward<T>(const T*, const T*, T*, const ConvGeometry&, cudaStream_t, bool); \
+  template void conv2d_backward_data<T>(const T*, const T*, T*, const ConvGeometry&, cudaStream_t); \
+  template void conv2d_backward_filter<T>(const T*, const T*, T*, const ConvGeometry&, cudaStream_t);
+EMBER_INSTANTIATE_CUDNN_CONV(float)
+EMBER_INSTANTIATE_CUDNN_CONV(bfloat16)
+EMBER_INSTANTIATE_CUDNN_CONV(float16)
+#undef EMBER_INSTANTIATE_CUDNN_CONV
 
 }  // namespace ember::kernels::cuda
 

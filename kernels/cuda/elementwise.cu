@@ -1,4 +1,5 @@
-// CUDA elementwise kernels (f32; casts and fill for every dtype). Kernels first, then launchers.
+// CUDA elementwise kernels (f32; unary maps and activation gradients also in bf16 and f16, computing
+// in f32; casts and fill for every dtype). Kernels first, then launchers.
 // The formulas are kernels/elementwise_math.h's; each kernel is compiled once per op.
 #include <cuda_runtime.h>
 
@@ -10,9 +11,12 @@
 namespace ember::kernels::cuda {
 namespace {
 
-template <UnaryOp Op>
-__global__ void unary_kernel(const float* x, float* y, std::size_t n, OpArgs<float> args) {
-  for (std::size_t i = global_thread(); i < n; i += grid_stride()) y[i] = unary_formula<Op>(x[i], args);
+// T is float, bfloat16 or float16; C = compute_t<T> (f32 for the 16-bit types).
+template <UnaryOp Op, class T>
+__global__ void unary_kernel(const T* x, T* y, std::size_t n, OpArgs<compute_t<T>> args) {
+  using C = compute_t<T>;
+  for (std::size_t i = global_thread(); i < n; i += grid_stride())
+    y[i] = T(unary_formula<Op>(static_cast<C>(x[i]), args));
 }
 
 template <BinaryOp Op>
@@ -20,12 +24,13 @@ __global__ void binary_kernel(const float* a, const float* b, float* out, std::s
   for (std::size_t i = global_thread(); i < n; i += grid_stride()) out[i] = binary_formula<Op>(a[i], b[i]);
 }
 
-template <ActivationGrad Op>
-__global__ void activation_grad_kernel(const float* dy, const float* saved, float* dx, std::size_t n, WriteMode mode,
-                                       OpArgs<float> args) {
+template <ActivationGrad Op, class T>
+__global__ void activation_grad_kernel(const T* dy, const T* saved, T* dx, std::size_t n, WriteMode mode,
+                                       OpArgs<compute_t<T>> args) {
+  using C = compute_t<T>;
   for (std::size_t i = global_thread(); i < n; i += grid_stride()) {
-    const float g = activation_grad_formula<Op>(dy[i], saved[i], args);
-    dx[i] = mode == WriteMode::overwrite ? g : dx[i] + g;
+    const C g = activation_grad_formula<Op>(static_cast<C>(dy[i]), static_cast<C>(saved[i]), args);
+    dx[i] = T(mode == WriteMode::overwrite ? g : static_cast<C>(dx[i]) + g);
   }
 }
 
@@ -74,8 +79,9 @@ __global__ void normalize_u8_kernel(const std::uint8_t* x, float* y, std::size_t
 
 }  // namespace
 
-void unary(UnaryOp op, const float* x, float* y, std::size_t n, OpArgs<float> args, cudaStream_t stream) {
-  with_unary_op(op, [&](auto op_c) { launch_n<unary_kernel<decltype(op_c)::value>>(n, stream, x, y, n, args); });
+template <class T>
+void unary(UnaryOp op, const T* x, T* y, std::size_t n, OpArgs<compute_t<T>> args, cudaStream_t stream) {
+  with_unary_op(op, [&](auto op_c) { launch_n<unary_kernel<decltype(op_c)::value, T>>(n, stream, x, y, n, args); });
 }
 
 void binary(BinaryOp op, const float* a, const float* b, float* out, std::size_t n, cudaStream_t stream) {
@@ -89,10 +95,11 @@ void binary_broadcast(BinaryOp op, const float* a, const float* b, float* out, c
       op, [&](auto op_c) { launch_n<broadcast_kernel<decltype(op_c)::value>>(n, stream, a, b, out, layout, n); });
 }
 
-void activation_grad(ActivationGrad op, const float* dy, const float* saved, float* dx, std::size_t n, WriteMode mode,
-                     OpArgs<float> args, cudaStream_t stream) {
+template <class T>
+void activation_grad(ActivationGrad op, const T* dy, const T* saved, T* dx, std::size_t n, WriteMode mode,
+                     OpArgs<compute_t<T>> args, cudaStream_t stream) {
   with_activation_grad(op, [&](auto op_c) {
-    launch_n<activation_grad_kernel<decltype(op_c)::value>>(n, stream, dy, saved, dx, n, mode, args);
+    launch_n<activation_grad_kernel<decltype(op_c)::value, T>>(n, stream, dy, saved, dx, n, mode, args);
   });
 }
 
@@ -123,6 +130,15 @@ void cast(DType from, const void* x, DType to, void* y, std::size_t n, cudaStrea
 void normalize_u8(const std::uint8_t* x, float* y, std::size_t n, float mean, float std, cudaStream_t stream) {
   launch_n<normalize_u8_kernel>(n, stream, x, y, n, pixel_scaling(mean, std));
 }
+
+#define EMBER_INSTANTIATE_MAPS(T)                                                                  \
+  template void unary<T>(UnaryOp, const T*, T*, std::size_t, OpArgs<compute_t<T>>, cudaStream_t);  \
+  template void activation_grad<T>(ActivationGrad, const T*, const T*, T*, std::size_t, WriteMode, \
+                                   OpArgs<compute_t<T>>, cudaStream_t);
+EMBER_INSTANTIATE_MAPS(float)
+EMBER_INSTANTIATE_MAPS(bfloat16)
+EMBER_INSTANTIATE_MAPS(float16)
+#undef EMBER_INSTANTIATE_MAPS
 
 #define EMBER_INSTANTIATE_FILL(name, T, ...) template void fill<T>(T*, T, std::size_t, cudaStream_t);
 EMBER_FORALL_DTYPES(EMBER_INSTANTIATE_FILL)  // Note [the dtype list]

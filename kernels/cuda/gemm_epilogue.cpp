@@ -33,8 +33,8 @@ cublasLtEpilogue_t to_lt(GemmEpilogue e) {
 bool uses_aux(GemmEpilogue e) { return e == GemmEpilogue::relu_aux_bias || e == GemmEpilogue::drelu_bgrad; }
 cublasOperation_t to_op(Transpose t) { return t == Transpose::no ? CUBLAS_OP_N : CUBLAS_OP_T; }
 
-using Key =
-    std::tuple<int, int, int, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, unsigned>;
+using Key = std::tuple<int, int, int, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t,
+                       unsigned, bool>;
 
 // The largest power of two, up to 256, that divides the address: cuBLASLt's heuristic picks
 // algorithms for the alignments it is told (256 bytes unless told otherwise), and a tensor
@@ -96,13 +96,14 @@ Plan& plan_for(const EpilogueGemm& g) {
   const Transpose ta = g.ta, tb = g.tb;
   const std::size_t m = g.m, n = g.n, k = g.k, lda = g.lda, ldb = g.ldb, ldc = g.ldc;
   ThreadState& st = state_for_current_device();
-  const Key key{static_cast<int>(e), static_cast<int>(ta), static_cast<int>(tb), m, n, k, lda, ldb, ldc,
-                alignment_key(g)};
+  const bool tf32 = allow_tf32();
+  const Key key{
+      static_cast<int>(e), static_cast<int>(ta), static_cast<int>(tb), m, n, k, lda, ldb, ldc, alignment_key(g), tf32};
   auto& slot = st.plans[key];
   if (slot) return *slot;
   slot = std::make_unique<Plan>();
   Plan& p = *slot;
-  CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t op_a = to_op(tb), op_b = to_op(ta);  // swapped: see the file comment
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));

@@ -15,8 +15,6 @@
 // free node) to the graph, which every replay would then allocate. A user
 // workspace is written by the call, so two streams sharing one unordered are reported.
 #include <cublas_v2.h>
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -26,6 +24,7 @@
 #include <vector>
 
 #include "executor.h"
+#include "numerics.h"
 #include "runtime.h"
 
 struct cublasContext {
@@ -33,6 +32,7 @@ struct cublasContext {
   int device = 0;
   void* workspace = nullptr;  // null: cuBLAS's default pool
   std::size_t workspace_bytes = 0;
+  bool tf32 = false;  // CUBLAS_TF32_TENSOR_OP_MATH: f32 routines may round their inputs to TF32
 };
 
 namespace {
@@ -71,40 +71,31 @@ constexpr std::size_t kDefaultWorkspace = std::size_t{4} << 20;
 
 bool valid_op(cublasOperation_t op) { return op == CUBLAS_OP_N || op == CUBLAS_OP_T || op == CUBLAS_OP_C; }
 
-// A matrix argument: its memory, element type and leading dimension.
+// A matrix argument: its memory, element type and leading dimension; `tf32`: f32 elements are
+// read rounded to TF32 (numerics.h), as tensor cores take them when TF32 is allowed.
 struct Matrix {
   const void* data;
   cudaDataType type;
   int ld;
+  bool tf32 = false;
 };
 
 std::size_t element_bytes(cudaDataType type) { return type == CUDA_R_32F ? 4 : 2; }
 
-// Element i as f32: bf16 and f16 widen exactly.
+ember_sim::Format format_of(cudaDataType type) {
+  return type == CUDA_R_16BF ? ember_sim::Format::bf16
+                             : (type == CUDA_R_16F ? ember_sim::Format::f16 : ember_sim::Format::f32);
+}
+
+// Element i as f32: bf16 and f16 widen exactly; f32 rounded to TF32 where the call allows it.
 float load(const Matrix& a, std::size_t i) {
-  switch (a.type) {
-    case CUDA_R_16BF:
-      return __bfloat162float(static_cast<const __nv_bfloat16*>(a.data)[i]);
-    case CUDA_R_16F:
-      return __half2float(static_cast<const __half*>(a.data)[i]);
-    default:
-      return static_cast<const float*>(a.data)[i];
-  }
+  const float v = ember_sim::load(a.data, i, format_of(a.type));
+  return a.tf32 && a.type == CUDA_R_32F ? ember_sim::tf32_round(v) : v;
 }
 
 // Stores an f32 result, rounded to nearest even for a 16-bit C.
 void store(const Matrix& c, std::size_t i, float value) {
-  void* data = const_cast<void*>(c.data);
-  switch (c.type) {
-    case CUDA_R_16BF:
-      static_cast<__nv_bfloat16*>(data)[i] = __float2bfloat16_rn(value);
-      break;
-    case CUDA_R_16F:
-      static_cast<__half*>(data)[i] = __float2half_rn(value);
-      break;
-    default:
-      static_cast<float*>(data)[i] = value;
-  }
+  ember_sim::store(const_cast<void*>(c.data), i, format_of(c.type), value);
 }
 
 // C = α·op(A)·op(B) + β·C, column-major, for cublasSgemm and cublasGemmEx (`name`): the argument
@@ -194,9 +185,11 @@ cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t stream) {
   return CUBLAS_STATUS_SUCCESS;
 }
 
-cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t) {
-  // TF32 changes only how products are rounded on tensor cores; the model computes in full fp32.
-  return known(handle) ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_INITIALIZED;
+cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
+  if (!known(handle)) return CUBLAS_STATUS_NOT_INITIALIZED;
+  // The low bits name the mode; DISALLOW_REDUCED_PRECISION_REDUCTION is a flag above them.
+  handle->tf32 = (static_cast<unsigned>(mode) & 0xfu) == CUBLAS_TF32_TENSOR_OP_MATH;
+  return CUBLAS_STATUS_SUCCESS;
 }
 
 cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t handle, void* workspace, size_t bytes) {
@@ -210,8 +203,9 @@ cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t handle, void* workspace, siz
 cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
                               int k, const float* alpha, const float* A, int lda, const float* B, int ldb,
                               const float* beta, float* C, int ldc) {
-  return gemm_model(handle, "cublasSgemm", transa, transb, m, n, k, alpha, {A, CUDA_R_32F, lda}, {B, CUDA_R_32F, ldb},
-                    beta, {C, CUDA_R_32F, ldc});
+  const bool tf32 = known(handle) && handle->tf32;
+  return gemm_model(handle, "cublasSgemm", transa, transb, m, n, k, alpha, {A, CUDA_R_32F, lda, tf32},
+                    {B, CUDA_R_32F, ldb, tf32}, beta, {C, CUDA_R_32F, ldc});
 }
 
 cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
@@ -229,8 +223,11 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cub
                          ((f32_compute || tf32_compute) && Atype == CUDA_R_32F && Ctype == CUDA_R_32F));
   if (!supported) return CUBLAS_STATUS_NOT_SUPPORTED;
   if (algo != CUBLAS_GEMM_DEFAULT && algo != CUBLAS_GEMM_DEFAULT_TENSOR_OP) return CUBLAS_STATUS_NOT_SUPPORTED;
-  return gemm_model(handle, "cublasGemmEx", transa, transb, m, n, k, static_cast<const float*>(alpha), {A, Atype, lda},
-                    {B, Btype, ldb}, static_cast<const float*>(beta), {C, Ctype, ldc});
+  // TF32 for f32 inputs: asked for by the compute type, or allowed by the handle's math mode
+  // under CUBLAS_COMPUTE_32F (never under PEDANTIC).
+  const bool tf32 = tf32_compute || (computeType == CUBLAS_COMPUTE_32F && handle->tf32);
+  return gemm_model(handle, "cublasGemmEx", transa, transb, m, n, k, static_cast<const float*>(alpha),
+                    {A, Atype, lda, tf32}, {B, Btype, ldb, tf32}, static_cast<const float*>(beta), {C, Ctype, ldc});
 }
 
 const char* cublasGetStatusName(cublasStatus_t status) {

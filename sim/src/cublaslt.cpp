@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "executor.h"
+#include "numerics.h"
 #include "runtime.h"
 #include "state.h"
 
@@ -355,17 +356,20 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
   const std::int64_t lda = la.ld, ldb = lb.ld, ldc = lc.ld, ldd = ld.ld, aux_ld = d.aux_ld;
   auto* bias = static_cast<float*>(const_cast<void*>(d.bias));
   auto* aux = static_cast<std::uint8_t*>(const_cast<void*>(d.aux));
+  // CUBLAS_COMPUTE_32F_FAST_TF32: the products' inputs rounded to TF32 (numerics.h).
+  const bool tf32 = d.compute == CUBLAS_COMPUTE_32F_FAST_TF32;
   const auto work = [=] {
     const std::uint64_t m = s.m, n = s.n, k = s.k;
     const auto at = [&](const float* base, std::int64_t lead, std::uint64_t r, std::uint64_t col) {
       return base[col * static_cast<std::uint64_t>(lead) + r];
     };
+    const auto factor = [&](float v) { return tf32 ? ember_sim::tf32_round(v) : v; };
     std::vector<double> bgrad(e == CUBLASLT_EPILOGUE_BGRADB ? n : m, 0.0);
     for (std::uint64_t j = 0; j < n; ++j)
       for (std::uint64_t i = 0; i < m; ++i) {
         float acc = 0.0f;
         for (std::uint64_t p = 0; p < k; ++p)
-          acc += (ta ? at(a, lda, p, i) : at(a, lda, i, p)) * (tb ? at(b, ldb, j, p) : at(b, ldb, p, j));
+          acc += factor(ta ? at(a, lda, p, i) : at(a, lda, i, p)) * factor(tb ? at(b, ldb, j, p) : at(b, ldb, p, j));
         float v = a_scale * acc + (b_scale != 0.0f ? b_scale * at(c, ldc, i, j) : 0.0f);
         switch (e) {
           case CUBLASLT_EPILOGUE_RELU:

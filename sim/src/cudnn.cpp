@@ -5,13 +5,11 @@
 // another layout, data type, dilation, groups: CUDNN_STATUS_NOT_SUPPORTED), and the convolutions
 // are computed by reference loops in stream order, their memory checked against the other streams.
 //
-// The algorithm lists follow cuDNN's own notes on determinism: backward-data and backward-filter
-// ALGO_0 are non-deterministic, and here they are offered first and really are — each call adds
-// the batch's images in a freshly shuffled order, so a sum over the batch (every weight gradient)
-// differs in its last bits from run to run — so a caller that asked for deterministic results and
-// took ALGO_0 anyway is caught by comparing two runs. (Backward data sums over no images, so its
-// ALGO_0 is non-deterministic in name only here.) Every algorithm that needs a workspace refuses to run without one of
-// its size (CUDNN_STATUS_BAD_PARAM), and the workspace is written, so it is checked like any memory.
+// Data types: f32, and bf16 and f16 with f32 compute (PSEUDO_BFLOAT16/PSEUDO_HALF_CONFIG: x, w, y of
+// one type; the values widened exactly, f32 sums, α·sum + β·y rounded once); anything else is
+// CUDNN_STATUS_NOT_SUPPORTED. Math types: 16-bit algorithms run on tensor cores unless the
+// descriptor says CUDNN_FMA_MATH; f32 ones under CUDNN_DEFAULT_MATH or …_ALLOW_CONVERSION round their
+// inputs to TF32 (numerics.h), as cuDNN documents for Ampere and later (docs/simulator.md).
 #include <cudnn.h>
 
 #include <algorithm>
@@ -25,6 +23,7 @@
 #include <vector>
 
 #include "executor.h"
+#include "numerics.h"
 #include "runtime.h"
 #include "state.h"
 
@@ -44,6 +43,7 @@ struct cudnnFilterStruct {
 };
 struct cudnnConvolutionStruct {
   bool set = false;
+  cudnnDataType_t compute = CUDNN_DATA_FLOAT;
   int pad_h = 0, pad_w = 0, stride_h = 1, stride_w = 1;
   cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
   cudnnMathType_t math = CUDNN_DEFAULT_MATH;
@@ -51,29 +51,86 @@ struct cudnnConvolutionStruct {
 
 namespace {
 
-// The geometry of one convolution, from its descriptors.
+bool is_16_bit(cudnnDataType_t type) { return type == CUDNN_DATA_BFLOAT16 || type == CUDNN_DATA_HALF; }
+
+// Whether an f32 convolution's tensor-core algorithms may round its inputs to TF32 (the file comment).
+bool allows_tf32(cudnnMathType_t math) {
+  return math == CUDNN_DEFAULT_MATH || math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+}
+
+// The geometry of one convolution, from its descriptors, with its data type and how its algorithms
+// compute.
 struct Geometry {
   int n, c, h, w, k, kh, kw, oh, ow, pad_h, pad_w, stride_h, stride_w;
   bool flip;  // CUDNN_CONVOLUTION (the kernel flipped) rather than cross-correlation
-  std::size_t x_bytes() const { return std::size_t(n) * c * h * w * sizeof(float); }
-  std::size_t w_bytes() const { return std::size_t(k) * c * kh * kw * sizeof(float); }
-  std::size_t y_bytes() const { return std::size_t(n) * k * oh * ow * sizeof(float); }
-  // The im2col buffer a GEMM-based algorithm works in: one image's columns.
+  cudnnDataType_t type;
+  cudnnMathType_t math;  // what the algorithms report: CUDNN_TENSOR_OP_MATH or CUDNN_FMA_MATH
+  bool tf32;             // f32 inputs read rounded to TF32
+  std::size_t element() const { return type == CUDNN_DATA_FLOAT ? sizeof(float) : 2; }
+  std::size_t x_bytes() const { return std::size_t(n) * c * h * w * element(); }
+  std::size_t w_bytes() const { return std::size_t(k) * c * kh * kw * element(); }
+  std::size_t y_bytes() const { return std::size_t(n) * k * oh * ow * element(); }
+  std::size_t x_count() const { return std::size_t(n) * c * h * w; }
+  std::size_t w_count() const { return std::size_t(k) * c * kh * kw; }
+  std::size_t y_count() const { return std::size_t(n) * k * oh * ow; }
+  // The im2col buffer a GEMM-based algorithm works in: one image's columns, in f32.
   std::size_t columns_bytes() const { return std::size_t(c) * kh * kw * oh * ow * sizeof(float); }
 };
 
 cudnnStatus_t geometry(const cudnnTensorStruct* x, const cudnnFilterStruct* w, const cudnnConvolutionStruct* conv,
                        const cudnnTensorStruct* y, Geometry& g) {
   if (!x || !w || !conv || !y || !x->set || !w->set || !conv->set || !y->set) return CUDNN_STATUS_BAD_PARAM;
-  if (x->type != CUDNN_DATA_FLOAT || w->type != CUDNN_DATA_FLOAT || y->type != CUDNN_DATA_FLOAT)
+  const cudnnDataType_t type = x->type;
+  if ((type != CUDNN_DATA_FLOAT && !is_16_bit(type)) || w->type != type || y->type != type ||
+      conv->compute != CUDNN_DATA_FLOAT)
     return CUDNN_STATUS_NOT_SUPPORTED;
   if (w->c != x->c || y->n != x->n || y->c != w->k) return CUDNN_STATUS_BAD_PARAM;
   const int oh = (x->h + 2 * conv->pad_h - w->h) / conv->stride_h + 1;
   const int ow = (x->w + 2 * conv->pad_w - w->w) / conv->stride_w + 1;
   if (oh <= 0 || ow <= 0 || y->h != oh || y->w != ow) return CUDNN_STATUS_BAD_PARAM;
-  g = {x->n, x->c, x->h,        x->w,        w->k,           w->h,           w->w,
-       oh,   ow,   conv->pad_h, conv->pad_w, conv->stride_h, conv->stride_w, conv->mode == CUDNN_CONVOLUTION};
+  const bool tensor_ops = is_16_bit(type) ? conv->math != CUDNN_FMA_MATH : allows_tf32(conv->math);
+  g = {x->n,
+       x->c,
+       x->h,
+       x->w,
+       w->k,
+       w->h,
+       w->w,
+       oh,
+       ow,
+       conv->pad_h,
+       conv->pad_w,
+       conv->stride_h,
+       conv->stride_w,
+       conv->mode == CUDNN_CONVOLUTION,
+       type,
+       tensor_ops ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH,
+       tensor_ops && type == CUDNN_DATA_FLOAT};
   return CUDNN_STATUS_SUCCESS;
+}
+
+ember_sim::Format format_of(cudnnDataType_t type) {
+  return type == CUDNN_DATA_BFLOAT16 ? ember_sim::Format::bf16
+                                     : (type == CUDNN_DATA_HALF ? ember_sim::Format::f16 : ember_sim::Format::f32);
+}
+
+// The n values of a tensor as f32: 16-bit ones widen exactly, f32 ones are rounded to TF32 where
+// the algorithm does (numerics.h).
+std::vector<float> widened(const void* data, std::size_t n, const Geometry& g) {
+  std::vector<float> out(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const float v = ember_sim::load(data, i, format_of(g.type));
+    out[i] = g.tf32 ? ember_sim::tf32_round(v) : v;
+  }
+  return out;
+}
+
+// out = alpha·sums + beta·out in f32 (out is not read when beta is 0), rounded once to the data type.
+void finish(void* out, const std::vector<float>& sums, float alpha, float beta, const Geometry& g) {
+  for (std::size_t i = 0; i < sums.size(); ++i) {
+    const float prior = beta != 0.0f ? beta * ember_sim::load(out, i, format_of(g.type)) : 0.0f;
+    ember_sim::store(out, i, format_of(g.type), alpha * sums[i] + prior);
+  }
 }
 
 // Each (output, input, weight) index triple of the convolution, image by image in `images`' order.
@@ -110,11 +167,6 @@ std::vector<int> image_order(const Geometry& g, bool shuffled) {
   return order;
 }
 
-// out = alpha·sums + beta·out (out is not read when beta is 0).
-void finish(float* out, const std::vector<float>& sums, float alpha, float beta) {
-  for (std::size_t i = 0; i < sums.size(); ++i) out[i] = alpha * sums[i] + (beta != 0.0f ? beta * out[i] : 0.0f);
-}
-
 struct AlgoInfo {
   int algo;
   bool deterministic;
@@ -137,8 +189,7 @@ const AlgoInfo* find_algo(const AlgoInfo (&list)[N], int algo) {
 }
 
 template <class Perf, class Algo, std::size_t N>
-void list_algorithms(const AlgoInfo (&list)[N], const Geometry& g, cudnnMathType_t math, int requested, int* returned,
-                     Perf* results) {
+void list_algorithms(const AlgoInfo (&list)[N], const Geometry& g, int requested, int* returned, Perf* results) {
   *returned = 0;
   for (std::size_t i = 0; i < N && *returned < requested; ++i) {
     Perf p{};
@@ -147,7 +198,7 @@ void list_algorithms(const AlgoInfo (&list)[N], const Geometry& g, cudnnMathType
     p.time = -1.0f;  // a heuristic's answer, not a measurement
     p.memory = list[i].gemm_based ? g.columns_bytes() : 0;
     p.determinism = list[i].deterministic ? CUDNN_DETERMINISTIC : CUDNN_NON_DETERMINISTIC;
-    p.mathType = math == CUDNN_DEFAULT_MATH ? CUDNN_FMA_MATH : math;
+    p.mathType = g.math;
     results[(*returned)++] = p;
   }
 }
@@ -261,8 +312,9 @@ cudnnStatus_t cudnnSetConvolution2dDescriptor(cudnnConvolutionDescriptor_t d, in
                                               cudnnDataType_t compute) {
   if (!d || pad_h < 0 || pad_w < 0 || u <= 0 || v <= 0 || dilation_h <= 0 || dilation_w <= 0)
     return CUDNN_STATUS_BAD_PARAM;
-  if (dilation_h != 1 || dilation_w != 1 || compute != CUDNN_DATA_FLOAT) return CUDNN_STATUS_NOT_SUPPORTED;
+  if (dilation_h != 1 || dilation_w != 1) return CUDNN_STATUS_NOT_SUPPORTED;
   d->set = true;
+  d->compute = compute;
   d->pad_h = pad_h;
   d->pad_w = pad_w;
   d->stride_h = u;
@@ -285,8 +337,7 @@ cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t h, const cudn
   if (!returned || !results || requested < 1) return CUDNN_STATUS_BAD_PARAM;
   Geometry g{};
   if (const cudnnStatus_t st = geometry(x, w, conv, y, g); st != CUDNN_STATUS_SUCCESS) return st;
-  list_algorithms<cudnnConvolutionFwdAlgoPerf_t, cudnnConvolutionFwdAlgo_t>(kForward, g, conv->math, requested,
-                                                                            returned, results);
+  list_algorithms<cudnnConvolutionFwdAlgoPerf_t, cudnnConvolutionFwdAlgo_t>(kForward, g, requested, returned, results);
   return CUDNN_STATUS_SUCCESS;
 }
 
@@ -299,8 +350,8 @@ cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnnHandle_t h, const
   if (!returned || !results || requested < 1) return CUDNN_STATUS_BAD_PARAM;
   Geometry g{};
   if (const cudnnStatus_t st = geometry(dx, w, conv, dy, g); st != CUDNN_STATUS_SUCCESS) return st;
-  list_algorithms<cudnnConvolutionBwdDataAlgoPerf_t, cudnnConvolutionBwdDataAlgo_t>(kBackwardData, g, conv->math,
-                                                                                    requested, returned, results);
+  list_algorithms<cudnnConvolutionBwdDataAlgoPerf_t, cudnnConvolutionBwdDataAlgo_t>(kBackwardData, g, requested,
+                                                                                    returned, results);
   return CUDNN_STATUS_SUCCESS;
 }
 
@@ -314,8 +365,8 @@ cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnnHandle_t h, con
   if (!returned || !results || requested < 1) return CUDNN_STATUS_BAD_PARAM;
   Geometry g{};
   if (const cudnnStatus_t st = geometry(x, dw, conv, dy, g); st != CUDNN_STATUS_SUCCESS) return st;
-  list_algorithms<cudnnConvolutionBwdFilterAlgoPerf_t, cudnnConvolutionBwdFilterAlgo_t>(kBackwardFilter, g, conv->math,
-                                                                                        requested, returned, results);
+  list_algorithms<cudnnConvolutionBwdFilterAlgoPerf_t, cudnnConvolutionBwdFilterAlgo_t>(kBackwardFilter, g, requested,
+                                                                                        returned, results);
   return CUDNN_STATUS_SUCCESS;
 }
 
@@ -371,19 +422,17 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t h, const void* alpha, const 
   Geometry g{};
   if (const cudnnStatus_t st = geometry(xd, wd, conv, yd, g); st != CUDNN_STATUS_SUCCESS) return st;
   const float a = *static_cast<const float*>(alpha), b = *static_cast<const float*>(beta);
-  const auto* xs = static_cast<const float*>(x);
-  const auto* ws = static_cast<const float*>(w);
-  auto* ys = static_cast<float*>(y);
   std::vector<ember_sim::rt::Access> accesses{{x, g.x_bytes(), false, "x of cudnnConvolutionForward"},
                                               {w, g.w_bytes(), false, "w of cudnnConvolutionForward"},
                                               {y, g.y_bytes(), true, "y of cudnnConvolutionForward"}};
   return run(
       h, find_algo(kForward, algo), g, workspace, bytes, std::move(accesses),
       [=] {
-        std::vector<float> sums(g.y_bytes() / sizeof(float), 0.0f);
+        const std::vector<float> xs = widened(x, g.x_count(), g), ws = widened(w, g.w_count(), g);
+        std::vector<float> sums(g.y_count(), 0.0f);
         for_each_tap(g, image_order(g, false),
                      [&](std::size_t yi, std::size_t xi, std::size_t wi) { sums[yi] += xs[xi] * ws[wi]; });
-        finish(ys, sums, a, b);
+        finish(y, sums, a, b, g);
       },
       "cudnnConvolutionForward");
 }
@@ -400,19 +449,17 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t h, const void* alpha, c
   const AlgoInfo* info = find_algo(kBackwardData, algo);
   const bool shuffled = info && !info->deterministic;
   const float a = *static_cast<const float*>(alpha), b = *static_cast<const float*>(beta);
-  const auto* ws = static_cast<const float*>(w);
-  const auto* dys = static_cast<const float*>(dy);
-  auto* dxs = static_cast<float*>(dx);
   std::vector<ember_sim::rt::Access> accesses{{w, g.w_bytes(), false, "w of cudnnConvolutionBackwardData"},
                                               {dy, g.y_bytes(), false, "dy of cudnnConvolutionBackwardData"},
                                               {dx, g.x_bytes(), true, "dx of cudnnConvolutionBackwardData"}};
   return run(
       h, info, g, workspace, bytes, std::move(accesses),
       [=] {
-        std::vector<float> sums(g.x_bytes() / sizeof(float), 0.0f);
+        const std::vector<float> ws = widened(w, g.w_count(), g), dys = widened(dy, g.y_count(), g);
+        std::vector<float> sums(g.x_count(), 0.0f);
         for_each_tap(g, image_order(g, shuffled),
                      [&](std::size_t yi, std::size_t xi, std::size_t wi) { sums[xi] += dys[yi] * ws[wi]; });
-        finish(dxs, sums, a, b);
+        finish(dx, sums, a, b, g);
       },
       "cudnnConvolutionBackwardData");
 }
@@ -429,19 +476,17 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t h, const void* alpha,
   const AlgoInfo* info = find_algo(kBackwardFilter, algo);
   const bool shuffled = info && !info->deterministic;
   const float a = *static_cast<const float*>(alpha), b = *static_cast<const float*>(beta);
-  const auto* xs = static_cast<const float*>(x);
-  const auto* dys = static_cast<const float*>(dy);
-  auto* dws = static_cast<float*>(dw);
   std::vector<ember_sim::rt::Access> accesses{{x, g.x_bytes(), false, "x of cudnnConvolutionBackwardFilter"},
                                               {dy, g.y_bytes(), false, "dy of cudnnConvolutionBackwardFilter"},
                                               {dw, g.w_bytes(), true, "dw of cudnnConvolutionBackwardFilter"}};
   return run(
       h, info, g, workspace, bytes, std::move(accesses),
       [=] {
-        std::vector<float> sums(g.w_bytes() / sizeof(float), 0.0f);
+        const std::vector<float> xs = widened(x, g.x_count(), g), dys = widened(dy, g.y_count(), g);
+        std::vector<float> sums(g.w_count(), 0.0f);
         for_each_tap(g, image_order(g, shuffled),
                      [&](std::size_t yi, std::size_t xi, std::size_t wi) { sums[wi] += dys[yi] * xs[xi]; });
-        finish(dws, sums, a, b);
+        finish(dw, sums, a, b, g);
       },
       "cudnnConvolutionBackwardFilter");
 }

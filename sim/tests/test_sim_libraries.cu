@@ -4,7 +4,8 @@
 // epilogue ember uses, a bad leading dimension, an epilogue pointer less aligned than its
 // algorithm was chosen for, a ReLU mask read directly, a heuristic told to offer nothing) and cuDNN
 // (the three convolutions against an im2col reference in both modes, descriptors that disagree, a
-// workspace too small, ALGO_0's non-determinism). Independent of how ember uses them.
+// workspace too small, ALGO_0's non-determinism, the bf16 and f16 configurations and the ones it
+// refuses), and TF32 in all three. Independent of how ember uses them.
 #include <catch2/catch.hpp>
 
 #include <cublasLt.h>
@@ -401,6 +402,8 @@ struct Conv {
     REQUIRE(cudnnSetFilter4dDescriptor(f, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, k, c, kh, kw) == CUDNN_STATUS_SUCCESS);
     REQUIRE(cudnnSetConvolution2dDescriptor(conv, pad, pad, stride, stride, 1, 1, CUDNN_CROSS_CORRELATION,
                                             CUDNN_DATA_FLOAT) == CUDNN_STATUS_SUCCESS);
+    // f32 exact, as ember asks: the default math type lets cuDNN round f32 inputs to TF32.
+    REQUIRE(cudnnSetConvolutionMathType(conv, CUDNN_FMA_MATH) == CUDNN_STATUS_SUCCESS);
   }
   ~Conv() {
     cudnnDestroyTensorDescriptor(x);
@@ -563,6 +566,8 @@ TEST_CASE("cuDNN's three convolutions match an im2col reference in both modes, w
     REQUIRE(cudnnSetConvolution2dDescriptor(cd, g.pad_h, g.pad_w, g.stride_h, g.stride_w, 1, 1,
                                             g.flip ? CUDNN_CONVOLUTION : CUDNN_CROSS_CORRELATION,
                                             CUDNN_DATA_FLOAT) == CUDNN_STATUS_SUCCESS);
+    // f32 exact: the default math type lets cuDNN round to TF32 (the TF32 test below).
+    REQUIRE(cudnnSetConvolutionMathType(cd, CUDNN_FMA_MATH) == CUDNN_STATUS_SUCCESS);
     const std::size_t nx = static_cast<std::size_t>(g.n * g.c * g.h * g.w),
                       nw = static_cast<std::size_t>(g.k * g.rows()),
                       ny = static_cast<std::size_t>(g.n * g.k * g.oh() * g.ow());
@@ -650,4 +655,191 @@ TEST_CASE("cuDNN's ALGO_0 weight gradient is non-deterministic, as documented; A
   CHECK(differed);
   const auto deterministic = gradient(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1);
   for (int run = 0; run < 3; ++run) CHECK(gradient(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1) == deterministic);
+}
+
+namespace {
+// A value's 16-bit bits and the f32 it widens to, for CUDNN_DATA_BFLOAT16 or CUDNN_DATA_HALF.
+std::uint16_t narrow(float v, cudnnDataType_t type, float& exact) {
+  std::uint16_t bits = 0;
+  if (type == CUDNN_DATA_BFLOAT16) {
+    const __nv_bfloat16 x = __float2bfloat16_rn(v);
+    std::memcpy(&bits, &x, 2);
+    exact = __bfloat162float(x);
+  } else {
+    const __half x = __float2half_rn(v);
+    std::memcpy(&bits, &x, 2);
+    exact = __half2float(x);
+  }
+  return bits;
+}
+float widen(std::uint16_t bits, cudnnDataType_t type) {
+  if (type == CUDNN_DATA_BFLOAT16) {
+    const std::uint32_t word = std::uint32_t{bits} << 16;
+    float f;
+    std::memcpy(&f, &word, 4);
+    return f;
+  }
+  __half x;
+  std::memcpy(&x, &bits, 2);
+  return __half2float(x);
+}
+}  // namespace
+
+TEST_CASE("cuDNN's PSEUDO_BFLOAT16 and PSEUDO_HALF convolutions: f32 sums of the widened values, rounded once") {
+  for (const cudnnDataType_t type : {CUDNN_DATA_BFLOAT16, CUDNN_DATA_HALF}) {
+    INFO((type == CUDNN_DATA_BFLOAT16 ? "bf16" : "f16"));
+    Conv g;
+    REQUIRE(cudnnSetTensor4dDescriptor(g.x, CUDNN_TENSOR_NCHW, type, g.n, g.c, g.h, g.w) == CUDNN_STATUS_SUCCESS);
+    REQUIRE(cudnnSetTensor4dDescriptor(g.y, CUDNN_TENSOR_NCHW, type, g.n, g.k, g.oh(), g.ow()) == CUDNN_STATUS_SUCCESS);
+    REQUIRE(cudnnSetFilter4dDescriptor(g.f, type, CUDNN_TENSOR_NCHW, g.k, g.c, g.kh, g.kw) == CUDNN_STATUS_SUCCESS);
+    REQUIRE(cudnnSetConvolutionMathType(g.conv, CUDNN_TENSOR_OP_MATH) == CUDNN_STATUS_SUCCESS);
+    const std::size_t nx = g.n * g.c * g.h * g.w, ny = g.n * g.k * g.oh() * g.ow(), nw = g.k * g.c * g.kh * g.kw;
+    std::vector<float> x(nx), w(nw), dy(ny), prior(ny);
+    std::vector<std::uint16_t> x_bits(nx), w_bits(nw), dy_bits(ny), prior_bits(ny);
+    const auto rx = random_values(nx, 31), rw = random_values(nw, 32), rdy = random_values(ny, 33),
+               rprior = random_values(ny, 34);
+    for (std::size_t i = 0; i < nx; ++i) x_bits[i] = narrow(rx[i], type, x[i]);
+    for (std::size_t i = 0; i < nw; ++i) w_bits[i] = narrow(rw[i], type, w[i]);
+    for (std::size_t i = 0; i < ny; ++i) dy_bits[i] = narrow(rdy[i], type, dy[i]);
+    for (std::size_t i = 0; i < ny; ++i) prior_bits[i] = narrow(rprior[i], type, prior[i]);
+    DeviceBuffer<std::uint16_t> dx(nx), dw(nw), ddy(ny), out_y(ny), out_dx(nx), out_dw(nw);
+    DeviceBuffer<float> ws(1 << 16);
+    to_device(dx.data, x_bits);
+    to_device(dw.data, w_bits);
+    to_device(ddy.data, dy_bits);
+    to_device(out_y.data, prior_bits);
+    // The reference: exact products summed in double; the model's f32 sums differ by at most
+    // K·2⁻²⁴·Σ|products|, and then one rounding to the 16-bit type (half an ulp).
+    std::vector<double> y(ny, 0), y_mag(ny, 0), gx(nx, 0), gx_mag(nx, 0), gw(nw, 0), gw_mag(nw, 0);
+    g.taps([&](int yi, int xi, int wi) {
+      y[yi] += double(x[xi]) * w[wi];
+      y_mag[yi] += std::fabs(double(x[xi]) * w[wi]);
+      gx[xi] += double(dy[yi]) * w[wi];
+      gx_mag[xi] += std::fabs(double(dy[yi]) * w[wi]);
+      gw[wi] += double(dy[yi]) * x[xi];
+      gw_mag[wi] += std::fabs(double(dy[yi]) * x[xi]);
+    });
+    const int ulp_bits = type == CUDNN_DATA_BFLOAT16 ? -8 : -11;
+    const auto check = [&](const DeviceBuffer<std::uint16_t>& out, const std::vector<double>& want,
+                           const std::vector<double>& magnitude, int terms) {
+      const auto bits = to_host(out.data, want.size());
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        const double bound = terms * std::ldexp(magnitude[i], -24) + std::ldexp(std::fabs(want[i]), ulp_bits);
+        REQUIRE(std::fabs(widen(bits[i], type) - want[i]) <= bound + 1e-30);
+      }
+    };
+    const float one = 1.0f, beta_one = 1.0f, zero = 0.0f;
+    cudnnConvolutionFwdAlgoPerf_t fwd[4];
+    int found = 0;
+    REQUIRE(cudnnGetConvolutionForwardAlgorithm_v7(g.handle, g.x, g.f, g.conv, g.y, 4, &found, fwd) ==
+            CUDNN_STATUS_SUCCESS);
+    REQUIRE(found > 0);
+    CHECK(fwd[0].mathType == CUDNN_TENSOR_OP_MATH);
+    // β = 1: the sum added to what y held, in f32, and rounded once.
+    REQUIRE(cudnnConvolutionForward(g.handle, &one, g.x, dx.data, g.f, dw.data, g.conv,
+                                    CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, nullptr, 0, &beta_one, g.y,
+                                    out_y.data) == CUDNN_STATUS_SUCCESS);
+    std::vector<double> y_plus(ny);
+    for (std::size_t i = 0; i < ny; ++i) y_plus[i] = y[i] + prior[i];
+    check(out_y, y_plus, y_mag, g.c * g.kh * g.kw + 1);
+    REQUIRE(cudnnConvolutionBackwardData(g.handle, &one, g.f, dw.data, g.y, ddy.data, g.conv,
+                                         CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, ws.data, (1u << 16) * sizeof(float), &zero,
+                                         g.x, out_dx.data) == CUDNN_STATUS_SUCCESS);
+    check(out_dx, gx, gx_mag, g.k * g.kh * g.kw);
+    REQUIRE(cudnnConvolutionBackwardFilter(g.handle, &one, g.x, dx.data, g.y, ddy.data, g.conv,
+                                           CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, ws.data, (1u << 16) * sizeof(float),
+                                           &zero, g.f, out_dw.data) == CUDNN_STATUS_SUCCESS);
+    check(out_dw, gw, gw_mag, g.n * g.oh() * g.ow());
+  }
+}
+
+TEST_CASE("cuDNN refuses mixed data types and 16-bit compute; its FMA math keeps f32 exact") {
+  Conv g;
+  cudnnConvolutionFwdAlgoPerf_t perf[4];
+  int found = 0;
+  // x in bf16, w and y in f32: not a configuration cuDNN lists.
+  REQUIRE(cudnnSetTensor4dDescriptor(g.x, CUDNN_TENSOR_NCHW, CUDNN_DATA_BFLOAT16, g.n, g.c, g.h, g.w) ==
+          CUDNN_STATUS_SUCCESS);
+  CHECK(cudnnGetConvolutionForwardAlgorithm_v7(g.handle, g.x, g.f, g.conv, g.y, 4, &found, perf) ==
+        CUDNN_STATUS_NOT_SUPPORTED);
+  // All f16 with f16 compute (TRUE_HALF_CONFIG): not modelled.
+  REQUIRE(cudnnSetTensor4dDescriptor(g.x, CUDNN_TENSOR_NCHW, CUDNN_DATA_HALF, g.n, g.c, g.h, g.w) ==
+          CUDNN_STATUS_SUCCESS);
+  REQUIRE(cudnnSetTensor4dDescriptor(g.y, CUDNN_TENSOR_NCHW, CUDNN_DATA_HALF, g.n, g.k, g.oh(), g.ow()) ==
+          CUDNN_STATUS_SUCCESS);
+  REQUIRE(cudnnSetFilter4dDescriptor(g.f, CUDNN_DATA_HALF, CUDNN_TENSOR_NCHW, g.k, g.c, g.kh, g.kw) ==
+          CUDNN_STATUS_SUCCESS);
+  REQUIRE(cudnnSetConvolution2dDescriptor(g.conv, g.pad, g.pad, g.stride, g.stride, 1, 1, CUDNN_CROSS_CORRELATION,
+                                          CUDNN_DATA_HALF) == CUDNN_STATUS_SUCCESS);
+  CHECK(cudnnGetConvolutionForwardAlgorithm_v7(g.handle, g.x, g.f, g.conv, g.y, 4, &found, perf) ==
+        CUDNN_STATUS_NOT_SUPPORTED);
+}
+
+TEST_CASE("TF32: cuBLAS's math mode, cuBLASLt's compute type and cuDNN's default math round f32 inputs") {
+  // 1 + 2⁻²⁰ has no TF32 value of its own: times 1 it is itself in f32, 1 in TF32.
+  const float fine = 1.0f + 0x1p-20f;
+  DeviceBuffer<float> a(16), b(16), c(16);
+  to_device(a.data, std::vector<float>(16, fine));
+  to_device(b.data, std::vector<float>(16, 1.0f));
+  const float one = 1.0f, zero = 0.0f;
+  cublasHandle_t h = nullptr;
+  REQUIRE(cublasCreate(&h) == CUBLAS_STATUS_SUCCESS);
+  const auto sgemm = [&] {
+    REQUIRE(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 1, &one, a.data, 4, b.data, 1, &zero, c.data, 4) ==
+            CUBLAS_STATUS_SUCCESS);
+    return to_host(c.data, 16)[5];
+  };
+  CHECK(sgemm() == fine);
+  REQUIRE(cublasSetMathMode(h, CUBLAS_TF32_TENSOR_OP_MATH) == CUBLAS_STATUS_SUCCESS);
+  CHECK(sgemm() == 1.0f);
+  REQUIRE(cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH) == CUBLAS_STATUS_SUCCESS);
+  CHECK(sgemm() == fine);
+  const auto gemm_ex = [&](cublasComputeType_t compute) {
+    REQUIRE(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 1, &one, a.data, CUDA_R_32F, 4, b.data, CUDA_R_32F, 1,
+                         &zero, c.data, CUDA_R_32F, 4, compute, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS);
+    return to_host(c.data, 16)[5];
+  };
+  CHECK(gemm_ex(CUBLAS_COMPUTE_32F_FAST_TF32) == 1.0f);
+  CHECK(gemm_ex(CUBLAS_COMPUTE_32F_PEDANTIC) == fine);
+  cublasDestroy(h);
+
+  for (const bool tf32 : {false, true}) {
+    LtCall lt(4, 4, 1, false, false, CUBLASLT_EPILOGUE_BIAS);
+    const cublasComputeType_t compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    cublasLtMatmulDescDestroy(lt.desc);
+    REQUIRE(cublasLtMatmulDescCreate(&lt.desc, compute, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS);
+    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    cublasLtMatmulDescSetAttribute(lt.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue));
+    DeviceBuffer<float> bias(4), d(16);
+    to_device(bias.data, std::vector<float>(4, 0.0f));
+    lt.pointers(bias.data, nullptr);
+    cublasLtMatmulAlgo_t algo{};
+    REQUIRE(lt.heuristic(algo) == CUBLAS_STATUS_SUCCESS);
+    REQUIRE(lt.matmul(algo, a.data, b.data, d.data) == CUBLAS_STATUS_SUCCESS);
+    CHECK(to_host(d.data, 16)[5] == (tf32 ? 1.0f : fine));
+  }
+
+  for (const cudnnMathType_t math :
+       {CUDNN_FMA_MATH, CUDNN_TENSOR_OP_MATH, CUDNN_DEFAULT_MATH, CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION}) {
+    INFO("cuDNN math type " << int(math));
+    Conv g;
+    g.n = 1, g.c = 1, g.h = 4, g.w = 4, g.k = 1, g.kh = 1, g.kw = 1, g.pad = 0, g.stride = 1;
+    REQUIRE(cudnnSetTensor4dDescriptor(g.x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, 1, 4, 4) == CUDNN_STATUS_SUCCESS);
+    REQUIRE(cudnnSetTensor4dDescriptor(g.y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, 1, 4, 4) == CUDNN_STATUS_SUCCESS);
+    REQUIRE(cudnnSetFilter4dDescriptor(g.f, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, 1, 1, 1, 1) == CUDNN_STATUS_SUCCESS);
+    REQUIRE(cudnnSetConvolution2dDescriptor(g.conv, 0, 0, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT) ==
+            CUDNN_STATUS_SUCCESS);
+    REQUIRE(cudnnSetConvolutionMathType(g.conv, math) == CUDNN_STATUS_SUCCESS);
+    const bool tf32 = math == CUDNN_DEFAULT_MATH || math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+    cudnnConvolutionFwdAlgoPerf_t perf[4];
+    int found = 0;
+    REQUIRE(cudnnGetConvolutionForwardAlgorithm_v7(g.handle, g.x, g.f, g.conv, g.y, 4, &found, perf) ==
+            CUDNN_STATUS_SUCCESS);
+    CHECK(perf[0].mathType == (tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
+    DeviceBuffer<float> y(16);
+    REQUIRE(cudnnConvolutionForward(g.handle, &one, g.x, a.data, g.f, b.data, g.conv,
+                                    CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, nullptr, 0, &zero, g.y,
+                                    y.data) == CUDNN_STATUS_SUCCESS);
+    CHECK(to_host(y.data, 16)[5] == (tf32 ? 1.0f : fine));
+  }
 }

@@ -1,6 +1,8 @@
 // Helpers of the GPU tests: device buffers filled from host vectors, read back, NaN poisoning.
 #pragma once
 
+#include <cuda_runtime.h>
+
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -17,6 +19,13 @@ namespace ember::testing {
 inline const Device kGpu = Device::cuda(0);
 
 inline cudaStream_t gpu_stream() { return cuda::current_stream(kGpu); }
+
+// Whether the GPU is ember's software GPU (sim/), which names itself so.
+inline bool running_on_software_gpu() {
+  cudaDeviceProp properties{};
+  return cudaGetDeviceProperties(&properties, 0) == cudaSuccess &&
+         std::string(properties.name).find("software GPU") != std::string::npos;
+}
 
 // A device copy of `values`, preceded by `offset` unused elements so that raw<T>() + offset is a
 // deliberately misaligned pointer when offset is odd.

@@ -1,0 +1,242 @@
+// The GPU in bf16 and f16: ember's 16-bit kernels against their f32 twins on the widened values,
+// rounded once; cuDNN's 16-bit convolutions against the CPU's f32 convolution of the same values;
+// and the TF32 switch reaching cuBLAS, cuBLASLt and cuDNN.
+//
+// Tolerances. A 16-bit kernel computes in f32 and rounds once, so it gives the bits of its f32
+// twin rounded — exactly where the f32 formula is exact on both devices (ReLU, negation, abs,
+// clamp, affine up to nvcc's fused multiply-add), and within one 16-bit ulp where the devices' f32
+// results differ in their last bits (expf, tanhf; a sum in another order): the two may then round
+// to neighbouring 16-bit values. A 16-bit convolution output is an f32 sum of K exact products,
+// in cuDNN's order and the CPU's: they differ by at most K·2⁻²⁴·Σ|x·w| ≤ 2⁻¹⁶·Σ|x·w| for K ≤ 256,
+// before each rounds once. How wide tensor cores accumulate is NVIDIA's to choose (the software GPU
+// sums in f32); a GPU that sums narrower than f32 would exceed this bound, and the test says so.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/ops/fused.h"
+#include "core/ops/ops.h"
+#include "cuda/cuda_helpers.h"
+#include "kernels/conv.h"
+#include "kernels/elementwise.h"
+#include "kernels/gemm.h"
+#include "kernels/gemm_epilogue.h"
+
+using namespace ember;
+using namespace ember::kernels;
+using namespace ember::testing;
+namespace kcuda = ember::kernels::cuda;
+namespace kcpu = ember::kernels::cpu;
+
+namespace {
+
+template <class T>
+std::vector<T> rounded(const std::vector<float>& values) {
+  std::vector<T> out;
+  for (float v : values) out.push_back(T(v));
+  return out;
+}
+template <class T>
+std::vector<float> widened(const std::vector<T>& values) {
+  return std::vector<float>(values.begin(), values.end());
+}
+
+// The distance from v to the next 16-bit value away from zero: one ulp of T at v.
+template <class T>
+float ulp_at(float v) {
+  T t(std::fabs(v));
+  T next = T::from_bits(static_cast<std::uint16_t>(t.bits + 1));
+  return static_cast<float>(next) - static_cast<float>(t);
+}
+
+// got equals want, or (where `one_ulp`) lies one 16-bit step from it; NaN matches NaN.
+template <class T>
+void require_rounded_once(const std::vector<T>& got, const std::vector<float>& want_f32, bool one_ulp) {
+  REQUIRE(got.size() == want_f32.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const T want(want_f32[i]);
+    INFO("element " << i << ": got " << static_cast<float>(got[i]) << ", the twin rounds to "
+                    << static_cast<float>(want) << " (f32 " << want_f32[i] << ")");
+    if (std::isnan(static_cast<float>(want))) {
+      CHECK(std::isnan(static_cast<float>(got[i])));
+    } else if (one_ulp) {
+      CHECK(std::fabs(static_cast<float>(got[i]) - static_cast<float>(want)) <= ulp_at<T>(want_f32[i]));
+    } else {
+      CHECK(got[i].bits == want.bits);
+    }
+  }
+}
+
+std::vector<std::size_t> sizes_16_bit() {
+  std::vector<std::size_t> sizes;
+  for (std::size_t n : test_sizes())
+    if (n < 1000000) sizes.push_back(n);  // the f32 kernels' test has the largest size
+  return sizes;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("16-bit unary kernels are their f32 twins rounded once", "[half]", bfloat16, float16) {
+  using T = TestType;
+  for (UnaryOp op : {UnaryOp::relu, UnaryOp::neg, UnaryOp::abs, UnaryOp::affine, UnaryOp::leaky_relu, UnaryOp::clamp,
+                     UnaryOp::exp, UnaryOp::tanh, UnaryOp::sigmoid})
+    for (std::size_t n : sizes_16_bit()) {
+      INFO("op " << int(op) << ", n = " << n);
+      const std::vector<T> x = rounded<T>(random_floats(n, n + 11, -3.0f, 3.0f));
+      const OpArgs<float> args{op == UnaryOp::clamp ? -0.5f : 0.75f, op == UnaryOp::clamp ? 0.5f : -0.25f};
+      Tensor dx = device_copy(x, 1), dy = device_copy(std::vector<T>(n, T(std::nanf(""))));
+      kcuda::unary(op, dx.raw<T>() + 1, dy.raw<T>(), n, args, gpu_stream());
+      const std::vector<float> wide = widened(x);
+      std::vector<float> expected(n);
+      kcpu::unary<float>(op, wide.data(), expected.data(), n, args);
+      const bool transcendental = op == UnaryOp::exp || op == UnaryOp::tanh || op == UnaryOp::sigmoid;
+      const bool fma = op == UnaryOp::affine;  // x·a + b: nvcc may fuse it, GCC does not
+      require_rounded_once(dy.to_vector<T>(), expected, transcendental || fma);
+    }
+}
+
+TEMPLATE_TEST_CASE("16-bit activation gradients are their f32 twins rounded once", "[half]", bfloat16, float16) {
+  using T = TestType;
+  for (ActivationGrad op : {ActivationGrad::relu, ActivationGrad::leaky_relu, ActivationGrad::abs,
+                            ActivationGrad::clamp, ActivationGrad::sigmoid, ActivationGrad::tanh})
+    for (WriteMode mode : {WriteMode::overwrite, WriteMode::accumulate})
+      for (std::size_t n : sizes_16_bit()) {
+        INFO("op " << int(op) << ", mode " << int(mode) << ", n = " << n);
+        const std::vector<T> dy = rounded<T>(random_floats(n, n + 21)), saved = rounded<T>(random_floats(n, n + 22));
+        const std::vector<T> start = rounded<T>(random_floats(n, n + 23));
+        const OpArgs<float> args{op == ActivationGrad::clamp ? -0.5f : 0.2f, 0.5f};
+        Tensor ddy = device_copy(dy), dsaved = device_copy(saved, 1);
+        Tensor ddx = device_copy(mode == WriteMode::overwrite ? std::vector<T>(n, T(std::nanf(""))) : start);
+        kcuda::activation_grad(op, ddy.raw<T>(), dsaved.raw<T>() + 1, ddx.raw<T>(), n, mode, args, gpu_stream());
+        const std::vector<float> wide_dy = widened(dy), wide_saved = widened(saved);
+        std::vector<float> expected = widened(start);
+        kcpu::activation_grad<float>(op, wide_dy.data(), wide_saved.data(), expected.data(), n, mode, args);
+        // The products of sigmoid's and tanh's rules may be fused into FMAs by nvcc (not by GCC).
+        const bool arithmetic = op == ActivationGrad::sigmoid || op == ActivationGrad::tanh;
+        require_rounded_once(ddx.to_vector<T>(), expected, arithmetic || mode == WriteMode::accumulate);
+      }
+}
+
+TEMPLATE_TEST_CASE("16-bit channel bias and its gradient match the CPU twins", "[half]", bfloat16, float16) {
+  using T = TestType;
+  for (auto [n, c, hw] :
+       {std::tuple<std::size_t, std::size_t, std::size_t>{0, 3, 5}, {1, 1, 1}, {4, 7, 33}, {9, 64, 144}}) {
+    INFO(n << "x" << c << "x" << hw);
+    const std::vector<T> y = rounded<T>(random_floats(n * c * hw, 31)), bias = rounded<T>(random_floats(c, 32));
+    Tensor dy = device_copy(y), dbias = device_copy(bias);
+    kcuda::channel_bias_add(dy.raw<T>(), dbias.raw<T>(), n, c, hw, gpu_stream());
+    std::vector<float> expected = widened(y);
+    const std::vector<float> wide_bias = widened(bias);
+    kcpu::channel_bias_add<float>(expected.data(), wide_bias.data(), n, c, hw);
+    require_rounded_once(dy.to_vector<T>(), expected, false);  // one f32 addition, rounded once: exact
+
+    Tensor grad = device_copy(std::vector<float>(c, std::nanf("")));
+    const Tensor fresh = device_copy(y);
+    kcuda::channel_bias_grad(fresh.raw<T>(), grad.raw<float>(), n, c, hw, gpu_stream());
+    std::vector<float> want(c);
+    kcpu::channel_bias_grad<T, float>(y.data(), want.data(), n, c, hw);
+    // f32 sums of n·hw terms ≤ 1 in two orders: n·hw·2⁻²⁴ each way.
+    EMBER_REQUIRE_CLOSE(grad.to_vector<float>(), want, static_cast<double>(n * hw) * 1.2e-7, 0);
+  }
+}
+
+TEMPLATE_TEST_CASE("cuDNN convolutions in bf16 and f16 round the f32 sums once", "[half][cudnn]", bfloat16, float16) {
+  using T = TestType;
+  const DType dtype = dtype_of<T>;
+  // The CNN's two convolutions (batch cut for the software GPU), a strided one and a 5×5 padded one.
+  for (auto [n, c, h, k, kernel, stride, pad] : {std::tuple{4, 1, 28, 32, 3, 1, 0}, std::tuple{2, 32, 26, 64, 3, 1, 0},
+                                                 std::tuple{3, 8, 13, 16, 3, 2, 1}, std::tuple{1, 3, 7, 5, 5, 1, 2}}) {
+    INFO(n << "x" << c << "x" << h << "x" << h << " → " << k << ", kernel " << kernel << ", stride " << stride
+           << ", pad " << pad);
+    const Tensor x = uniform({n, c, h, h}, -1, 1).to(dtype), w = uniform({k, c, kernel, kernel}, -1, 1).to(dtype);
+    const Tensor b = uniform({k}, -1, 1).to(dtype);
+    // The reference: the CPU's f32 convolution of the same values, and Σ|x·w| for the bound.
+    const Tensor xf = x.to(DType::f32), wf = w.to(DType::f32), bf = b.to(DType::f32);
+    const Tensor reference = fused::conv2d_relu(xf, wf, bf, stride, pad);
+    const Tensor magnitudes = conv2d(abs(xf), abs(wf), abs(bf), stride, pad);
+    const std::vector<float> magnitude = magnitudes.to_vector<float>();
+    const Tensor got = fused::conv2d_relu(x.to(kGpu), w.to(kGpu), b.to(kGpu), stride, pad);
+    REQUIRE(got.dtype() == dtype);
+    const std::vector<T> values = got.to_vector<T>();
+    const std::vector<float> want = reference.to_vector<float>();
+    REQUIRE(values.size() == want.size());
+    std::size_t outside = 0;
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      const float bound = ulp_at<T>(want[i]) + magnitude[i] * 0x1p-16f;
+      if (std::fabs(static_cast<float>(values[i]) - want[i]) > bound) ++outside;
+    }
+    CHECK(outside == 0);
+
+    // The backward: input and weight gradients in T, the bias gradient summed in f32, against the
+    // f32 gradients of the same values rounded once (one 16-bit ulp, or the sums' order bound).
+    const Tensor upstream = uniform(reference.shape(), -1, 1).to(dtype);
+    Tensor gx = x.to(kGpu).set_requires_grad(), gw = w.to(kGpu).set_requires_grad(),
+           gb = b.to(kGpu).set_requires_grad();
+    sum(fused::conv2d_relu(gx, gw, gb, stride, pad) * upstream.to(kGpu)).backward();
+    Tensor rx = xf.detach().set_requires_grad(), rw = wf.detach().set_requires_grad(),
+           rb = bf.detach().set_requires_grad();
+    sum(fused::conv2d_relu(rx, rw, rb, stride, pad) * upstream.to(DType::f32)).backward();
+    for (auto [device_grad, cpu_grad] :
+         {std::pair{gx.grad(), rx.grad()}, std::pair{gw.grad(), rw.grad()}, std::pair{gb.grad(), rb.grad()}}) {
+      REQUIRE(device_grad.dtype() == dtype);
+      const Tensor got_wide = device_grad.to(DType::f32), want_wide = cpu_grad;
+      const std::vector<float> got_grad = got_wide.to_vector<float>(), want_grad = want_wide.to_vector<float>();
+      float scale = 0.0f;
+      for (float v : want_grad) scale = std::max(scale, std::fabs(v));
+      for (std::size_t i = 0; i < got_grad.size(); ++i) {
+        INFO("gradient element " << i);
+        CHECK(std::fabs(got_grad[i] - want_grad[i]) <= ulp_at<T>(want_grad[i]) + scale * 0x1p-12f);
+      }
+    }
+  }
+}
+
+TEST_CASE("allow_tf32 reaches cuBLAS, cuBLASLt and cuDNN, and is off by default", "[cudnn]") {
+  // 1 + 2⁻²⁰ has no TF32 value of its own (10 mantissa bits): its product with 1 is itself in f32
+  // and 1 in TF32. A GPU may still take a non-TF32 kernel when allowed; the software GPU always
+  // rounds, so there the switch's effect is required.
+  REQUIRE_FALSE(ember::cuda::allow_tf32());
+  const float fine = 1.0f + 0x1p-20f;
+  const auto products = [&] {
+    Tensor a = full({4, 4}, fine).to(kGpu), one = full({4, 4}, 1.0f).to(kGpu), c = zeros({4, 4}).to(kGpu);
+    kcuda::gemm(Transpose::no, Transpose::no, 4, 4, 1, 1.0f, a.raw<float>(), 4, one.raw<float>(), 4, 0.0f,
+                c.raw<float>(), 4, gpu_stream());
+    Tensor bias = zeros({4}).to(kGpu), d = zeros({4, 4}).to(kGpu);
+    EpilogueGemm lt{GemmEpilogue::bias,
+                    Transpose::no,
+                    Transpose::no,
+                    4,
+                    4,
+                    1,
+                    a.raw<float>(),
+                    4,
+                    one.raw<float>(),
+                    4,
+                    d.raw<float>(),
+                    4,
+                    bias.raw<float>(),
+                    nullptr};
+    const bool lt_runs = kcuda::gemm_epilogue_supported(lt);
+    if (lt_runs) kcuda::gemm_epilogue(lt, gpu_stream());
+    const Tensor y = conv2d(full({1, 1, 4, 4}, fine).to(kGpu), full({1, 1, 1, 1}, 1.0f).to(kGpu));
+    return std::tuple{c.to_vector<float>()[5], lt_runs ? d.to_vector<float>()[5] : fine, y.to_vector<float>()[5]};
+  };
+  const auto [sgemm, lt, cudnn] = products();
+  CHECK(sgemm == fine);
+  CHECK(lt == fine);
+  CHECK(cudnn == fine);
+  ember::cuda::set_allow_tf32(true);
+  const auto [sgemm32, lt32, cudnn32] = products();
+  ember::cuda::set_allow_tf32(false);
+  for (float v : {sgemm32, lt32, cudnn32}) {
+    INFO("with TF32 allowed: " << v);
+    CHECK((v == 1.0f || v == fine));
+    if (running_on_software_gpu()) CHECK(v == 1.0f);
+  }
+  const auto [sgemm_after, lt_after, cudnn_after] = products();  // the plans made under TF32 are not reused
+  CHECK(sgemm_after == fine);
+  CHECK(lt_after == fine);
+  CHECK(cudnn_after == fine);
+}
