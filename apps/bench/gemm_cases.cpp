@@ -1,5 +1,6 @@
 // Matrix products: GEMMs and convolutions.
 #include "apps/bench/case.h"
+#include "core/ops/dispatch.h"
 #include "kernels/conv.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_bf16.h"
@@ -101,6 +102,58 @@ void add_bf16_convolutions(std::vector<Case>& cases, const Arena& arena, const s
       [=](int) { kc::conv2d_backward_filter_bf16(xb->data(), dyb->data(), dw->data(), g, workspace->data()); });
 }
 
+// The CNN's convolutions on a GPU through cuDNN (family conv_cudnn), in f32 and in bf16 and f16
+// (Note [cuDNN math]: 16-bit data, f32 compute, tensor cores), at batch 256 so that a large GPU has
+// work. The version names the precision; f32 is exact (no TF32 unless EMBER_ALLOW_TF32=1).
+void add_cudnn_convolutions(std::vector<Case>& cases, const Arena& arena) {
+  const Device device = arena.device();
+  const bool usable = ext::dispatch_device(
+      device, [] { return false; }, [](auto) { return kernels::cuda::cudnn_available(); });
+  if (!usable) return;
+  struct Layer {
+    const char* name;
+    kernels::ConvGeometry g;
+  };
+  for (const Layer& l : {Layer{"conv1 1→32 28² ×256", {256, 1, 28, 28, 32, 3, 3, 1, 0}},
+                         Layer{"conv2 32→64 26² ×256", {256, 32, 26, 26, 64, 3, 3, 1, 0}}})
+    for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+      const kernels::ConvGeometry g = l.g;
+      const auto tensor = [&](std::size_t n, std::uint64_t seed) {
+        return on_host(random_vector(n, seed)).to(dtype).to(device);
+      };
+      const std::size_t xs = g.n * g.c * g.h * g.w, ws = g.k * g.c * g.kh * g.kw, ys = g.n * g.k * g.oh() * g.ow();
+      const Tensor x = tensor(xs, 1), w = tensor(ws, 2), dy = tensor(ys, 3), y = tensor(ys, 4), dx = tensor(xs, 5),
+                   dw = tensor(ws, 6);
+      const double flops = 2.0 * static_cast<double>(g.n * g.k * g.oh() * g.ow() * g.c * g.kh * g.kw);
+      const double element = static_cast<double>(dtype_size(dtype));
+      const std::string precision(dtype_name(dtype));
+      const auto add = [&](const char* what, double elements, auto call) {
+        auto run = [=](int) {
+          visit_dtype(dtype, [&](auto zero) {
+            using T = decltype(zero);
+            if constexpr (std::is_same_v<T, float> || std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>)
+              ext::dispatch_device(
+                  device, [] {}, [&](auto stream) { call(T{}, stream); });
+          });
+        };
+        cases.push_back({"conv_cudnn", std::string(what) + " " + precision, true, device, l.name, element * elements,
+                         flops, 1, std::move(run), nullptr});
+      };
+      add("forward", xs + ws + ys, [=](auto zero, auto stream) {
+        using T = decltype(zero);
+        kernels::cuda::conv2d_forward(x.raw<T>(), w.raw<T>(), y.raw<T>(), g, stream);
+      });
+      add("backward_data", ys + ws + xs, [=](auto zero, auto stream) {
+        using T = decltype(zero);
+        kernels::cuda::conv2d_backward_data(dy.raw<T>(), w.raw<T>(), dx.raw<T>(), g, stream);
+      });
+      add("backward_filter", xs + ys + ws, [=](auto zero, auto stream) {
+        using T = decltype(zero);
+        kernels::cuda::conv2d_backward_filter(x.raw<T>(), dy.raw<T>(), dw.raw<T>(), g, stream);
+      });
+    }
+}
+
 }  // namespace
 
 // GEMMs of the MLP's shapes and a large square one; on the CPU, OpenBLAS (in use) and the builtin.
@@ -166,7 +219,7 @@ void add_gemms(std::vector<Case>& cases, const Arena& arena, bool quick) {
 // a rate above the GEMMs' is work saved. The first convolution's input gradient is never needed
 // (the images need none).
 void add_convolutions(std::vector<Case>& cases, const Arena& arena) {
-  if (arena.device().is_cuda()) return;
+  if (arena.device().is_cuda()) return add_cudnn_convolutions(cases, arena);
   struct Layer {
     const char* name;
     kernels::ConvGeometry g;
