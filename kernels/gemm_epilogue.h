@@ -1,4 +1,4 @@
-// GEMMs with a fused epilogue, through cuBLASLt (CUDA only, fp32 throughout). Row-major, like
+// GEMMs with a fused epilogue, through cuBLASLt (CUDA only, f32 compute). Row-major, like
 // gemm.h: C[m, n] = op(A)·op(B) with β = 0 (C is overwritten, never read), and then
 //   bias:          C += bias                      (bias [n], one value per column)
 //   relu_aux_bias: C = max(0, C + bias), and the ReLU mask written as bits into `aux`
@@ -8,9 +8,13 @@
 // leading dimension of relu_mask_ld(n) bits (cuBLASLt wants a multiple of 128), m of them;
 // drelu_bgrad reads the mask that relu_aux_bias wrote for a result of the same shape.
 //
-// gemm_epilogue_supported() asks cuBLASLt's heuristic whether an fp32 algorithm exists for the
-// epilogue, the shape and the pointers' alignments on the current device (cached per shape and
-// alignment); callers fall back to plain GEMM and their own kernels when it says no. No
+// Types: A and B in f32, bf16 or f16 (`ab`), C in f32 or — for 16-bit operands — their type
+// (`out`); the bias and the bias gradient are in C's type, as cuBLASLt has them. 16-bit operands
+// run on tensor cores with f32 sums, and each result (bias, ReLU and all) is rounded once to `out`.
+//
+// gemm_epilogue_supported() asks cuBLASLt's heuristic whether an algorithm exists for the
+// epilogue, the types, the shape and the pointers' alignments on the current device (cached per
+// shape, types and alignment); callers fall back to plain GEMM and their own kernels when it says no. No
 // workspace is requested, so nothing is allocated per call (Note [graph-safe kernels] in
 // core/cuda/graph.h).
 #pragma once
@@ -27,14 +31,15 @@ struct EpilogueGemm {
   GemmEpilogue epilogue = GemmEpilogue::bias;
   Transpose ta = Transpose::no, tb = Transpose::no;
   std::size_t m = 0, n = 0, k = 0;
-  const float* a = nullptr;
+  const void* a = nullptr;
   std::size_t lda = 0;
-  const float* b = nullptr;
+  const void* b = nullptr;
   std::size_t ldb = 0;
-  float* c = nullptr;
+  void* c = nullptr;
   std::size_t ldc = 0;
-  float* vec = nullptr;  // the bias (read) or the bias gradient (written)
-  void* aux = nullptr;   // the ReLU mask, for relu_aux_bias and drelu_bgrad
+  void* vec = nullptr;                      // the bias (read) or the bias gradient (written), in `out`'s type
+  void* aux = nullptr;                      // the ReLU mask, for relu_aux_bias and drelu_bgrad
+  DType ab = DType::f32, out = DType::f32;  // the operands' type and C's
 };
 }  // namespace ember::kernels
 

@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "core/base/error.h"
+#include "kernels/cuda/library_types.h"
 #include "kernels/gemm.h"
 
 namespace ember::kernels::cuda {
@@ -75,19 +76,6 @@ int dim(std::size_t v) { return static_cast<int>(v); }
 // cuBLAS requires leading dimensions ≥ 1 even for k = 0.
 int leading(std::size_t v) { return static_cast<int>(v > 0 ? v : 1); }
 
-cudaDataType cuda_type(DType dtype) {
-  switch (dtype) {
-    case DType::bf16:
-      return CUDA_R_16BF;
-    case DType::f16:
-      return CUDA_R_16F;
-    case DType::f32:
-      return CUDA_R_32F;
-    default:
-      throw DTypeError(detail::concat("gemm_half: no cuBLAS type for ", dtype));
-  }
-}
-
 }  // namespace
 
 void set_allow_tf32(bool allow) { g_allow_tf32 = allow; }
@@ -110,9 +98,9 @@ void gemm_half(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::si
               c_dtype);
   if (m == 0 || n == 0) return;
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;  // f32 compute: float scales
-  const cudaDataType t = cuda_type(ab);
+  const cudaDataType t = library_type(ab);
   CUBLAS_CHECK(cublasGemmEx(handle_on(stream), to_cublas(tb), to_cublas(ta), dim(n), dim(m), dim(k), &alpha, b, t,
-                            leading(ldb), a, t, leading(lda), &beta, c, cuda_type(c_dtype), leading(ldc),
+                            leading(ldb), a, t, leading(lda), &beta, c, library_type(c_dtype), leading(ldc),
                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   count_library_call();
 }

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "core/base/error.h"
+#include "kernels/cuda/library_types.h"
 #include "kernels/gemm_epilogue.h"
 
 namespace ember::kernels::cuda {
@@ -34,15 +35,15 @@ bool uses_aux(GemmEpilogue e) { return e == GemmEpilogue::relu_aux_bias || e == 
 cublasOperation_t to_op(Transpose t) { return t == Transpose::no ? CUBLAS_OP_N : CUBLAS_OP_T; }
 
 using Key = std::tuple<int, int, int, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t,
-                       unsigned, bool>;
+                       unsigned, bool, int, int>;
 
 // The largest power of two, up to 256, that divides the address: cuBLASLt's heuristic picks
 // algorithms for the alignments it is told (256 bytes unless told otherwise), and a tensor
-// viewed at an offset may be aligned to less.
+// viewed at an offset may be aligned to less (2 bytes for a 16-bit one).
 std::uint32_t alignment_of(const void* p) {
   const auto address = reinterpret_cast<std::uintptr_t>(p);
   std::uint32_t align = 256;
-  while (align > 4 && address % align != 0) align /= 2;
+  while (align > 2 && address % align != 0) align /= 2;
   return align;
 }
 
@@ -96,9 +97,20 @@ Plan& plan_for(const EpilogueGemm& g) {
   const Transpose ta = g.ta, tb = g.tb;
   const std::size_t m = g.m, n = g.n, k = g.k, lda = g.lda, ldb = g.ldb, ldc = g.ldc;
   ThreadState& st = state_for_current_device();
-  const bool tf32 = allow_tf32();
-  const Key key{
-      static_cast<int>(e), static_cast<int>(ta), static_cast<int>(tb), m, n, k, lda, ldb, ldc, alignment_key(g), tf32};
+  const bool tf32 = allow_tf32() && g.ab == DType::f32;  // TF32 concerns f32 operands only
+  const Key key{static_cast<int>(e),
+                static_cast<int>(ta),
+                static_cast<int>(tb),
+                m,
+                n,
+                k,
+                lda,
+                ldb,
+                ldc,
+                alignment_key(g),
+                tf32,
+                static_cast<int>(g.ab),
+                static_cast<int>(g.out)};
   auto& slot = st.plans[key];
   if (slot) return *slot;
   slot = std::make_unique<Plan>();
@@ -118,9 +130,10 @@ Plan& plan_for(const EpilogueGemm& g) {
   const auto ld = [](std::size_t v) { return static_cast<std::int64_t>(v > 0 ? v : 1); };
   const std::size_t b_rows = tb == Transpose::no ? k : n, b_cols = tb == Transpose::no ? n : k;
   const std::size_t a_rows = ta == Transpose::no ? m : k, a_cols = ta == Transpose::no ? k : m;
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_32F, u(b_cols), u(b_rows), ld(ldb)));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_32F, u(a_cols), u(a_rows), ld(lda)));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, CUDA_R_32F, u(n), u(m), ld(ldc)));
+  const cudaDataType operands = library_type(g.ab), results = library_type(g.out);
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, operands, u(b_cols), u(b_rows), ld(ldb)));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, operands, u(a_cols), u(a_rows), ld(lda)));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, results, u(n), u(m), ld(ldc)));
 
   cublasLtMatmulPreference_t preference = nullptr;
   CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
@@ -158,8 +171,8 @@ bool gemm_epilogue_supported(const EpilogueGemm& g) {
 
 void gemm_epilogue(const EpilogueGemm& g, cudaStream_t stream) {
   Plan& p = plan_for(g);
-  EMBER_CHECK(p.supported, NotImplementedError, "cuBLASLt has no fp32 algorithm for this GEMM epilogue (", g.m, "x",
-              g.n, "x", g.k, "): check gemm_epilogue_supported() and use gemm() with separate kernels");
+  EMBER_CHECK(p.supported, NotImplementedError, "cuBLASLt has no ", g.ab, " algorithm for this GEMM epilogue (", g.m,
+              "x", g.n, "x", g.k, "): check gemm_epilogue_supported() and use gemm() with separate kernels");
   // The pointers change between calls; the descriptor is this thread's, so setting them is safe
   // (cublasLtMatmul reads them when it enqueues the work, and a graph capture keeps the values).
   set_epilogue_pointers(p, g);

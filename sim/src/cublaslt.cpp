@@ -1,5 +1,7 @@
-// cuBLASLt on the software GPU, written from the documentation in cublasLt.h: fp32 matrix
-// multiplication D = α·op(A)·op(B) + β·C, column-major, with the epilogues BIAS, RELU_BIAS,
+// cuBLASLt on the software GPU, written from the documentation in cublasLt.h: matrix
+// multiplication D = α·op(A)·op(B) + β·C with f32 compute, column-major — A and B in f32, bf16 or
+// f16, C and D in f32 or the 16-bit operands' type (the bias and its gradient in D's type; the
+// products exact in f32, the sums f32, each result rounded once) — with the epilogues BIAS, RELU_BIAS,
 // RELU_AUX_BIAS, DRELU_BGRAD and BGRADB, their argument rules and status codes, a heuristic that
 // offers one algorithm (or none, with EMBER_SIM_LT_ALGOS=0, so a caller's fallback runs), and the
 // work computed in stream order and checked against the other streams like any kernel.
@@ -107,11 +109,25 @@ bool modelled(cublasLtEpilogue_t e) {
 struct Shape {
   std::uint64_t m = 0, n = 0, k = 0;
 };
+bool is_16_bit(cudaDataType t) { return t == CUDA_R_16BF || t == CUDA_R_16F; }
+ember_sim::Format format_of(cudaDataType t) {
+  return t == CUDA_R_16BF ? ember_sim::Format::bf16
+                          : (t == CUDA_R_16F ? ember_sim::Format::f16 : ember_sim::Format::f32);
+}
+std::size_t element_bytes(cudaDataType t) { return is_16_bit(t) ? 2 : 4; }
+
+// The type combinations cuBLASLt lists for f32 compute (scale type f32): A and B of one type — f32,
+// bf16 or f16 — and C and D of one type: f32, or the 16-bit operands' own; FAST_TF32 for f32 only.
+bool listed(const Desc& d, const Layout& a, const Layout& b, const Layout& c, const Layout& dl) {
+  const bool operands_ok = a.type == b.type && (a.type == CUDA_R_32F || is_16_bit(a.type));
+  const bool result_ok = c.type == dl.type && (dl.type == CUDA_R_32F || dl.type == a.type);
+  const bool compute_ok =
+      d.compute == CUBLAS_COMPUTE_32F || (d.compute == CUBLAS_COMPUTE_32F_FAST_TF32 && a.type == CUDA_R_32F);
+  return operands_ok && result_ok && compute_ok && d.scale == CUDA_R_32F;
+}
+
 cublasStatus_t check(const Desc& d, const Layout& a, const Layout& b, const Layout& c, const Layout& dl, Shape& s) {
-  if (d.compute != CUBLAS_COMPUTE_32F && d.compute != CUBLAS_COMPUTE_32F_FAST_TF32) return CUBLAS_STATUS_NOT_SUPPORTED;
-  if (d.scale != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
-  for (const Layout* l : {&a, &b, &c, &dl})
-    if (l->type != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (!listed(d, a, b, c, dl)) return CUBLAS_STATUS_NOT_SUPPORTED;
   if (!modelled(d.epilogue)) return CUBLAS_STATUS_NOT_SUPPORTED;
   // op(A) is [m, k], op(B) [k, n], C and D [m, n] (column-major, as stored).
   s.m = dl.rows;
@@ -149,7 +165,7 @@ std::uint64_t mask_bit(std::uint64_t i, std::uint64_t j, std::int64_t ld) {
 
 std::size_t matrix_bytes(const Layout& l) {
   if (l.rows == 0 || l.cols == 0) return 0;
-  return ((l.cols - 1) * static_cast<std::uint64_t>(l.ld) + l.rows) * sizeof(float);
+  return ((l.cols - 1) * static_cast<std::uint64_t>(l.ld) + l.rows) * element_bytes(l.type);
 }
 
 }  // namespace
@@ -284,9 +300,10 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtM
       st != CUBLAS_STATUS_SUCCESS)
     return st;
   const Preference& p = preference_of(pref);
-  // One algorithm, needing no workspace and fp32 alignment at least; none when told to offer none.
-  for (std::uint32_t align : p.align)
-    if (align < 4) return CUBLAS_STATUS_NOT_SUPPORTED;
+  // One algorithm, needing no workspace and its elements' alignment at least; none when told to offer none.
+  const Layout* layouts[4] = {&layout_of(a), &layout_of(b), &layout_of(c), &layout_of(d)};
+  for (int i = 0; i < 4; ++i)
+    if (p.align[i] < element_bytes(layouts[i]->type)) return CUBLAS_STATUS_NOT_SUPPORTED;
   if (!offers_algorithms()) return CUBLAS_STATUS_NOT_SUPPORTED;
   Algo algo;
   algo.magic = kAlgoMagic;
@@ -333,10 +350,6 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
   if (s.m == 0 || s.n == 0) return CUBLAS_STATUS_SUCCESS;
 
   const float a_scale = *static_cast<const float*>(alpha), b_scale = *static_cast<const float*>(beta);
-  const auto* a = static_cast<const float*>(A);
-  const auto* b = static_cast<const float*>(B);
-  const auto* c = static_cast<const float*>(C);
-  auto* out = static_cast<float*>(D);
   std::vector<ember_sim::rt::Access> accesses;
   if (s.k > 0) {
     accesses.push_back({A, matrix_bytes(la), false, "matrix A of cublasLtMatmul"});
@@ -348,41 +361,49 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
   const std::uint64_t bias_length = e == CUBLASLT_EPILOGUE_BGRADB ? s.n : s.m;
   const bool bias_written = e == CUBLASLT_EPILOGUE_DRELU_BGRAD || e == CUBLASLT_EPILOGUE_BGRADB;
   if (uses_bias(e))
-    accesses.push_back({d.bias, bias_length * sizeof(float), bias_written, "the bias vector of cublasLtMatmul"});
+    accesses.push_back(
+        {d.bias, bias_length * element_bytes(ld.type), bias_written, "the bias vector of cublasLtMatmul"});
   const std::size_t aux_bytes = static_cast<std::size_t>(d.aux_ld) / 8 * s.n;
   if (uses_aux(e))
     accesses.push_back({d.aux, aux_bytes, e == CUBLASLT_EPILOGUE_RELU_AUX_BIAS, "the ReLU bit-mask of cublasLtMatmul"});
   const bool ta = d.transa != CUBLAS_OP_N, tb = d.transb != CUBLAS_OP_N;
   const std::int64_t lda = la.ld, ldb = lb.ld, ldc = lc.ld, ldd = ld.ld, aux_ld = d.aux_ld;
-  auto* bias = static_cast<float*>(const_cast<void*>(d.bias));
+  // The bias and its gradient are in D's type (cublasLt.h, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE).
+  auto* bias = const_cast<void*>(d.bias);
+  const ember_sim::Format in = format_of(la.type), out_format = format_of(ld.type);
   auto* aux = static_cast<std::uint8_t*>(const_cast<void*>(d.aux));
   // CUBLAS_COMPUTE_32F_FAST_TF32: the products' inputs rounded to TF32 (numerics.h).
   const bool tf32 = d.compute == CUBLAS_COMPUTE_32F_FAST_TF32;
   const auto work = [=] {
     const std::uint64_t m = s.m, n = s.n, k = s.k;
-    const auto at = [&](const float* base, std::int64_t lead, std::uint64_t r, std::uint64_t col) {
-      return base[col * static_cast<std::uint64_t>(lead) + r];
+    // Element (r, col) of a column-major operand (A, B: the operands' format) or of C (D's format).
+    const auto at = [&](const void* base, std::int64_t lead, std::uint64_t r, std::uint64_t col) {
+      return ember_sim::load(base, col * static_cast<std::uint64_t>(lead) + r, in);
     };
+    const auto c_at = [&](std::uint64_t r, std::uint64_t col) {
+      return ember_sim::load(C, col * static_cast<std::uint64_t>(ldc) + r, out_format);
+    };
+    const auto bias_at = [&](std::uint64_t i) { return ember_sim::load(bias, i, out_format); };
     const auto factor = [&](float v) { return tf32 ? ember_sim::tf32_round(v) : v; };
     std::vector<double> bgrad(e == CUBLASLT_EPILOGUE_BGRADB ? n : m, 0.0);
     for (std::uint64_t j = 0; j < n; ++j)
       for (std::uint64_t i = 0; i < m; ++i) {
         float acc = 0.0f;
         for (std::uint64_t p = 0; p < k; ++p)
-          acc += factor(ta ? at(a, lda, p, i) : at(a, lda, i, p)) * factor(tb ? at(b, ldb, j, p) : at(b, ldb, p, j));
-        float v = a_scale * acc + (b_scale != 0.0f ? b_scale * at(c, ldc, i, j) : 0.0f);
+          acc += factor(ta ? at(A, lda, p, i) : at(A, lda, i, p)) * factor(tb ? at(B, ldb, j, p) : at(B, ldb, p, j));
+        float v = a_scale * acc + (b_scale != 0.0f ? b_scale * c_at(i, j) : 0.0f);
         switch (e) {
           case CUBLASLT_EPILOGUE_RELU:
             v = v > 0.0f ? v : 0.0f;
             break;
           case CUBLASLT_EPILOGUE_BIAS:
-            v += bias[i];
+            v += bias_at(i);
             break;
           case CUBLASLT_EPILOGUE_RELU_BIAS:
-            v = v + bias[i] > 0.0f ? v + bias[i] : 0.0f;
+            v = v + bias_at(i) > 0.0f ? v + bias_at(i) : 0.0f;
             break;
           case CUBLASLT_EPILOGUE_RELU_AUX_BIAS: {
-            v += bias[i];
+            v += bias_at(i);
             const std::uint64_t bit = mask_bit(i, j, aux_ld);
             if (v > 0.0f)
               aux[bit / 8] = static_cast<std::uint8_t>(aux[bit / 8] | (1u << (bit % 8)));
@@ -400,15 +421,16 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
           default:
             break;
         }
-        out[j * static_cast<std::uint64_t>(ldd) + i] = v;
+        ember_sim::store(D, j * static_cast<std::uint64_t>(ldd) + i, out_format, v);
       }
     if (e == CUBLASLT_EPILOGUE_BGRADB) {
       // Σ over GEMM's k of op(B)[k, j]: one value per column of D.
       for (std::uint64_t j = 0; j < n; ++j)
-        for (std::uint64_t p = 0; p < k; ++p) bgrad[j] += tb ? at(b, ldb, j, p) : at(b, ldb, p, j);
+        for (std::uint64_t p = 0; p < k; ++p) bgrad[j] += tb ? at(B, ldb, j, p) : at(B, ldb, p, j);
     }
     if (bias_written)
-      for (std::size_t i = 0; i < bgrad.size(); ++i) bias[i] = static_cast<float>(bgrad[i]);
+      for (std::size_t i = 0; i < bgrad.size(); ++i)
+        ember_sim::store(bias, i, out_format, static_cast<float>(bgrad[i]));
   };
   const cudaError_t status = ember_sim::rt::enqueue_work(stream, "cublasLtMatmul", std::move(accesses), work);
   return status == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;

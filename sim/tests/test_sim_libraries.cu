@@ -48,7 +48,8 @@ struct LtCall {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
   cublasLtMatmulPreference_t pref = nullptr;
-  LtCall(int m_, int n_, int k_, bool ta_, bool tb_, cublasLtEpilogue_t e, int lda_extra = 0)
+  LtCall(int m_, int n_, int k_, bool ta_, bool tb_, cublasLtEpilogue_t e, int lda_extra = 0,
+         cudaDataType operands = CUDA_R_32F, cudaDataType result = CUDA_R_32F)
       : m(m_), n(n_), k(k_), ta(ta_), tb(tb_), epilogue(e) {
     REQUIRE(cublasLtCreate(&handle) == CUBLAS_STATUS_SUCCESS);
     REQUIRE(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS);
@@ -59,9 +60,9 @@ struct LtCall {
     aux_ld = (m + 127) / 128 * 128;
     cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld));
     const int a_rows = ta ? k : m, a_cols = ta ? m : k, b_rows = tb ? n : k, b_cols = tb ? k : n;
-    cublasLtMatrixLayoutCreate(&a, CUDA_R_32F, a_rows, a_cols, a_rows + lda_extra);
-    cublasLtMatrixLayoutCreate(&b, CUDA_R_32F, b_rows, b_cols, b_rows);
-    cublasLtMatrixLayoutCreate(&d, CUDA_R_32F, m, n, m);
+    cublasLtMatrixLayoutCreate(&a, operands, a_rows, a_cols, a_rows + lda_extra);
+    cublasLtMatrixLayoutCreate(&b, operands, b_rows, b_cols, b_rows);
+    cublasLtMatrixLayoutCreate(&d, result, m, n, m);
     cublasLtMatmulPreferenceCreate(&pref);
   }
   ~LtCall() {
@@ -83,7 +84,7 @@ struct LtCall {
     algo = result.algo;
     return st == CUBLAS_STATUS_SUCCESS && found == 0 ? CUBLAS_STATUS_NOT_SUPPORTED : st;
   }
-  cublasStatus_t matmul(const cublasLtMatmulAlgo_t& algo, const float* A, const float* B, float* D) {
+  cublasStatus_t matmul(const cublasLtMatmulAlgo_t& algo, const void* A, const void* B, void* D) {
     const float one = 1.0f, zero = 0.0f;
     const cublasStatus_t st =
         cublasLtMatmul(handle, desc, &one, A, a, B, b, &zero, D, d, D, d, &algo, nullptr, 0, nullptr);
@@ -841,5 +842,137 @@ TEST_CASE("TF32: cuBLAS's math mode, cuBLASLt's compute type and cuDNN's default
                                     CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, nullptr, 0, &zero, g.y,
                                     y.data) == CUDNN_STATUS_SUCCESS);
     CHECK(to_host(y.data, 16)[5] == (tf32 ? 1.0f : fine));
+  }
+}
+
+namespace {
+// 16-bit values for cuBLASLt: their bits, and the f32 each widens to.
+std::vector<std::uint16_t> narrow_all(const std::vector<float>& v, cudaDataType type, std::vector<float>& exact) {
+  std::vector<std::uint16_t> bits(v.size());
+  exact.resize(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i)
+    bits[i] = narrow(v[i], type == CUDA_R_16BF ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF, exact[i]);
+  return bits;
+}
+std::vector<float> widen_all(const std::vector<std::uint16_t>& bits, cudaDataType type) {
+  std::vector<float> out;
+  for (std::uint16_t b : bits) out.push_back(widen(b, type == CUDA_R_16BF ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF));
+  return out;
+}
+}  // namespace
+
+TEST_CASE("cuBLASLt in bf16 and f16: RELU_AUX_BIAS, DRELU_BGRAD and BGRADB round f32 sums once to D's type") {
+  const int m = 37, n = 20, k = 45;
+  for (const cudaDataType type : {CUDA_R_16BF, CUDA_R_16F}) {
+    INFO((type == CUDA_R_16BF ? "bf16" : "f16"));
+    const int ulp_bits = type == CUDA_R_16BF ? -8 : -11;
+    std::vector<float> A, B, bias;
+    const auto a_bits = narrow_all(random_values(m * k, 41), type, A);
+    const auto b_bits = narrow_all(random_values(k * n, 42), type, B);
+    const auto bias_bits = narrow_all(random_values(m, 43), type, bias);
+    DeviceBuffer<std::uint16_t> dA(A.size()), dB(B.size()), dD(m * n), dbias(m), dgrad(n);
+    DeviceBuffer<std::uint8_t> mask(128 / 8 * n);
+    to_device(dA.data, a_bits);
+    to_device(dB.data, b_bits);
+    to_device(dbias.data, bias_bits);
+    // Exact sums in double; the model's f32 sums are within k·2⁻²⁴·Σ|terms|, then one rounding.
+    const auto product = [&](int i, int j, double& magnitude) {
+      double sum = 0;
+      magnitude = 0;
+      for (int p = 0; p < k; ++p) {
+        sum += double(at(A, m, i, p)) * at(B, k, p, j);
+        magnitude += std::fabs(double(at(A, m, i, p)) * at(B, k, p, j));
+      }
+      return sum;
+    };
+    const auto near = [&](float got, double want, double magnitude) {
+      return std::fabs(got - want) <= k * std::ldexp(magnitude, -24) + std::ldexp(std::fabs(want), ulp_bits);
+    };
+    std::vector<float> forward;
+    {
+      LtCall call(m, n, k, false, false, CUBLASLT_EPILOGUE_RELU_AUX_BIAS, 0, type, type);
+      call.pointers(dbias.data, mask.data);
+      cublasLtMatmulAlgo_t algo;
+      REQUIRE(call.heuristic(algo) == CUBLAS_STATUS_SUCCESS);
+      REQUIRE(call.matmul(algo, dA.data, dB.data, dD.data) == CUBLAS_STATUS_SUCCESS);
+      forward = widen_all(to_host(dD.data, m * n), type);
+      for (int j = 0; j < n; ++j)
+        for (int i = 0; i < m; ++i) {
+          double magnitude = 0;
+          const double z = product(i, j, magnitude) + bias[i];
+          REQUIRE(near(at(forward, m, i, j), std::max(0.0, z), magnitude + std::fabs(bias[i])));
+        }
+    }
+    {
+      LtCall call(m, n, k, false, false, CUBLASLT_EPILOGUE_DRELU_BGRAD, 0, type, type);
+      call.pointers(dbias.data, mask.data);  // the bias pointer receives the gradient, in D's type
+      cublasLtMatmulAlgo_t algo;
+      REQUIRE(call.heuristic(algo) == CUBLAS_STATUS_SUCCESS);
+      REQUIRE(call.matmul(algo, dA.data, dB.data, dD.data) == CUBLAS_STATUS_SUCCESS);
+      const auto D = widen_all(to_host(dD.data, m * n), type), grad = widen_all(to_host(dbias.data, m), type);
+      for (int i = 0; i < m; ++i) {
+        double row = 0, row_magnitude = 0;
+        for (int j = 0; j < n; ++j) {
+          double magnitude = 0;
+          const double want = at(forward, m, i, j) > 0.0f ? product(i, j, magnitude) : 0.0;
+          REQUIRE(near(at(D, m, i, j), want, magnitude));
+          row += want;
+          row_magnitude += magnitude;
+        }
+        REQUIRE(near(grad[i], row, row_magnitude * n));
+      }
+    }
+    {
+      // BGRADB with D in f32: the weight gradient's GEMM (16-bit operands, f32 result).
+      LtCall call(m, n, k, false, false, CUBLASLT_EPILOGUE_BGRADB, 0, type, CUDA_R_32F);
+      DeviceBuffer<float> dD32(m * n), dgrad32(n);
+      call.pointers(dgrad32.data, nullptr);
+      cublasLtMatmulAlgo_t algo;
+      REQUIRE(call.heuristic(algo) == CUBLAS_STATUS_SUCCESS);
+      REQUIRE(call.matmul(algo, dA.data, dB.data, dD32.data) == CUBLAS_STATUS_SUCCESS);
+      const auto D = to_host(dD32.data, m * n), grad = to_host(dgrad32.data, n);
+      for (int j = 0; j < n; ++j) {
+        double col = 0;
+        for (int p = 0; p < k; ++p) col += at(B, k, p, j);
+        REQUIRE(grad[j] == Approx(col).margin(1e-4));
+        for (int i = 0; i < m; ++i) {
+          double magnitude = 0;
+          const double want = product(i, j, magnitude);
+          REQUIRE(std::fabs(at(D, m, i, j) - want) <= k * std::ldexp(magnitude, -24) + 1e-30);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("cuBLASLt refuses unlisted type combinations, and 16-bit operands need only 2-byte alignment") {
+  DeviceBuffer<std::uint16_t> bias(64);
+  const auto heuristic = [&](cudaDataType a, cudaDataType b, cudaDataType d, cublasComputeType_t compute) {
+    LtCall call(8, 8, 8, false, false, CUBLASLT_EPILOGUE_BIAS, 0, a, d);
+    cublasLtMatrixLayoutDestroy(call.b);
+    cublasLtMatrixLayoutCreate(&call.b, b, 8, 8, 8);
+    cublasLtMatmulDescDestroy(call.desc);
+    REQUIRE(cublasLtMatmulDescCreate(&call.desc, compute, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS);
+    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    cublasLtMatmulDescSetAttribute(call.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue));
+    call.pointers(bias.data, nullptr);
+    cublasLtMatmulAlgo_t algo;
+    return call.heuristic(algo);
+  };
+  CHECK(heuristic(CUDA_R_16BF, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F) == CUBLAS_STATUS_SUCCESS);
+  CHECK(heuristic(CUDA_R_16F, CUDA_R_16F, CUDA_R_32F, CUBLAS_COMPUTE_32F) == CUBLAS_STATUS_SUCCESS);
+  CHECK(heuristic(CUDA_R_16BF, CUDA_R_16F, CUDA_R_16BF, CUBLAS_COMPUTE_32F) == CUBLAS_STATUS_NOT_SUPPORTED);  // A ≠ B
+  CHECK(heuristic(CUDA_R_16BF, CUDA_R_16BF, CUDA_R_16F, CUBLAS_COMPUTE_32F) == CUBLAS_STATUS_NOT_SUPPORTED);  // D f16
+  CHECK(heuristic(CUDA_R_32F, CUDA_R_32F, CUDA_R_16BF, CUBLAS_COMPUTE_32F) ==
+        CUBLAS_STATUS_NOT_SUPPORTED);  // f32 → bf16
+  CHECK(heuristic(CUDA_R_16BF, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F_FAST_TF32) == CUBLAS_STATUS_NOT_SUPPORTED);
+  // Told 2-byte alignment: enough for 16-bit operands, not for f32 ones.
+  for (const cudaDataType type : {CUDA_R_16BF, CUDA_R_32F}) {
+    LtCall call(8, 8, 8, false, false, CUBLASLT_EPILOGUE_BIAS, 0, type, type);
+    const std::uint32_t two = 2;
+    cublasLtMatmulPreferenceSetAttribute(call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &two, sizeof(two));
+    call.pointers(bias.data, nullptr);
+    cublasLtMatmulAlgo_t algo;
+    CHECK(call.heuristic(algo) == (type == CUDA_R_32F ? CUBLAS_STATUS_NOT_SUPPORTED : CUBLAS_STATUS_SUCCESS));
   }
 }

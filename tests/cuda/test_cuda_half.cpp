@@ -1,6 +1,7 @@
 // The GPU in bf16 and f16: ember's 16-bit kernels against their f32 twins on the widened values,
 // rounded once; cuDNN's 16-bit convolutions against the CPU's f32 convolution of the same values;
-// and the TF32 switch reaching cuBLAS, cuBLASLt and cuDNN.
+// cuBLASLt's epilogue GEMMs with 16-bit operands; and the TF32 switch reaching cuBLAS, cuBLASLt
+// and cuDNN.
 //
 // Tolerances. A 16-bit kernel computes in f32 and rounds once, so it gives the bits of its f32
 // twin rounded — exactly where the f32 formula is exact on both devices (ReLU, negation, abs,
@@ -239,4 +240,146 @@ TEST_CASE("allow_tf32 reaches cuBLAS, cuBLASLt and cuDNN, and is off by default"
   CHECK(sgemm_after == fine);
   CHECK(lt_after == fine);
   CHECK(cudnn_after == fine);
+}
+
+TEMPLATE_TEST_CASE("cuBLASLt's epilogues in bf16 and f16 round the f32 sums once", "[half]", bfloat16, float16) {
+  // The fused MLP step's three epilogue GEMMs at its first layer's shape, 16-bit operands: the
+  // forward (bias, ReLU and its mask), the masked input gradient with the bias gradient, and the
+  // weight gradient with BGRADB into f32.
+  using T = TestType;
+  const DType dtype = dtype_of<T>;
+  const std::size_t rows = small_test_sizes() ? 32 : 128, in = 784, out = small_test_sizes() ? 64 : 512;
+  const auto values = [&](std::size_t n, std::uint64_t seed) { return rounded<T>(random_floats(n, seed)); };
+  const std::vector<T> a = values(rows * in, 51), w = values(out * in, 52), bias = values(out, 53),
+                       g = values(rows * out, 54);
+  const std::vector<float> a32 = widened(a), w32 = widened(w), bias32 = widened(bias), g32 = widened(g);
+  std::vector<float> abs_a, abs_w;
+  for (float v : a32) abs_a.push_back(std::fabs(v));
+  for (float v : w32) abs_w.push_back(std::fabs(v));
+  // z = a·wᵀ + bias on the CPU in f32, and Σ|a·w| for the bound.
+  std::vector<float> z(rows * out), magnitude(rows * out);
+  kcpu::gemm(Transpose::no, Transpose::yes, rows, out, in, 1.0f, a32.data(), in, w32.data(), in, 0.0f, z.data(), out);
+  kcpu::gemm(Transpose::no, Transpose::yes, rows, out, in, 1.0f, abs_a.data(), in, abs_w.data(), in, 0.0f,
+             magnitude.data(), out);
+  const auto within = [&](float got, float want, float terms) {
+    return std::fabs(got - want) <= ulp_at<T>(want) + terms * 0x1p-16f;
+  };
+
+  Tensor da = device_copy(a), dw = device_copy(w), dbias = device_copy(bias),
+         dh = device_copy(std::vector<T>(rows * out));
+  Tensor mask = zeros({static_cast<std::int64_t>(relu_mask_bytes(rows, out))}, {.dtype = DType::u8}).to(kGpu);
+  EpilogueGemm forward{GemmEpilogue::relu_aux_bias,
+                       Transpose::no,
+                       Transpose::yes,
+                       rows,
+                       out,
+                       in,
+                       da.raw<T>(),
+                       in,
+                       dw.raw<T>(),
+                       in,
+                       dh.raw<T>(),
+                       out,
+                       dbias.raw<T>(),
+                       mask.raw_bytes(),
+                       dtype,
+                       dtype};
+  REQUIRE(kcuda::gemm_epilogue_supported(forward));
+  kcuda::gemm_epilogue(forward, gpu_stream());
+  const std::vector<T> h = dh.to_vector<T>();
+  std::size_t outside = 0;
+  for (std::size_t i = 0; i < rows * out; ++i) {
+    const float want = std::max(0.0f, z[i] + bias32[i % out]);
+    if (!within(static_cast<float>(h[i]), want, magnitude[i] + std::fabs(bias32[i % out]))) ++outside;
+  }
+  CHECK(outside == 0);
+
+  // The masked input gradient: g [rows, out] times a square [out, out] matrix (w's first `out`
+  // columns), masked by the forward's ReLU bits, and its column sums (the bias gradient) in T.
+  std::vector<float> square(out * out), abs_square(out * out), dz(rows * out), dz_magnitude(rows * out);
+  for (std::size_t i = 0; i < out * out; ++i) {
+    square[i] = w32[(i / out) * in + i % out];
+    abs_square[i] = std::fabs(square[i]);
+  }
+  std::vector<float> abs_g;
+  for (float v : g32) abs_g.push_back(std::fabs(v));
+  kcpu::gemm(Transpose::no, Transpose::no, rows, out, out, 1.0f, g32.data(), out, square.data(), out, 0.0f, dz.data(),
+             out);
+  kcpu::gemm(Transpose::no, Transpose::no, rows, out, out, 1.0f, abs_g.data(), out, abs_square.data(), out, 0.0f,
+             dz_magnitude.data(), out);
+  Tensor dg = device_copy(g), dsquare = device_copy(rounded<T>(square)), ddz = device_copy(std::vector<T>(rows * out));
+  Tensor dbias_grad = device_copy(std::vector<T>(out));
+  EpilogueGemm backward{GemmEpilogue::drelu_bgrad,
+                        Transpose::no,
+                        Transpose::no,
+                        rows,
+                        out,
+                        out,
+                        dg.raw<T>(),
+                        out,
+                        dsquare.raw<T>(),
+                        out,
+                        ddz.raw<T>(),
+                        out,
+                        dbias_grad.raw<T>(),
+                        mask.raw_bytes(),
+                        dtype,
+                        dtype};
+  REQUIRE(kcuda::gemm_epilogue_supported(backward));
+  kcuda::gemm_epilogue(backward, gpu_stream());
+  const std::vector<T> got_dz = ddz.to_vector<T>(), got_db = dbias_grad.to_vector<T>();
+  std::vector<float> db(out, 0.0f), db_magnitude(out, 0.0f);
+  outside = 0;
+  for (std::size_t i = 0; i < rows * out; ++i) {
+    const bool active = static_cast<float>(h[i]) > 0.0f;
+    const float want = active ? dz[i] : 0.0f;
+    if (!within(static_cast<float>(got_dz[i]), want, dz_magnitude[i])) ++outside;
+    db[i % out] += want;
+    db_magnitude[i % out] += active ? dz_magnitude[i] : 0.0f;
+  }
+  CHECK(outside == 0);
+  outside = 0;
+  for (std::size_t j = 0; j < out; ++j)
+    if (!within(static_cast<float>(got_db[j]), db[j], db_magnitude[j] + std::fabs(db[j]))) ++outside;
+  CHECK(outside == 0);
+
+  // dW = dzᵀ·a into f32 and db = Σ_rows dz (BGRADB over op(A) = dzᵀ), in f32: D's type.
+  Tensor dgrad_w = zeros({static_cast<std::int64_t>(out * in)}).to(kGpu),
+         dgrad_b = zeros({static_cast<std::int64_t>(out)}).to(kGpu);
+  EpilogueGemm weight{GemmEpilogue::bgrad_a,
+                      Transpose::yes,
+                      Transpose::no,
+                      out,
+                      in,
+                      rows,
+                      dg.raw<T>(),
+                      out,
+                      da.raw<T>(),
+                      in,
+                      dgrad_w.raw<float>(),
+                      in,
+                      dgrad_b.raw<float>(),
+                      nullptr,
+                      dtype,
+                      DType::f32};
+  REQUIRE(kcuda::gemm_epilogue_supported(weight));
+  kcuda::gemm_epilogue(weight, gpu_stream());
+  std::vector<float> want_w(out * in), want_w_magnitude(out * in);
+  kcpu::gemm(Transpose::yes, Transpose::no, out, in, rows, 1.0f, g32.data(), out, a32.data(), in, 0.0f, want_w.data(),
+             in);
+  kcpu::gemm(Transpose::yes, Transpose::no, out, in, rows, 1.0f, abs_g.data(), out, abs_a.data(), in, 0.0f,
+             want_w_magnitude.data(), in);
+  const std::vector<float> got_w = dgrad_w.to_vector<float>(), got_b = dgrad_b.to_vector<float>();
+  outside = 0;
+  for (std::size_t i = 0; i < out * in; ++i)
+    if (std::fabs(got_w[i] - want_w[i]) > want_w_magnitude[i] * 0x1p-16f) ++outside;  // f32: no 16-bit rounding
+  CHECK(outside == 0);
+  for (std::size_t j = 0; j < out; ++j) {
+    float want = 0.0f, terms = 0.0f;
+    for (std::size_t r = 0; r < rows; ++r) {
+      want += g32[r * out + j];
+      terms += std::fabs(g32[r * out + j]);
+    }
+    CHECK(std::fabs(got_b[j] - want) <= terms * 0x1p-16f);
+  }
 }
