@@ -46,10 +46,8 @@ Recipe recipe_for(const std::string& model) {
 }
 
 std::string describe(const Recipe& r) {
-  return detail::concat(r.optimizer == "sgd"    ? "SGD"
-                        : r.optimizer == "adam" ? "Adam"
-                                                : "AdamW",
-                        ", lr ", r.lr, r.lr_decay != 1.0 ? detail::concat(" ×", r.lr_decay, " per epoch") : "",
+  const char* name = r.optimizer == "sgd" ? "SGD" : r.optimizer == "adam" ? "Adam" : "AdamW";
+  return detail::concat(name, ", lr ", r.lr, r.lr_decay != 1.0 ? detail::concat(" ×", r.lr_decay, " per epoch") : "",
                         ", batch ", r.batch_size, ", ", r.normalize ? "normalized inputs" : "[0, 1] inputs");
 }
 
@@ -63,8 +61,7 @@ struct Settings {
   long long val_size = -1;                   // -1: a sixth of the training images
   optim::GroupOptions optimizer;             // --momentum, --weight-decay (the rate is the recipe's)
   data::ClassificationLoaderOptions loader;  // --eval-batch-size, --workers, --no-shuffle, --preload
-  // The fused MLP step with every fusion on: nothing here reads the weights' gradients, so plain
-  // SGD's update may run inside the GEMMs (CPU). --cuda-graph.
+  // Every fusion on (nothing here reads the weights' gradients: SGD may update inside the GEMMs).
   train::FusedMlpStepOptions fused_step{.gemm_epilogues = true, .sgd_in_gemm = true};
   train::AutogradStepOptions autograd;  // --micro-batches (either step), --precision
   bool distributed = false, log_step_losses = false;
@@ -80,8 +77,7 @@ void validate(Settings& s) {
   if (!(r.lr_decay > 0 && r.lr_decay <= 1)) throw UsageError("--lr-decay must be in (0, 1]");
   if (!(s.optimizer.momentum >= 0 && s.optimizer.momentum < 1)) throw UsageError("--momentum must be in [0, 1)");
   if (s.step == "fused" && s.is_cnn()) throw UsageError("--step fused trains the MLP only; the CNN runs on autograd");
-  if (s.step == "fused" && s.precision != "f32") throw UsageError("--precision " + s.precision + " runs on autograd");
-  s.autograd.precision = parse_dtype(s.precision);
+  s.fused_step.precision = s.autograd.precision = parse_dtype(s.precision);
   if (!s.resume.empty() && !s.init.empty()) throw UsageError("--resume and --init cannot be used together");
   if (r.batch_size % s.autograd.micro_batches != 0)
     throw UsageError(detail::concat("--micro-batches must divide the batch, ", r.batch_size));
@@ -183,7 +179,10 @@ Run build_run(const Settings& s) {
   run.val_size = s.val_size < 0 ? n_all / 6 : static_cast<std::size_t>(s.val_size);
   if (run.val_size >= n_all)
     throw UsageError(detail::concat("--val-size ", run.val_size, ": must be below the ", n_all, " training images"));
-  run.fused = !s.is_cnn() && s.precision == "f32" && (s.step == "fused" || (s.step == "auto" && fusion_enabled()));
+  const std::string fused_refused = train::fused_mlp_step_unsupported(s.autograd.precision, run.device);
+  if (s.step == "fused" && !fused_refused.empty())
+    throw UsageError("--step fused: " + fused_refused + " (--step auto)");
+  run.fused = !s.is_cnn() && fused_refused.empty() && (s.step == "fused" || (s.step == "auto" && fusion_enabled()));
   build_model(s, run);
   if (!s.resume.empty()) resume(s, run);
   data::ClassificationLoaderOptions loader = s.loader;

@@ -1,8 +1,26 @@
-// The MLP training step (see mlp_step.h). Notation, per Linear layer i with W [out, in]:
+// The MLP training step (see fused_mlp_step.h). Notation, per Linear layer i with W [out, in]:
 //   z = a·Wᵀ + b, a' = relu(z) (h holds a' for hidden layers, the logits for the last one);
 //   backward: dW = dzᵀ·a, db = Σ_rows dz, da = dz·W, and dz of the layer below = da ⊙ [h > 0].
+//
+// Note [fused step in bf16]
+// FusedMlpStepOptions::precision = bf16 (CUDA) computes what the autograd step computes under
+// autocast (core/ops/autocast.h) with two exceptions, both on the side of accuracy:
+//   - as autocast: every step starts from bf16 copies of the f32 parameters (one cast each) and
+//     of the input; each Linear multiplies bf16 operands with f32 sums and rounds its output —
+//     bias and ReLU included — once to bf16 (cuBLASLt's 16-bit epilogues); the logits are widened
+//     to f32 for the loss, and the loss gradient is rounded to bf16 as it enters the last layer;
+//     dz·W and its ReLU mask give the layer below its bf16 gradient;
+//   - unlike autocast, the GEMMs write dW and db of the f32 master parameters in f32 (C in f32,
+//     BGRADB's bias gradient in C's type), where autocast rounds them to bf16 and widens them
+//     back. So every bias gradient comes from its layer's weight-gradient GEMM: DRELU_BGRAD's
+//     would be in bf16, and is discarded.
+// The optimizer updates the f32 parameters, and the next step's copies see the update. Where
+// cuBLASLt has no algorithm for a 16-bit epilogue (or epilogues are off), cuBLAS's 16-bit GEMM and
+// ember's kernels give the same roundings: the forward sums in f32, adds the rounded bias and
+// rounds once; the masked gradient is the rounded dz·W times the mask, as autograd's.
 #include "train/fused_mlp_step.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <optional>
@@ -19,6 +37,8 @@
 #include "core/tensor/autograd.h"
 #include "distributed/dist.h"
 #include "kernels/bias_activation.h"
+#include "kernels/conv.h"
+#include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_epilogue.h"
 #include "kernels/reduce.h"
@@ -37,10 +57,11 @@ struct Layer {
   Tensor weight_grad, bias_grad;        // views of the step's one flat gradient buffer
   Tensor weight_scratch, bias_scratch;  // views of the second: a micro-batch's gradients after the first
   std::size_t in = 0, out = 0;
-  bool relu = false;  // followed by a ReLU (every layer but the last)
-  Tensor h;           // [batch, out]: relu output, or the logits
-  Tensor g;           // [batch, out]: gradient of the pre-activation z
-  Tensor mask;        // ReLU mask bits from the cuBLASLt forward (CUDA, hidden layers)
+  bool relu = false;              // followed by a ReLU (every layer but the last)
+  Tensor h;                       // [batch, out]: relu output, or the logits
+  Tensor g;                       // [batch, out]: gradient of the pre-activation z
+  Tensor mask;                    // ReLU mask bits from the cuBLASLt forward (CUDA, hidden layers)
+  Tensor weight_half, bias_half;  // bf16 copies of the parameters, remade every step (Note [fused step in bf16])
   Tensor sum_workspace;
   std::size_t weight_group = 0;  // the optimizer's group holding the weight (groups.size(): none)
 };
@@ -74,11 +95,29 @@ std::string fused_mlp_step_unsupported(const nn::Sequential& model) {
   return "";
 }
 
+std::string fused_mlp_step_unsupported(DType precision, Device device) {
+  if (precision == DType::f16)
+    return "f16 needs loss scaling, whose skipped steps are decided on the host; train f16 with AutogradStep "
+           "(precision f16, with its GradScaler), or use bf16";
+  if (precision != DType::f32 && precision != DType::bf16)
+    return detail::concat("precision must be f32 or bf16, got ", precision);
+  if (precision == DType::bf16 && !device.is_cuda())
+    return "bf16 runs on CUDA (cuBLASLt's 16-bit GEMMs); on the CPU train bf16 with AutogradStep (precision bf16: "
+           "autocast and the CPU's bf16 GEMM)";
+  return "";
+}
+
 struct FusedMlpStep::Impl {
   optim::Optimizer* optimizer = nullptr;
   FusedMlpStepOptions options;
   Device device;
   std::size_t batch = 0, classes = 0;
+  DType operands = DType::f32;  // the GEMMs' operands and the activations: f32, or bf16 (Note [fused step in bf16])
+  Tensor x_half;                // bf16: [batch, in], the input rounded
+  Tensor logits, dlogits;       // bf16: f32 [batch, classes], the last layer's output widened, and its gradient
+  Tensor unfused_sums;          // bf16 without cuBLASLt: f32 [batch, widest], a forward GEMM's sums
+  Tensor unfused_bias;          // ... and f32 [widest], its rounded bias widened
+  Tensor discarded_bias_grad;   // bf16: [widest], DRELU_BGRAD's bias gradient, not used
   std::vector<Layer> layers;
   Tensor row_loss, batch_loss, loss_sum, blocks_done;  // blocks_done: the fused loss kernel's counter
   Tensor grads, scratch;       // every layer's gradients in one buffer (one reduction across ranks), and a second
@@ -95,6 +134,8 @@ struct FusedMlpStep::Impl {
   bool sgd_in_gemm = false;  // this step updates the weights inside their GEMMs (FusedMlpStepOptions)
 
   bool cuda() const { return device.is_cuda(); }
+  bool mixed() const { return operands != DType::f32; }
+  const Tensor& weight_operand(const Layer& l) const { return mixed() ? l.weight_half : l.weight; }
 
   // Whether FusedMlpStepOptions::sgd_in_gemm is the optimizer's own update for this step (see there).
   bool sgd_in_gemm_applies() const {
@@ -168,29 +209,40 @@ struct FusedMlpStep::Impl {
     on_device([] {}, [&](auto stream) { kernels::cuda::gemm_epilogue(g, stream); });
   }
 
-  // Forward of layer l from input `a` ([rows, in]); returns whether the ReLU mask was written.
-  bool forward(Layer& l, const float* a, std::size_t rows) const {
-    float* h = l.h.raw<float>();
-    float* bias = l.bias.raw<float>();
-    const kernels::EpilogueGemm fused{.epilogue = l.relu ? GemmEpilogue::relu_aux_bias : GemmEpilogue::bias,
-                                      .ta = Transpose::no,
-                                      .tb = Transpose::yes,
-                                      .m = rows,
-                                      .n = l.out,
-                                      .k = l.in,
-                                      .a = a,
-                                      .lda = l.in,
-                                      .b = l.weight.raw<float>(),
-                                      .ldb = l.in,
-                                      .c = h,
-                                      .ldc = l.out,
-                                      .vec = bias,
-                                      .aux = l.mask.defined() ? l.mask.raw_bytes() : nullptr};
-    if (lt(fused)) {
+  // Layer l's forward GEMM with its epilogue, from input `a` ([rows, in], in the operands' type).
+  kernels::EpilogueGemm forward_gemm(const Layer& l, const void* a, std::size_t rows) const {
+    return {.epilogue = l.relu ? GemmEpilogue::relu_aux_bias : GemmEpilogue::bias,
+            .ta = Transpose::no,
+            .tb = Transpose::yes,
+            .m = rows,
+            .n = l.out,
+            .k = l.in,
+            .a = a,
+            .lda = l.in,
+            .b = weight_operand(l).raw_bytes(),
+            .ldb = l.in,
+            .c = l.h.raw_bytes(),
+            .ldc = l.out,
+            .vec = (mixed() ? l.bias_half : l.bias).raw_bytes(),
+            .aux = l.mask.defined() ? l.mask.raw_bytes() : nullptr,
+            .ab = operands,
+            .out = operands};
+  }
+
+  // Forward of layer l from input `a`; returns whether the ReLU mask was written.
+  bool forward(Layer& l, const void* a, std::size_t rows) const {
+    if (const kernels::EpilogueGemm fused = forward_gemm(l, a, rows); lt(fused)) {
       gemm_epilogue(fused);
       return l.relu;
     }
-    gemm(Transpose::no, Transpose::yes, rows, l.out, l.in, a, l.in, l.weight.raw<float>(), l.in, h, l.out);
+    if (mixed()) {
+      forward_unfused_half(l, a, rows);
+      return false;
+    }
+    float* h = l.h.raw<float>();
+    float* bias = l.bias.raw<float>();
+    gemm(Transpose::no, Transpose::yes, rows, l.out, l.in, static_cast<const float*>(a), l.in, l.weight.raw<float>(),
+         l.in, h, l.out);
     on_device(
         [&] {
           if (l.relu)
@@ -207,20 +259,49 @@ struct FusedMlpStep::Impl {
     return false;
   }
 
+  // bf16 without cuBLASLt's epilogue (CUDA): the f32 sums, plus the rounded bias (and the ReLU),
+  // rounded once — the epilogue's arithmetic.
+  void forward_unfused_half(Layer& l, const void* a, std::size_t rows) const {
+    on_device([] {},
+              [&](auto stream) {
+                float* sums = unfused_sums.raw<float>();
+                float* bias = unfused_bias.raw<float>();
+                kernels::cuda::gemm_half(Transpose::no, Transpose::yes, rows, l.out, l.in, operands, a, l.in,
+                                         l.weight_half.raw_bytes(), l.in, DType::f32, sums, l.out, false, stream);
+                kernels::cuda::cast(operands, l.bias_half.raw_bytes(), DType::f32, bias, l.out, stream);
+                if (l.relu)
+                  kernels::cuda::bias_relu_forward(sums, bias, rows, l.out, stream);
+                else
+                  kernels::cuda::bias_forward(sums, bias, rows, l.out, stream);
+                kernels::cuda::cast(DType::f32, sums, operands, l.h.raw_bytes(), rows * l.out, stream);
+              });
+  }
+
+  // The first n elements of `from` cast into `to` (the types of the two tensors).
+  void cast(const Tensor& from, const Tensor& to, std::size_t n) const {
+    on_device([&] { kernels::cpu::cast(from.dtype(), from.raw_bytes(), to.dtype(), to.raw_bytes(), n); },
+              [&](auto stream) {
+                kernels::cuda::cast(from.dtype(), from.raw_bytes(), to.dtype(), to.raw_bytes(), n, stream);
+              });
+  }
+
+  // Softmax cross-entropy on the f32 logits: the loss sums and the logits' gradient.
   void loss(const Tensor& y, std::size_t rows) {
-    Layer& last = layers.back();
+    const Layer& last = layers.back();
+    const float* logits_in = (mixed() ? logits : last.h).raw<float>();
+    float* logits_grad = (mixed() ? dlogits : last.g).raw<float>();
     const float scale = 1.0f / static_cast<float>(rows);
     auto run = [&](auto target_type) {
       using Target = decltype(target_type);
       const Target* targets = y.raw<Target>();
       on_device(
           [&] {
-            kernels::cpu::cross_entropy_fused(last.h.raw<float>(), targets, last.g.raw<float>(), row_loss.raw<float>(),
+            kernels::cpu::cross_entropy_fused(logits_in, targets, logits_grad, row_loss.raw<float>(),
                                               batch_loss.raw<float>(), loss_sum.raw<float>(), rows, classes, scale,
                                               &cpu_error);
           },
           [&](auto stream) {
-            kernels::cuda::cross_entropy_fused(last.h.raw<float>(), targets, last.g.raw<float>(), row_loss.raw<float>(),
+            kernels::cuda::cross_entropy_fused(logits_in, targets, logits_grad, row_loss.raw<float>(),
                                                batch_loss.raw<float>(), loss_sum.raw<float>(), rows, classes, scale,
                                                cuda::device_error_record(device),
                                                reinterpret_cast<unsigned*>(blocks_done.raw<std::int32_t>()), stream);
@@ -247,6 +328,13 @@ struct FusedMlpStep::Impl {
   float* bias_grad(const Layer& l) const { return (into_scratch ? l.bias_scratch : l.bias_grad).raw<float>(); }
 
   void bias_grad_sum(Layer& l, std::size_t rows) {
+    if (mixed()) {  // the bf16 dz summed in f32 (CUDA only)
+      on_device([] {},
+                [&](auto stream) {
+                  kernels::cuda::channel_bias_grad(l.g.raw<bfloat16>(), bias_grad(l), rows, l.out, 1, stream);
+                });
+      return;
+    }
     on_device([&] { kernels::cpu::sum(l.g.raw<float>(), bias_grad(l), 1, rows, l.out, 1.0f); },
               [&](auto stream) {
                 kernels::cuda::sum(l.g.raw<float>(), bias_grad(l), 1, rows, l.out, 1.0f, sum_workspace(l), stream);
@@ -296,38 +384,49 @@ struct FusedMlpStep::Impl {
   }
 
   void forward_backward(const Tensor& x, const Tensor& y, std::size_t rows) {
-    const float* input = x.raw<float>();
+    const Layer& last = layers.back();
+    Tensor input = x;
+    if (mixed()) {  // Note [fused step in bf16]: this step's bf16 copies
+      for (Layer& l : layers) {
+        cast(l.weight, l.weight_half, l.out * l.in);
+        cast(l.bias, l.bias_half, l.out);
+      }
+      cast(x, x_half, rows * layers.front().in);
+      input = x_half;
+    }
     std::vector<bool> masked(layers.size(), false);
-    const float* a = input;
+    const void* a = input.raw_bytes();
     for (std::size_t i = 0; i < layers.size(); ++i) {
       masked[i] = forward(layers[i], a, rows);
-      a = layers[i].h.raw<float>();
+      a = layers[i].h.raw_bytes();
     }
+    if (mixed()) cast(last.h, logits, rows * classes);
     loss(y, rows);
+    if (mixed()) cast(dlogits, last.g, rows * classes);
     // Backward, top layer first. A layer's bias gradient comes from the GEMM below it when that
-    // GEMM ran with DRELU_BGRAD; otherwise from its own weight-gradient GEMM (BGRADB) or a sum.
+    // GEMM ran with DRELU_BGRAD (f32 only); otherwise from its own weight-gradient GEMM (BGRADB) or a sum.
     bool bias_grad_done = false;
     for (std::size_t i = layers.size(); i-- > 0;) {
       Layer& l = layers[i];
-      const float* below = i == 0 ? input : layers[i - 1].h.raw<float>();
-      float* dz = l.g.raw<float>();
+      const void* below = i == 0 ? input.raw_bytes() : layers[i - 1].h.raw_bytes();
+      const void* dz = l.g.raw_bytes();
       if (!sgd_in_gemm)
         weight_gradient(l, below, dz, rows, bias_grad_done);
       else if (!bias_grad_done)
         bias_grad_sum(l, rows);
       if (i > 0) input_gradient(l, layers[i - 1], dz, rows, masked[i - 1]);
-      // W ← W − lr·dzᵀ·a, after the input gradient's GEMM has read W.
+      // W ← W − lr·dzᵀ·a, after the input gradient's GEMM has read W (CPU, f32).
       if (sgd_in_gemm) {
         const auto lr = static_cast<float>(optimizer->param_groups()[l.weight_group].options.lr);
-        kernels::cpu::gemm(Transpose::yes, Transpose::no, l.out, l.in, rows, -lr, dz, l.out, below, l.in, 1.0f,
-                           l.weight.raw<float>(), l.in);
+        kernels::cpu::gemm(Transpose::yes, Transpose::no, l.out, l.in, rows, -lr, static_cast<const float*>(dz), l.out,
+                           static_cast<const float*>(below), l.in, 1.0f, l.weight.raw<float>(), l.in);
       }
-      bias_grad_done = i > 0;  // input_gradient made the bias gradient of the layer below
+      bias_grad_done = i > 0 && !mixed();  // input_gradient made the bias gradient of the layer below
     }
   }
 
-  // dW = dzᵀ·a into the gradient buffer, and db = Σ dz unless the layer above made it.
-  void weight_gradient(Layer& l, const float* below, const float* dz, std::size_t rows, bool bias_grad_done) {
+  // dW = dzᵀ·a into the gradient buffer (f32), and db = Σ dz unless the layer above made it.
+  void weight_gradient(Layer& l, const void* below, const void* dz, std::size_t rows, bool bias_grad_done) {
     const kernels::EpilogueGemm weight_and_bias{.epilogue = GemmEpilogue::bgrad_a,
                                                 .ta = Transpose::yes,
                                                 .tb = Transpose::no,
@@ -340,19 +439,28 @@ struct FusedMlpStep::Impl {
                                                 .ldb = l.in,
                                                 .c = weight_grad(l),
                                                 .ldc = l.in,
-                                                .vec = bias_grad(l)};
+                                                .vec = bias_grad(l),
+                                                .ab = operands,
+                                                .out = DType::f32};
     if (!bias_grad_done && lt(weight_and_bias)) {
       gemm_epilogue(weight_and_bias);
-    } else {
-      gemm(Transpose::yes, Transpose::no, l.out, l.in, rows, dz, l.out, below, l.in, weight_grad(l), l.in);
-      if (!bias_grad_done) bias_grad_sum(l, rows);
+      return;
     }
+    if (mixed())
+      on_device([] {},
+                [&](auto stream) {
+                  kernels::cuda::gemm_half(Transpose::yes, Transpose::no, l.out, l.in, rows, operands, dz, l.out, below,
+                                           l.in, DType::f32, weight_grad(l), l.in, false, stream);
+                });
+    else
+      gemm(Transpose::yes, Transpose::no, l.out, l.in, rows, static_cast<const float*>(dz), l.out,
+           static_cast<const float*>(below), l.in, weight_grad(l), l.in);
+    if (!bias_grad_done) bias_grad_sum(l, rows);
   }
 
-  // The gradient of the layer below's pre-activation, dz·W ⊙ [h > 0], and that layer's bias
+  // The gradient of the layer below's pre-activation, dz·W ⊙ [h > 0], and (f32) that layer's bias
   // gradient with it.
-  void input_gradient(const Layer& l, Layer& prev, const float* dz, std::size_t rows, bool masked) {
-    float* dprev = prev.g.raw<float>();
+  void input_gradient(const Layer& l, Layer& prev, const void* dz, std::size_t rows, bool masked) {
     const kernels::EpilogueGemm masked_input_grad{.epilogue = GemmEpilogue::drelu_bgrad,
                                                   .ta = Transpose::no,
                                                   .tb = Transpose::no,
@@ -361,17 +469,33 @@ struct FusedMlpStep::Impl {
                                                   .k = l.out,
                                                   .a = dz,
                                                   .lda = l.out,
-                                                  .b = l.weight.raw<float>(),
+                                                  .b = weight_operand(l).raw_bytes(),
                                                   .ldb = l.in,
-                                                  .c = dprev,
+                                                  .c = prev.g.raw_bytes(),
                                                   .ldc = prev.out,
-                                                  .vec = bias_grad(prev),
-                                                  .aux = prev.mask.defined() ? prev.mask.raw_bytes() : nullptr};
+                                                  .vec = mixed() ? discarded_bias_grad.raw_bytes() : bias_grad(prev),
+                                                  .aux = prev.mask.defined() ? prev.mask.raw_bytes() : nullptr,
+                                                  .ab = operands,
+                                                  .out = operands};
     if (masked && lt(masked_input_grad)) {
       gemm_epilogue(masked_input_grad);
       return;
     }
-    gemm(Transpose::no, Transpose::no, rows, prev.out, l.out, dz, l.out, l.weight.raw<float>(), l.in, dprev, prev.out);
+    if (mixed()) {  // the rounded dz·W, masked by the saved activation (exact)
+      on_device([] {},
+                [&](auto stream) {
+                  bfloat16* dprev = prev.g.raw<bfloat16>();
+                  kernels::cuda::gemm_half(Transpose::no, Transpose::no, rows, prev.out, l.out, operands, dz, l.out,
+                                           l.weight_half.raw_bytes(), l.in, operands, dprev, prev.out, false, stream);
+                  kernels::cuda::activation_grad<bfloat16>(kernels::ActivationGrad::relu, dprev, prev.h.raw<bfloat16>(),
+                                                           dprev, rows * prev.out, kernels::WriteMode::overwrite, {},
+                                                           stream);
+                });
+      return;
+    }
+    float* dprev = prev.g.raw<float>();
+    gemm(Transpose::no, Transpose::no, rows, prev.out, l.out, static_cast<const float*>(dz), l.out,
+         l.weight.raw<float>(), l.in, dprev, prev.out);
     on_device(
         [&] { kernels::cpu::bias_relu_backward(dprev, prev.h.raw<float>(), dprev, bias_grad(prev), rows, prev.out); },
         [&](auto stream) {
@@ -444,6 +568,9 @@ FusedMlpStep::FusedMlpStep(nn::Sequential& model, optim::Optimizer& optimizer, s
   for (const Layer& l : s.layers)
     EMBER_CHECK(l.weight.device() == s.device && l.bias.device() == s.device, DeviceError,
                 "FusedMlpStep: the model's parameters are on more than one device; call model.to(device) first");
+  const std::string refused = fused_mlp_step_unsupported(options.precision, s.device);
+  EMBER_CHECK(refused.empty(), ValueError, "FusedMlpStep: ", refused);
+  s.operands = options.precision;
   const TensorOptions on_device{.device = s.device};
   const auto B = static_cast<std::int64_t>(batch_size);
   std::int64_t total = 0;
@@ -469,8 +596,26 @@ FusedMlpStep::FusedMlpStep(nn::Sequential& model, optim::Optimizer& optimizer, s
     if (l.relu && s.device.is_cuda())
       l.mask = zeros({static_cast<std::int64_t>(kernels::relu_mask_bytes(batch_size, l.out))},
                      {.dtype = DType::u8, .device = s.device});
+    if (s.mixed()) {
+      const TensorOptions half{.dtype = s.operands, .device = s.device};
+      l.weight_half = zeros(l.weight.shape(), half);
+      l.bias_half = zeros(l.bias.shape(), half);
+      l.h = zeros(l.h.shape(), half);
+      l.g = zeros(l.g.shape(), half);
+    }
   }
   s.classes = s.layers.back().out;
+  if (s.mixed()) {
+    std::int64_t widest = 0;
+    for (const Layer& l : s.layers) widest = std::max(widest, static_cast<std::int64_t>(l.out));
+    const auto C = static_cast<std::int64_t>(s.classes);
+    s.x_half = zeros({B, static_cast<std::int64_t>(s.layers.front().in)}, {.dtype = s.operands, .device = s.device});
+    s.logits = zeros({B, C}, on_device);
+    s.dlogits = zeros({B, C}, on_device);
+    s.unfused_sums = zeros({B, widest}, on_device);
+    s.unfused_bias = zeros({widest}, on_device);
+    s.discarded_bias_grad = zeros({widest}, {.dtype = s.operands, .device = s.device});
+  }
   s.row_loss = zeros({B}, on_device);
   s.batch_loss = zeros({}, on_device);
   s.loss_sum = zeros({}, on_device);
@@ -603,22 +748,9 @@ std::string FusedMlpStep::describe() const {
   std::string text = "fused MLP step, " + (s.graph_note.empty() ? std::string("eager until captured") : s.graph_note);
   if (!s.cuda())
     return text + (s.sgd_in_gemm ? "; CPU kernels, SGD's weight update inside the GEMMs" : "; CPU kernels");
+  if (s.mixed()) text += "; bf16 operands and activations, f32 master weights and gradients";
   if (!s.options.gemm_epilogues) return text + "; plain GEMMs and ember's bias/ReLU kernels (epilogues off)";
-  const Layer& first = s.layers.front();
-  const bool fwd = s.lt({.epilogue = first.relu ? GemmEpilogue::relu_aux_bias : GemmEpilogue::bias,
-                         .ta = Transpose::no,
-                         .tb = Transpose::yes,
-                         .m = s.batch,
-                         .n = first.out,
-                         .k = first.in,
-                         .a = s.x_static.raw<float>(),
-                         .lda = first.in,
-                         .b = first.weight.raw<float>(),
-                         .ldb = first.in,
-                         .c = first.h.raw<float>(),
-                         .ldc = first.out,
-                         .vec = first.bias.raw<float>(),
-                         .aux = first.mask.defined() ? first.mask.raw_bytes() : nullptr});
+  const bool fwd = s.lt(s.forward_gemm(s.layers.front(), (s.mixed() ? s.x_half : s.x_static).raw_bytes(), s.batch));
   return text + (fwd ? "; cuBLASLt epilogues" : "; cuBLASLt epilogues unsupported here, plain GEMMs and own kernels");
 }
 

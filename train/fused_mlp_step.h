@@ -56,10 +56,20 @@ struct FusedMlpStepOptions {
   // biases' hold theirs and the optimizer updates them. Off by default: .grad is part of the
   // step's contract.
   bool sgd_in_gemm = false;
+  // Mixed precision (CUDA): bf16 runs the step as autocast runs an MLP (Note [fused step in bf16]
+  // in fused_mlp_step.cpp): bf16 copies of the f32 parameters made at the start of every step,
+  // bf16 GEMM operands and activations with f32 sums (cuBLASLt's 16-bit epilogues), the logits
+  // widened for an f32 loss; the gradients of the f32 master parameters are written in f32 and the
+  // optimizer updates those. f32 is ember's f32 step. f16 is refused: its loss scaling decides on
+  // the host whether a step is skipped (train f16 with AutogradStep and its GradScaler).
+  DType precision = DType::f32;
 };
 
 // Why `model` cannot be trained by FusedMlpStep, or an empty string when it can.
 std::string fused_mlp_step_unsupported(const nn::Sequential& model);
+// Why FusedMlpStep cannot train in `precision` on `device` (FusedMlpStepOptions::precision: f32 on
+// either device, bf16 on CUDA), naming what can; an empty string when it can.
+std::string fused_mlp_step_unsupported(DType precision, Device device);
 
 class FusedMlpStep final : public Step {
  public:

@@ -117,7 +117,9 @@ def main():
         return torch_worker(opts.data, *opts.torch_worker, opts.epochs, opts.device)
     version = subprocess.run([opts.python, "-c", "import torch; print(torch.__version__)"], check=True,
                              capture_output=True, text=True).stdout.strip()
-    ember = dict(EMBER, **({"ember f16": ["--precision", "f16"]} if opts.device != "cpu" else {}))
+    # On CUDA the MLP's bf16 runs the fused step; its autograd step is shown beside it, and f16.
+    on_gpu = {"ember bf16 autograd": ["--precision", "bf16", "--step", "autograd"], "ember f16": ["--precision", "f16"]}
+    ember = dict(EMBER, **(on_gpu if opts.device != "cpu" else {}))
     for model in opts.models.split(","):
         names = [*ember, *TORCH]
         if opts.configs:

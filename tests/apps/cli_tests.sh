@@ -62,8 +62,10 @@ expect 2 "size mismatch for 0.weight" "--init of another architecture" -- \
 expect 2 "size mismatch for 0.weight" "--resume of another architecture" -- \
   "$train" --data "$mnist" --hidden 64 --resume "$work/h16.safetensors" --save "$save" --epochs 2
 expect 2 "--precision: f64 not in {f32,bf16,f16}" "unknown precision" -- "$train" --data "$mnist" --precision f64 --save "$save"
-expect 2 "--precision bf16 runs on autograd" "--precision bf16 with the fused step" -- \
-  "$train" --data "$mnist" --precision bf16 --step fused --save "$save"
+expect 2 "--step fused: bf16 runs on CUDA" "--precision bf16 with the fused step on the CPU" -- \
+  "$train" --data "$mnist" --device cpu --precision bf16 --step fused --save "$save"
+expect 2 "--step fused: f16 needs loss scaling" "--precision f16 with the fused step" -- \
+  "$train" --data "$mnist" --precision f16 --step fused --save "$save"
 expect 2 "--dataset: cifar not in {mnist,fashion-mnist,idx}" "unknown dataset" -- "$train" --dataset cifar --save "$save"
 expect 2 "--dataset idx has no default folder" "--dataset idx without --data" -- "$train" --dataset idx --save "$save"
 # Four IDX files that do not make one dataset: written by hand (big-endian header, then bytes).

@@ -191,6 +191,10 @@ TEST_CASE("FusedMlpStep rejects models and batches it cannot train, naming the r
     CHECK_THROWS_WITH(train::FusedMlpStep(*model, sgd, 4, {.eager_steps = 0}),
                       Catch::Contains("eager_steps must be at least 1"));
   }
+  SECTION("bf16 on the CPU, where autocast's autograd step trains it") {
+    CHECK_THROWS_WITH(train::FusedMlpStep(*model, sgd, 4, {.precision = DType::bf16}),
+                      Catch::Contains("bf16 runs on CUDA") && Catch::Contains("AutogradStep"));
+  }
   SECTION("a model ending in ReLU") {
     nn::Sequential ends_relu{std::make_shared<nn::Linear>(6, 4, true, &g), std::make_shared<nn::ReLU>()};
     CHECK_THAT(train::fused_mlp_step_unsupported(ends_relu), Catch::Contains("ends with a ReLU"));
