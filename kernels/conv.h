@@ -172,9 +172,13 @@ int cudnn_version();     // the cuDNN library's version at run time (0 without c
 void set_deterministic(bool on);
 bool deterministic();
 
-void max_pool2d_forward(const float* x, float* y, std::int32_t* argmax, const PoolGeometry& g, cudaStream_t stream);
-void max_pool2d_backward(const float* dy, const std::int32_t* argmax, float* dx, const PoolGeometry& g,
-                         cudaStream_t stream);
+// Max pooling for T = float, bfloat16 or float16: the forward selects (exact in any type); the
+// backward sums each input's window gradients in f32 and rounds once — for 16-bit data the bits of
+// the f32 kernels on widened copies.
+template <class T>
+void max_pool2d_forward(const T* x, T* y, std::int32_t* argmax, const PoolGeometry& g, cudaStream_t stream);
+template <class T>
+void max_pool2d_backward(const T* dy, const std::int32_t* argmax, T* dx, const PoolGeometry& g, cudaStream_t stream);
 // The channel bias for T = float, bfloat16 or float16, in f32: y rounded once, dbias in f32 (the
 // twin of cpu::channel_bias_grad<T, float>).
 template <class T>

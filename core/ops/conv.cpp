@@ -238,30 +238,36 @@ Shape pooled_shape(const PoolGeometry& g) {
 }
 
 void pool_forward(const Tensor& input, const Tensor& y, const Tensor& argmax, const PoolGeometry& g) {
-  ext::dispatch(
+  ext::dispatch_with_cuda_half(
       input,
       [&](auto zero) {
         using T = decltype(zero);
         kernels::cpu::max_pool2d_forward<T>(input.raw<T>(), y.raw<T>(), argmax.raw<std::int32_t>(), g);
       },
-      [&](auto stream) {
-        kernels::cuda::max_pool2d_forward(input.raw<float>(), y.raw<float>(), argmax.raw<std::int32_t>(), g, stream);
+      [&](auto zero, auto stream) {
+        using T = decltype(zero);
+        kernels::cuda::max_pool2d_forward(input.raw<T>(), y.raw<T>(), argmax.raw<std::int32_t>(), g, stream);
       });
 }
 
+// Whether max pooling computes on widened copies (Note [half precision]): 16-bit data on the CPU.
+// CUDA's pooling kernels take bf16 and f16 themselves, with the same bits.
+bool pools_widened(const Tensor& t) { return is_half(t.dtype()) && !t.is_cuda(); }
+
 // The pooling's input gradient [N, C, H, W]: each dy at its window's argmax.
 Tensor pool_backward(const Tensor& dy, const Tensor& argmax, const PoolGeometry& g) {
-  if (is_half(dy.dtype())) return pool_backward(ext::widened(dy), argmax, g).to(dy.dtype());
+  if (pools_widened(dy)) return pool_backward(ext::widened(dy), argmax, g).to(dy.dtype());
   Tensor dx = ext::new_empty(dy, {static_cast<std::int64_t>(g.n), static_cast<std::int64_t>(g.c),
                                   static_cast<std::int64_t>(g.h), static_cast<std::int64_t>(g.w)});
-  ext::dispatch(
+  ext::dispatch_with_cuda_half(
       dy,
       [&](auto zero) {
         using T = decltype(zero);
         kernels::cpu::max_pool2d_backward<T>(dy.raw<T>(), argmax.raw<std::int32_t>(), dx.raw<T>(), g);
       },
-      [&](auto stream) {
-        kernels::cuda::max_pool2d_backward(dy.raw<float>(), argmax.raw<std::int32_t>(), dx.raw<float>(), g, stream);
+      [&](auto zero, auto stream) {
+        using T = decltype(zero);
+        kernels::cuda::max_pool2d_backward(dy.raw<T>(), argmax.raw<std::int32_t>(), dx.raw<T>(), g, stream);
       });
   return dx;
 }
@@ -273,7 +279,7 @@ Tensor max_pool2d(const Tensor& input, int kernel, int stride) {
   ext::check_defined(op, {"input", input});
   ext::check_floating(op, {"input", input});
   ext::check_dim(op, {"input", input}, 4);
-  if (is_half(input.dtype())) return max_pool2d(ext::widened(input), kernel, stride).to(input.dtype());
+  if (pools_widened(input)) return max_pool2d(ext::widened(input), kernel, stride).to(input.dtype());
   const PoolGeometry g = checked_pool_geometry(op, input.shape(), kernel, stride);
   Tensor y = ext::new_empty(input, pooled_shape(g));
   Tensor argmax = ext::new_empty(input, pooled_shape(g), DType::i32);
@@ -301,7 +307,7 @@ Tensor fused::conv2d_relu_max_pool2d(const Tensor& input, const Tensor& weight, 
   const PoolGeometry p = checked_pool_geometry(op, conv_shape, pool_kernel, pool_stride);
   Tensor pooled = ext::new_empty(input, pooled_shape(p));
   Tensor argmax = ext::new_empty(input, pooled_shape(p), DType::i32);
-  if (is_half(input.dtype())) {  // pooled in f32 (a selection: exact), then rounded once
+  if (pools_widened(input)) {  // the CPU's bf16 convolution's f32 output pooled (exact), then rounded once
     const Tensor pooled_wide = ext::new_empty(input, pooled_shape(p), DType::f32);
     pool_forward(ext::widened(conv_forward_unrounded(input, weight, bias, g, true)), pooled_wide, argmax, p);
     pooled = pooled_wide.to(input.dtype());

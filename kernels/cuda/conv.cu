@@ -1,6 +1,6 @@
-// CUDA max pooling, per-channel bias and batch normalization: ember's own kernels, twins of
-// kernels/cpu/conv.cpp. Every reduction is one block per channel with a fixed tree, and the
-// pooling backward gathers instead of scattering, so all of them are deterministic.
+// CUDA max pooling and per-channel bias (both also in bf16 and f16, computing in f32) and batch
+// normalization: ember's own kernels, twins of kernels/cpu/conv.cpp. Every reduction is one block per channel with a
+// fixed tree, and the pooling backward gathers instead of scattering, so all of them are deterministic.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -8,6 +8,7 @@
 #include "kernels/batch_norm_math.h"
 #include "kernels/conv.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/elementwise_math.h"
 
 namespace ember::kernels::cuda {
 namespace {
@@ -33,24 +34,29 @@ __device__ float block_sum_all(float v) {
   return result;
 }
 
-__global__ void max_pool_forward_kernel(const float* x, float* y, std::int32_t* argmax, PoolGeometry g) {
+// T is float, bfloat16 or float16: compared as f32 (compute_t), copied as stored.
+template <class T>
+__global__ void max_pool_forward_kernel(const T* x, T* y, std::int32_t* argmax, PoolGeometry g) {
+  using C = compute_t<T>;
   const std::size_t oh = g.oh(), ow = g.ow(), total = g.n * g.c * oh * ow;
   for (std::size_t o = global_thread(); o < total; o += grid_stride()) {
     const std::size_t plane = o / (oh * ow), rest = o % (oh * ow), oy = rest / ow, ox = rest % ow;
-    const float* in = x + plane * g.h * g.w;
+    const T* in = x + plane * g.h * g.w;
     std::size_t best = oy * g.stride * g.w + ox * g.stride;
     for (std::size_t ky = 0; ky < g.kernel; ++ky)
       for (std::size_t kx = 0; kx < g.kernel; ++kx) {
         const std::size_t i = (oy * g.stride + ky) * g.w + ox * g.stride + kx;
-        if (pool_beats(in[i], in[best])) best = i;
+        if (pool_beats(static_cast<C>(in[i]), static_cast<C>(in[best]))) best = i;
       }
     y[o] = in[best];
     argmax[o] = static_cast<std::int32_t>(best);
   }
 }
 
-// One thread per input element sums the gradients of the windows whose maximum it was.
-__global__ void max_pool_backward_kernel(const float* dy, const std::int32_t* argmax, float* dx, PoolGeometry g) {
+// One thread per input element sums the gradients of the windows whose maximum it was (in f32,
+// rounded once to T).
+template <class T>
+__global__ void max_pool_backward_kernel(const T* dy, const std::int32_t* argmax, T* dx, PoolGeometry g) {
   const std::size_t oh = g.oh(), ow = g.ow(), total = g.n * g.c * g.h * g.w;
   for (std::size_t i = global_thread(); i < total; i += grid_stride()) {
     const std::size_t plane = i / (g.h * g.w), local = i % (g.h * g.w), y = local / g.w, x = local % g.w;
@@ -62,9 +68,9 @@ __global__ void max_pool_backward_kernel(const float* dy, const std::int32_t* ar
     for (std::size_t oy = oy_lo; oy <= oy_hi; ++oy)
       for (std::size_t ox = ox_lo; ox <= ox_hi; ++ox) {
         const std::size_t o = plane * oh * ow + oy * ow + ox;
-        if (static_cast<std::size_t>(argmax[o]) == local) sum += dy[o];
+        if (static_cast<std::size_t>(argmax[o]) == local) sum += static_cast<float>(dy[o]);
       }
-    dx[i] = sum;
+    dx[i] = T(sum);
   }
 }
 
@@ -160,13 +166,14 @@ __global__ void batch_norm_backward_dx_kernel(const float* dy, const float* x, c
 
 }  // namespace
 
-void max_pool2d_forward(const float* x, float* y, std::int32_t* argmax, const PoolGeometry& g, cudaStream_t stream) {
-  launch_n<max_pool_forward_kernel>(g.n * g.c * g.oh() * g.ow(), stream, x, y, argmax, g);
+template <class T>
+void max_pool2d_forward(const T* x, T* y, std::int32_t* argmax, const PoolGeometry& g, cudaStream_t stream) {
+  launch_n<max_pool_forward_kernel<T>>(g.n * g.c * g.oh() * g.ow(), stream, x, y, argmax, g);
 }
 
-void max_pool2d_backward(const float* dy, const std::int32_t* argmax, float* dx, const PoolGeometry& g,
-                         cudaStream_t stream) {
-  launch_n<max_pool_backward_kernel>(g.n * g.c * g.h * g.w, stream, dy, argmax, dx, g);
+template <class T>
+void max_pool2d_backward(const T* dy, const std::int32_t* argmax, T* dx, const PoolGeometry& g, cudaStream_t stream) {
+  launch_n<max_pool_backward_kernel<T>>(g.n * g.c * g.h * g.w, stream, dy, argmax, dx, g);
 }
 
 template <class T>
@@ -186,13 +193,15 @@ void channel_bias_grad(const T* dy, float* dbias, std::size_t n, std::size_t c, 
   launch<channel_bias_grad_kernel<T>>(per_channel(c), stream, dy, dbias, n, c, hw);
 }
 
-#define EMBER_INSTANTIATE_CHANNEL_BIAS(T)                                                               \
-  template void channel_bias_add<T>(T*, const T*, std::size_t, std::size_t, std::size_t, cudaStream_t); \
-  template void channel_bias_grad<T>(const T*, float*, std::size_t, std::size_t, std::size_t, cudaStream_t);
-EMBER_INSTANTIATE_CHANNEL_BIAS(float)
-EMBER_INSTANTIATE_CHANNEL_BIAS(bfloat16)
-EMBER_INSTANTIATE_CHANNEL_BIAS(float16)
-#undef EMBER_INSTANTIATE_CHANNEL_BIAS
+#define EMBER_INSTANTIATE_FOR_TYPE(T)                                                                        \
+  template void channel_bias_add<T>(T*, const T*, std::size_t, std::size_t, std::size_t, cudaStream_t);      \
+  template void channel_bias_grad<T>(const T*, float*, std::size_t, std::size_t, std::size_t, cudaStream_t); \
+  template void max_pool2d_forward<T>(const T*, T*, std::int32_t*, const PoolGeometry&, cudaStream_t);       \
+  template void max_pool2d_backward<T>(const T*, const std::int32_t*, T*, const PoolGeometry&, cudaStream_t);
+EMBER_INSTANTIATE_FOR_TYPE(float)
+EMBER_INSTANTIATE_FOR_TYPE(bfloat16)
+EMBER_INSTANTIATE_FOR_TYPE(float16)
+#undef EMBER_INSTANTIATE_FOR_TYPE
 
 void batch_norm_forward_train(const float* x, const float* gamma, const float* beta, float* y, float* save_mean,
                               float* save_invstd, float* running_mean, float* running_var, std::size_t n, std::size_t c,

@@ -143,6 +143,46 @@ TEMPLATE_TEST_CASE("16-bit channel bias and its gradient match the CPU twins", "
   }
 }
 
+TEMPLATE_TEST_CASE("16-bit max pooling selects and sums as its f32 twin does", "[half]", bfloat16, float16) {
+  using T = TestType;
+  for (const PoolGeometry& g :
+       {PoolGeometry{.n = 0, .c = 2, .h = 4, .w = 4}, PoolGeometry{.n = 2, .c = 3, .h = 8, .w = 8},
+        PoolGeometry{.n = 2, .c = 4, .h = 17, .w = 15, .kernel = 3, .stride = 2},
+        PoolGeometry{.n = 3, .c = 5, .h = 28, .w = 28}}) {
+    INFO(g.n << "x" << g.c << "x" << g.h << "x" << g.w << ", kernel " << g.kernel << ", stride " << g.stride);
+    const std::size_t in = g.n * g.c * g.h * g.w, out = g.n * g.c * g.oh() * g.ow();
+    // Coarse values so that windows hold ties (the first of equal values wins), a NaN now and then,
+    // and peaks on the even rows and columns, where overlapping windows (kernel 3, stride 2) meet:
+    // an input that is the maximum of three or four windows sums three or four gradients.
+    std::vector<float> values = random_floats(in, in + 41, -4.0f, 4.0f);
+    for (std::size_t i = 0; i < in; ++i) {
+      const std::size_t y = i / g.w % g.h, x = i % g.w;
+      const bool peak = y % 2 == 0 && x % 2 == 0 && (y + x) % 6 == 0;
+      values[i] = i % 37 == 5 ? std::nanf("") : peak ? 8.0f + static_cast<float>(i % 5) : std::round(values[i] * 4) / 4;
+    }
+    const std::vector<T> x = rounded<T>(values);
+    Tensor dx_in = device_copy(x), dy_out = device_copy(std::vector<T>(out, T(std::nanf(""))));
+    Tensor dargmax = device_copy(std::vector<std::int32_t>(out, -1));
+    kcuda::max_pool2d_forward(dx_in.raw<T>(), dy_out.raw<T>(), dargmax.raw<std::int32_t>(), g, gpu_stream());
+    const std::vector<float> wide = widened(x);
+    std::vector<float> want(out);
+    std::vector<std::int32_t> want_argmax(out);
+    kcpu::max_pool2d_forward<float>(wide.data(), want.data(), want_argmax.data(), g);
+    require_rounded_once(dy_out.to_vector<T>(), want, false);  // a selection: exact
+    CHECK(dargmax.to_vector<std::int32_t>() == want_argmax);
+
+    // Backward: each input sums its windows' gradients in f32 in the windows' order, as the CPU's
+    // scatter adds them: the same f32 sum, rounded once.
+    const std::vector<T> dy = rounded<T>(random_floats(out, out + 43));
+    Tensor ddy = device_copy(dy), ddx = device_copy(std::vector<T>(in, T(std::nanf(""))));
+    kcuda::max_pool2d_backward(ddy.raw<T>(), dargmax.raw<std::int32_t>(), ddx.raw<T>(), g, gpu_stream());
+    const std::vector<float> wide_dy = widened(dy);
+    std::vector<float> want_dx(in);
+    kcpu::max_pool2d_backward<float>(wide_dy.data(), want_argmax.data(), want_dx.data(), g);
+    require_rounded_once(ddx.to_vector<T>(), want_dx, false);
+  }
+}
+
 TEMPLATE_TEST_CASE("cuDNN convolutions in bf16 and f16 round the f32 sums once", "[half][cudnn]", bfloat16, float16) {
   using T = TestType;
   const DType dtype = dtype_of<T>;
