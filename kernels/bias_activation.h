@@ -3,7 +3,7 @@
 // Shapes: y, dy, dx are [rows, cols] row-major, bias and dbias [cols].
 // The column sums are deterministic: a fixed order on each backend (on CUDA, rows split as
 // sum_workspace_size(1, rows, cols) says; `workspace` holds that many floats, null when 0).
-// CPU: float and double, synchronous. CUDA: float, enqueued on `stream`.
+// CPU: float and double, synchronous. CUDA: float (the backward also bf16 and f16), enqueued on `stream`.
 #pragma once
 
 #include "kernels/common.h"
@@ -23,6 +23,9 @@ void bias_relu_backward(const T* dy, const T* y, T* dx, T* dbias, std::size_t ro
 namespace ember::kernels::cuda {
 void bias_relu_forward(float* y, const float* bias, std::size_t rows, std::size_t cols, cudaStream_t stream);
 void bias_forward(float* y, const float* bias, std::size_t rows, std::size_t cols, cudaStream_t stream);
-void bias_relu_backward(const float* dy, const float* y, float* dx, float* dbias, std::size_t rows, std::size_t cols,
-                        float* workspace, cudaStream_t stream);
+// T = float, bfloat16 or float16: the mask exact, the bias gradient summed in f32 and rounded once
+// to T (the bits of the f32 kernel on widened copies).
+template <class T>
+void bias_relu_backward(const T* dy, const T* y, T* dx, T* dbias, std::size_t rows, std::size_t cols, float* workspace,
+                        cudaStream_t stream);
 }  // namespace ember::kernels::cuda

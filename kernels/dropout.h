@@ -3,7 +3,8 @@
 // compute the same u, so one seed drops the same elements on every device, and no random state
 // moves between host and device.
 // Forward: y = keep ? x/(1 − p) : 0 and mask = keep (1 byte per element). Backward:
-// dx = mask ? dy/(1 − p) : 0. CPU: float, double and bf16 (computed in f32, rounded once); CUDA: float.
+// dx = mask ? dy/(1 − p) : 0. CPU: float, double and bf16; CUDA: float, bf16 and f16 (16-bit data
+// computed in f32 and rounded once: the bits of the f32 kernel on a widened copy).
 #pragma once
 
 #include "kernels/common.h"
@@ -45,8 +46,9 @@ void dropout_backward(const T* dy, const std::uint8_t* mask, T* dx, std::size_t 
 }  // namespace ember::kernels::cpu
 
 namespace ember::kernels::cuda {
-void dropout_forward(const float* x, float* y, std::uint8_t* mask, std::size_t n, float p, std::uint64_t seed,
+template <class T>
+void dropout_forward(const T* x, T* y, std::uint8_t* mask, std::size_t n, float p, std::uint64_t seed,
                      std::uint64_t offset, cudaStream_t stream);
-void dropout_backward(const float* dy, const std::uint8_t* mask, float* dx, std::size_t n, float p,
-                      cudaStream_t stream);
+template <class T>
+void dropout_backward(const T* dy, const std::uint8_t* mask, T* dx, std::size_t n, float p, cudaStream_t stream);
 }  // namespace ember::kernels::cuda

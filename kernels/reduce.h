@@ -5,7 +5,7 @@
 // out[o, i] = scale · Σ_r x[o, r, i], overwriting `out` ([outer, inner]); scale = 1 gives the
 // sum, 1/reduce the mean. Sum over everything is outer = inner = 1; the bias gradient of a
 // [B, N] activation is outer = 1, reduce = B, inner = N.
-// CPU: float sums accumulate in double. CUDA: float throughout, and a long reduction over few
+// CPU: float sums accumulate in double. CUDA: f32 sums (of f32, bf16 or f16 data), and a long reduction over few
 // rows or few columns is split in two passes through `workspace` (sum_workspace_size elements;
 // may be null when that is 0). Reducing zero elements gives 0·scale: 0 for a sum, NaN for a mean
 // (scale = 1/0), on both backends, as in PyTorch.
@@ -33,8 +33,12 @@ void count_equal(const A* a, const B* b, std::int64_t* count, std::size_t n);
 
 namespace ember::kernels::cuda {
 
-void sum(const float* x, float* out, std::size_t outer, std::size_t reduce, std::size_t inner, float scale,
-         float* workspace, cudaStream_t stream);
+// T and Out each float, bfloat16 or float16: the sums in f32 (16-bit inputs widened exactly), each
+// result rounded once to Out — for 16-bit data the bits of the f32 kernel on widened copies. The
+// workspace is f32 whatever the types.
+template <class T, class Out>
+void sum(const T* x, Out* out, std::size_t outer, std::size_t reduce, std::size_t inner, float scale, float* workspace,
+         cudaStream_t stream);
 void max_last_dim(const float* x, float* values, std::int64_t* indices, std::size_t rows, std::size_t cols,
                   cudaStream_t stream);
 // `count` is a device pointer; it is overwritten (integer atomics inside are exact).

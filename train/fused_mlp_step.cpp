@@ -37,7 +37,6 @@
 #include "core/tensor/autograd.h"
 #include "distributed/dist.h"
 #include "kernels/bias_activation.h"
-#include "kernels/conv.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_epilogue.h"
@@ -327,17 +326,14 @@ struct FusedMlpStep::Impl {
   float* weight_grad(const Layer& l) const { return (into_scratch ? l.weight_scratch : l.weight_grad).raw<float>(); }
   float* bias_grad(const Layer& l) const { return (into_scratch ? l.bias_scratch : l.bias_grad).raw<float>(); }
 
+  // db = Σ_rows dz in f32 (dz in the operands' type: bf16 only on CUDA).
   void bias_grad_sum(Layer& l, std::size_t rows) {
-    if (mixed()) {  // the bf16 dz summed in f32 (CUDA only)
-      on_device([] {},
-                [&](auto stream) {
-                  kernels::cuda::channel_bias_grad(l.g.raw<bfloat16>(), bias_grad(l), rows, l.out, 1, stream);
-                });
-      return;
-    }
     on_device([&] { kernels::cpu::sum(l.g.raw<float>(), bias_grad(l), 1, rows, l.out, 1.0f); },
               [&](auto stream) {
-                kernels::cuda::sum(l.g.raw<float>(), bias_grad(l), 1, rows, l.out, 1.0f, sum_workspace(l), stream);
+                ext::visit_float_or_half(operands, [&](auto zero) {
+                  using T = decltype(zero);
+                  kernels::cuda::sum(l.g.raw<T>(), bias_grad(l), 1, rows, l.out, 1.0f, sum_workspace(l), stream);
+                });
               });
   }
 

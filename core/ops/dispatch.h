@@ -67,25 +67,33 @@ auto dispatch(const Tensor& on, Cpu&& cpu, [[maybe_unused]] Cuda&& cuda) -> decl
   return visit_floating(on.dtype(), cpu);
 }
 
-// dispatch() for ops whose CPU kernels take bf16 too, computing in f32 and rounding once (the
-// bits of the op on a widened copy, Note [half precision]): cpu(bfloat16{}) for bf16 on the CPU.
+// Whether `t` is bf16 on the CPU, where some ops have kernels of their own (computing in f32 and
+// rounding once: the bits of the op on a widened copy, Note [half precision]).
 inline bool is_cpu_bf16(const Tensor& t) { return t.dtype() == DType::bf16 && !t.is_cuda(); }
-template <class Cpu, class Cuda>
-auto dispatch_with_cpu_bf16(const Tensor& on, Cpu&& cpu, Cuda&& cuda) -> decltype(cpu(float{})) {
-  if (is_cpu_bf16(on)) return cpu(bfloat16{});
-  return dispatch(on, std::forward<Cpu>(cpu), std::forward<Cuda>(cuda));
-}
 
 // dispatch() for ops whose CUDA kernels take bf16 and f16 too, computing in f32 and rounding once
 // (kernels::compute_t): cuda(zero, stream) with `zero` a float, bfloat16 or float16. The CPU side
 // is dispatch()'s: 16-bit data must not reach it.
+// f(bfloat16{}), f(float16{}), or f(float{}) for any other dtype (the caller checked it is f32).
+template <class F>
+decltype(auto) visit_float_or_half(DType dtype, F&& f) {
+  if (dtype == DType::bf16) return f(bfloat16{});
+  if (dtype == DType::f16) return f(float16{});
+  return f(float{});
+}
 template <class Cpu, class Cuda>
 auto dispatch_with_cuda_half(const Tensor& on, Cpu&& cpu, Cuda&& cuda) -> decltype(cpu(float{})) {
   return dispatch(on, std::forward<Cpu>(cpu), [&](auto stream) {
-    if (on.dtype() == DType::bf16) return cuda(bfloat16{}, stream);
-    if (on.dtype() == DType::f16) return cuda(float16{}, stream);
-    return cuda(float{}, stream);
+    return visit_float_or_half(on.dtype(), [&](auto zero) { return cuda(zero, stream); });
   });
+}
+
+// dispatch() for ops with 16-bit kernels on both devices: cpu(bfloat16{}) for bf16 on the CPU
+// (f16 there must be widened first), cuda(zero, stream) with any of the three types on CUDA.
+template <class Cpu, class Cuda>
+auto dispatch_with_half(const Tensor& on, Cpu&& cpu, Cuda&& cuda) -> decltype(cpu(float{})) {
+  if (is_cpu_bf16(on)) return cpu(bfloat16{});
+  return dispatch_with_cuda_half(on, std::forward<Cpu>(cpu), std::forward<Cuda>(cuda));
 }
 
 template <class Cpu, class Cuda>

@@ -243,44 +243,48 @@ Tensor fused::linear_relu(const Tensor& input, const Tensor& weight, const Tenso
   const Tensor y2 = y.detach();
   if (input.dim() != 2) y = y.reshape(with_last(input.shape(), out_features));
   if (autograd::needs_recording({&input, &weight, &bias})) {
-    autograd::record(
-        y, "linear_relu", {&input, &weight, &bias},
-        [x_saved = x2, w_saved = weight.detach(), y_saved = y2, in_shape = input.shape()](const Tensor& g,
-                                                                                          NeedsGrad needs) {
-          const std::size_t rows = static_cast<std::size_t>(x_saved.shape()[0]);
-          const std::size_t cols = static_cast<std::size_t>(w_saved.shape()[0]);
-          // The ReLU mask and the bias gradient in one pass (in f32 for 16-bit operands).
-          const Tensor g2 = ext::widened(g.dim() == 2 ? g : g.reshape({x_saved.shape()[0], w_saved.shape()[0]}));
-          const Tensor y_wide = ext::widened(y_saved);
-          Tensor masked = ext::new_empty(g2, {x_saved.shape()[0], w_saved.shape()[0]});
-          Tensor dbias = ext::new_empty(g2, {w_saved.shape()[0]});
-          ext::dispatch(
-              g2,
-              [&](auto zero) {
-                using T = decltype(zero);
-                kernels::cpu::bias_relu_backward<T>(g2.raw<T>(), y_wide.raw<T>(), masked.raw<T>(), dbias.raw<T>(), rows,
-                                                    cols);
-              },
-              [&](auto stream) {
-                const std::size_t ws = kernels::sum_workspace_size(1, rows, cols);
-                const Tensor workspace = ws ? ext::new_empty(g2, {static_cast<std::int64_t>(ws)}) : Tensor();
-                kernels::cuda::bias_relu_backward(g2.raw<float>(), y_wide.raw<float>(), masked.raw<float>(),
-                                                  dbias.raw<float>(), rows, cols, ws ? workspace.raw<float>() : nullptr,
-                                                  stream);
-              });
-          if (is_half(g.dtype())) {
-            masked = masked.to(g.dtype());
-            dbias = dbias.to(g.dtype());
-          }
-          Gradients grads(3);
-          if (needs[0]) {
-            grads[0] = gemm(Transpose::no, Transpose::no, masked, w_saved);
-            if (in_shape.size() != 2) grads[0] = grads[0].reshape(in_shape);
-          }
-          if (needs[1]) grads[1] = gemm(Transpose::yes, Transpose::no, masked, x_saved);
-          if (needs[2]) grads[2] = dbias;
-          return grads;
-        });
+    autograd::record(y, "linear_relu", {&input, &weight, &bias},
+                     [x_saved = x2, w_saved = weight.detach(), y_saved = y2, in_shape = input.shape()](
+                         const Tensor& g, NeedsGrad needs) {
+                       const std::size_t rows = static_cast<std::size_t>(x_saved.shape()[0]);
+                       const std::size_t cols = static_cast<std::size_t>(w_saved.shape()[0]);
+                       // The ReLU mask and the bias gradient in one pass: for 16-bit operands the bias gradient
+                       // summed in f32 and rounded once (on the CPU on widened copies, on CUDA by its 16-bit kernel).
+                       const Tensor g_rows = g.dim() == 2 ? g : g.reshape({x_saved.shape()[0], w_saved.shape()[0]});
+                       const bool widen = is_half(g.dtype()) && !g.is_cuda();
+                       const Tensor g2 = widen ? ext::widened(g_rows) : g_rows;
+                       const Tensor y2 = widen ? ext::widened(y_saved) : y_saved;
+                       Tensor masked = ext::new_empty(g2, {x_saved.shape()[0], w_saved.shape()[0]});
+                       Tensor dbias = ext::new_empty(g2, {w_saved.shape()[0]});
+                       ext::dispatch_with_cuda_half(
+                           g2,
+                           [&](auto zero) {
+                             using T = decltype(zero);
+                             kernels::cpu::bias_relu_backward<T>(g2.raw<T>(), y2.raw<T>(), masked.raw<T>(),
+                                                                 dbias.raw<T>(), rows, cols);
+                           },
+                           [&](auto zero, auto stream) {
+                             using T = decltype(zero);
+                             const std::size_t ws = kernels::sum_workspace_size(1, rows, cols);
+                             const Tensor workspace =
+                                 ws ? ext::new_empty(g2, {static_cast<std::int64_t>(ws)}, DType::f32) : Tensor();
+                             kernels::cuda::bias_relu_backward(g2.raw<T>(), y2.raw<T>(), masked.raw<T>(),
+                                                               dbias.raw<T>(), rows, cols,
+                                                               ws ? workspace.raw<float>() : nullptr, stream);
+                           });
+                       if (widen) {
+                         masked = masked.to(g.dtype());
+                         dbias = dbias.to(g.dtype());
+                       }
+                       Gradients grads(3);
+                       if (needs[0]) {
+                         grads[0] = gemm(Transpose::no, Transpose::no, masked, w_saved);
+                         if (in_shape.size() != 2) grads[0] = grads[0].reshape(in_shape);
+                       }
+                       if (needs[1]) grads[1] = gemm(Transpose::yes, Transpose::no, masked, x_saved);
+                       if (needs[2]) grads[2] = dbias;
+                       return grads;
+                     });
   }
   return y;
 }

@@ -16,21 +16,26 @@ namespace {
 using autograd::Gradients;
 using autograd::NeedsGrad;
 
-// One pass of the sum kernel over x viewed as [outer, reduce, inner].
-Tensor sum_pass(const Tensor& x, const Shape& out_shape, std::size_t outer, std::size_t reduce, std::size_t inner,
-                double scale) {
-  Tensor out = ext::new_empty(x, out_shape);
-  ext::dispatch(
+// One pass of the sum kernel over x viewed as [outer, reduce, inner], into `out_dtype` (x's, or
+// f32 between the passes over 16-bit data on CUDA, whose sums round once, in the last pass).
+Tensor sum_pass(const Tensor& x, DType out_dtype, const Shape& out_shape, std::size_t outer, std::size_t reduce,
+                std::size_t inner, double scale) {
+  Tensor out = ext::new_empty(x, out_shape, out_dtype);
+  ext::dispatch_with_cuda_half(
       x,
       [&](auto zero) {
         using T = decltype(zero);
         kernels::cpu::sum<T>(x.raw<T>(), out.raw<T>(), outer, reduce, inner, static_cast<T>(scale));
       },
-      [&](auto stream) {
+      [&](auto zero, auto stream) {
+        using T = decltype(zero);
         const std::size_t ws = kernels::sum_workspace_size(outer, reduce, inner);
-        Tensor workspace = ws ? ext::new_empty(x, {static_cast<std::int64_t>(ws)}) : Tensor();
-        kernels::cuda::sum(x.raw<float>(), out.raw<float>(), outer, reduce, inner, static_cast<float>(scale),
-                           ws ? workspace.raw<float>() : nullptr, stream);
+        Tensor workspace = ws ? ext::new_empty(x, {static_cast<std::int64_t>(ws)}, DType::f32) : Tensor();
+        ext::visit_float_or_half(out.dtype(), [&](auto out_zero) {
+          using Out = decltype(out_zero);
+          kernels::cuda::sum(x.raw<T>(), out.raw<Out>(), outer, reduce, inner, static_cast<float>(scale),
+                             ws ? workspace.raw<float>() : nullptr, stream);
+        });
       });
   return out;
 }
@@ -38,6 +43,7 @@ Tensor sum_pass(const Tensor& x, const Shape& out_shape, std::size_t outer, std:
 // Sums the dims marked in `mask` and keeps them as size 1. Each run of adjacent marked dims is
 // one kernel pass; the scale is applied in the last pass.
 Tensor sum_keepdim(const Tensor& x, const std::vector<bool>& mask, double scale) {
+  if (is_half(x.dtype()) && !x.is_cuda()) return sum_keepdim(ext::widened(x), mask, scale).to(x.dtype());
   Tensor current = x;
   Shape shape = x.shape();
   const int nd = static_cast<int>(shape.size());
@@ -57,13 +63,17 @@ Tensor sum_keepdim(const Tensor& x, const std::vector<bool>& mask, double scale)
     for (int d = first; d <= last; ++d) reduce *= static_cast<std::size_t>(shape[static_cast<std::size_t>(d)]);
     for (int d = last + 1; d < nd; ++d) inner *= static_cast<std::size_t>(shape[static_cast<std::size_t>(d)]);
     for (int d = first; d <= last; ++d) shape[static_cast<std::size_t>(d)] = 1;
-    current = sum_pass(current, shape, outer, reduce, inner, r + 1 == runs.size() ? scale : 1.0);
+    const bool last_pass = r + 1 == runs.size();
+    const DType between = is_half(x.dtype()) ? DType::f32 : x.dtype();
+    current = sum_pass(current, last_pass ? x.dtype() : between, shape, outer, reduce, inner, last_pass ? scale : 1.0);
   }
   return current;
 }
 
-// Broadcasts `g` (whose shape broadcasts to `shape`) up to `shape`, times `scale`.
+// Broadcasts `g` (whose shape broadcasts to `shape`) up to `shape`, times `scale` (16-bit data on
+// a widened copy: the product rounded once).
 Tensor expand_to(const Tensor& g, const Shape& shape, double scale) {
+  if (is_half(g.dtype())) return expand_to(ext::widened(g), shape, scale).to(g.dtype());
   Tensor out = ext::new_empty(g, shape);
   kernels::BroadcastLayout layout;
   layout.ndim = static_cast<int>(shape.size());
@@ -91,7 +101,9 @@ Tensor expand_to(const Tensor& g, const Shape& shape, double scale) {
 Tensor reduce(const char* name, const Tensor& x, std::vector<int> dims, bool keepdim, bool mean) {
   ext::check_defined(name, {"input", x});
   ext::check_floating(name, {"input", x});
-  if (is_half(x.dtype())) return reduce(name, ext::widened(x), std::move(dims), keepdim, mean).to(x.dtype());
+  // Note [half precision]: CUDA sums 16-bit data itself (f32 sums, one rounding: the same bits).
+  if (is_half(x.dtype()) && !x.is_cuda())
+    return reduce(name, ext::widened(x), std::move(dims), keepdim, mean).to(x.dtype());
   const int nd = x.dim();
   std::vector<bool> mask(static_cast<std::size_t>(nd), dims.empty());
   for (int d : dims) {

@@ -33,9 +33,17 @@ void bias_forward(float* y, const float* bias, std::size_t rows, std::size_t col
   launch_n<bias_forward_kernel>(rows * cols, stream, y, bias, rows, cols);
 }
 
-void bias_relu_backward(const float* dy, const float* y, float* dx, float* dbias, std::size_t rows, std::size_t cols,
-                        float* workspace, cudaStream_t stream) {
+template <class T>
+void bias_relu_backward(const T* dy, const T* y, T* dx, T* dbias, std::size_t rows, std::size_t cols, float* workspace,
+                        cudaStream_t stream) {
   column_sum<ColumnSource::relu_grad>(dy, y, dx, dbias, 1, rows, cols, 1.0f, workspace, stream);
 }
+
+template void bias_relu_backward<float>(const float*, const float*, float*, float*, std::size_t, std::size_t, float*,
+                                        cudaStream_t);
+template void bias_relu_backward<bfloat16>(const bfloat16*, const bfloat16*, bfloat16*, bfloat16*, std::size_t,
+                                           std::size_t, float*, cudaStream_t);
+template void bias_relu_backward<float16>(const float16*, const float16*, float16*, float16*, std::size_t, std::size_t,
+                                          float*, cudaStream_t);
 
 }  // namespace ember::kernels::cuda

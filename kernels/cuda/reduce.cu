@@ -28,39 +28,44 @@ __device__ float block_sum(float v) {
   return v;
 }
 
+// The sums read T (float, bfloat16 or float16) and add in f32; each result is rounded once to Out.
+
 // One warp per row of `reduce` contiguous elements (inner == 1).
-__global__ void sum_rows_kernel(const float* x, float* out, std::size_t outer, std::size_t reduce, float scale) {
+template <class T, class Out>
+__global__ void sum_rows_kernel(const T* x, Out* out, std::size_t outer, std::size_t reduce, float scale) {
   const std::size_t row = global_thread() / kWarp;
   const unsigned lane = threadIdx.x % kWarp;
   if (row >= outer) return;
-  const float* r = x + row * reduce;
+  const T* r = x + row * reduce;
   float acc = 0.0f;
-  for (std::size_t i = lane; i < reduce; i += kWarp) acc += r[i];
+  for (std::size_t i = lane; i < reduce; i += kWarp) acc += static_cast<float>(r[i]);
   acc = warp_sum(acc);
-  if (lane == 0) out[row] = acc * scale;
+  if (lane == 0) out[row] = Out(acc * scale);
 }
 
 // First pass of a long reduction over few rows (split as sum_workspace_size decides): block
 // (chunk, row) sums its chunk.
-__global__ void sum_chunks_kernel(const float* x, float* partials, std::size_t reduce, std::size_t chunks) {
+template <class T>
+__global__ void sum_chunks_kernel(const T* x, float* partials, std::size_t reduce, std::size_t chunks) {
   const std::size_t row = blockIdx.y, chunk = blockIdx.x;
   const std::size_t per_chunk = ceil_div(reduce, chunks);
   const std::size_t begin = chunk * per_chunk;
   const std::size_t end = begin + per_chunk < reduce ? begin + per_chunk : reduce;
-  const float* r = x + row * reduce;
+  const T* r = x + row * reduce;
   float acc = 0.0f;
-  for (std::size_t i = begin + threadIdx.x; i < end; i += blockDim.x) acc += r[i];
+  for (std::size_t i = begin + threadIdx.x; i < end; i += blockDim.x) acc += static_cast<float>(r[i]);
   acc = block_sum(acc);
   if (threadIdx.x == 0) partials[row * chunks + chunk] = acc;
 }
 
 // Second pass: one block per row sums that row's chunk partials.
-__global__ void sum_partials_kernel(const float* partials, float* out, std::size_t chunks, float scale) {
+template <class Out>
+__global__ void sum_partials_kernel(const float* partials, Out* out, std::size_t chunks, float scale) {
   const float* p = partials + blockIdx.x * chunks;
   float acc = 0.0f;
   for (std::size_t i = threadIdx.x; i < chunks; i += blockDim.x) acc += p[i];
   acc = block_sum(acc);
-  if (threadIdx.x == 0) out[blockIdx.x] = acc * scale;
+  if (threadIdx.x == 0) out[blockIdx.x] = Out(acc * scale);
 }
 
 // (value, index) maximum with NaN counted as largest and ties going to the lower index — the
@@ -118,28 +123,44 @@ LaunchShape warp_per_row(std::size_t rows) { return {dim3(static_cast<unsigned>(
 
 }  // namespace
 
-void sum(const float* x, float* out, std::size_t outer, std::size_t reduce, std::size_t inner, float scale,
-         float* workspace, cudaStream_t stream) {
+template <class T, class Out>
+void sum(const T* x, Out* out, std::size_t outer, std::size_t reduce, std::size_t inner, float scale, float* workspace,
+         cudaStream_t stream) {
   const std::size_t n_out = outer * inner;
   if (n_out == 0) return;
   if (reduce == 0) {
-    fill(out, 0.0f * scale, n_out, stream);  // the CPU twin's empty sum times scale: NaN for a mean
+    fill(out, Out(0.0f * scale), n_out, stream);  // the CPU twin's empty sum times scale: NaN for a mean
     return;
   }
   if (inner > 1) {
-    column_sum<ColumnSource::plain>(x, nullptr, nullptr, out, outer, reduce, inner, scale, workspace, stream);
+    column_sum<ColumnSource::plain>(x, static_cast<const T*>(nullptr), static_cast<T*>(nullptr), out, outer, reduce,
+                                    inner, scale, workspace, stream);
     return;
   }
   const std::size_t partials = sum_workspace_size(outer, reduce, inner);
   if (partials > 0) {
     const std::size_t chunks = partials / outer;
-    launch<sum_chunks_kernel>({dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(outer))}, stream, x, workspace,
-                              reduce, chunks);
-    launch<sum_partials_kernel>({dim3(static_cast<unsigned>(outer))}, stream, workspace, out, chunks, scale);
+    launch<sum_chunks_kernel<T>>({dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(outer))}, stream, x,
+                                 workspace, reduce, chunks);
+    launch<sum_partials_kernel<Out>>({dim3(static_cast<unsigned>(outer))}, stream, static_cast<const float*>(workspace),
+                                     out, chunks, scale);
     return;
   }
-  launch<sum_rows_kernel>(warp_per_row(outer), stream, x, out, outer, reduce, scale);
+  launch<sum_rows_kernel<T, Out>>(warp_per_row(outer), stream, x, out, outer, reduce, scale);
 }
+
+// Every pair of the three types, so that callers may visit both dtypes.
+#define EMBER_INSTANTIATE_SUM(T, Out) \
+  template void sum<T, Out>(const T*, Out*, std::size_t, std::size_t, std::size_t, float, float*, cudaStream_t);
+#define EMBER_INSTANTIATE_SUMS_INTO(Out) \
+  EMBER_INSTANTIATE_SUM(float, Out)      \
+  EMBER_INSTANTIATE_SUM(bfloat16, Out)   \
+  EMBER_INSTANTIATE_SUM(float16, Out)
+EMBER_INSTANTIATE_SUMS_INTO(float)
+EMBER_INSTANTIATE_SUMS_INTO(bfloat16)
+EMBER_INSTANTIATE_SUMS_INTO(float16)
+#undef EMBER_INSTANTIATE_SUMS_INTO
+#undef EMBER_INSTANTIATE_SUM
 
 void max_last_dim(const float* x, float* values, std::int64_t* indices, std::size_t rows, std::size_t cols,
                   cudaStream_t stream) {

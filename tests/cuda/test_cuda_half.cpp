@@ -20,10 +20,13 @@
 #include "core/ops/fused.h"
 #include "core/ops/ops.h"
 #include "cuda/cuda_helpers.h"
+#include "kernels/bias_activation.h"
 #include "kernels/conv.h"
+#include "kernels/dropout.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_epilogue.h"
+#include "kernels/reduce.h"
 
 using namespace ember;
 using namespace ember::kernels;
@@ -180,6 +183,84 @@ TEMPLATE_TEST_CASE("16-bit max pooling selects and sums as its f32 twin does", "
     std::vector<float> want_dx(in);
     kcpu::max_pool2d_backward<float>(wide_dy.data(), want_argmax.data(), want_dx.data(), g);
     require_rounded_once(ddx.to_vector<T>(), want_dx, false);
+  }
+}
+
+TEMPLATE_TEST_CASE("16-bit dropout drops the f32 twin's elements and rounds once", "[half]", bfloat16, float16) {
+  using T = TestType;
+  for (const float p : {0.0f, 0.25f, 0.5f, 1.0f})
+    for (std::size_t n : sizes_16_bit()) {
+      INFO("p = " << p << ", n = " << n);
+      const std::vector<T> x = rounded<T>(random_floats(n, n + 51, -3.0f, 3.0f));
+      Tensor dx = device_copy(x), dy = device_copy(std::vector<T>(n, T(std::nanf(""))));
+      Tensor dmask = device_copy(std::vector<std::uint8_t>(n, 7));
+      kcuda::dropout_forward(dx.raw<T>(), dy.raw<T>(), dmask.raw<std::uint8_t>(), n, p, 1234, 99, gpu_stream());
+      const std::vector<float> wide = widened(x);
+      std::vector<float> want(n);
+      std::vector<std::uint8_t> want_mask(n);
+      kcpu::dropout_forward<float>(wide.data(), want.data(), want_mask.data(), n, p, 1234, 99);
+      CHECK(dmask.to_vector<std::uint8_t>() == want_mask);
+      // x/(1 − p) as x·scale in f32, rounded once: the twin's bits (a product, no fused addition).
+      require_rounded_once(dy.to_vector<T>(), want, false);
+
+      Tensor grad = device_copy(std::vector<T>(n, T(std::nanf(""))));
+      kcuda::dropout_backward(dx.raw<T>(), dmask.raw<std::uint8_t>(), grad.raw<T>(), n, p, gpu_stream());
+      std::vector<float> want_grad(n);
+      kcpu::dropout_backward<float>(wide.data(), want_mask.data(), want_grad.data(), n, p);
+      require_rounded_once(grad.to_vector<T>(), want_grad, false);
+    }
+}
+
+TEMPLATE_TEST_CASE("16-bit sums are the f32 kernel's sums of the widened values, rounded once", "[half]", bfloat16,
+                   float16) {
+  using T = TestType;
+  // [outer, reduce, inner]: rows (inner 1) short and long enough to be split in chunks, columns
+  // (inner > 1) few and long enough to be split, and the bias gradient's [1, B, N].
+  for (auto [outer, reduce, inner] : {std::tuple<std::size_t, std::size_t, std::size_t>{3, 0, 1},
+                                      {5, 77, 1},
+                                      {2, 40000, 1},
+                                      {4, 33, 9},
+                                      {1, 5000, 40},
+                                      {1, 128, 512}}) {
+    INFO(outer << "x" << reduce << "x" << inner);
+    const std::size_t n = outer * reduce * inner, outs = outer * inner;
+    const std::vector<T> x = rounded<T>(random_floats(n, n + 61, -2.0f, 2.0f));
+    const std::size_t ws = sum_workspace_size(outer, reduce, inner);
+    Tensor dx = device_copy(x), workspace = device_copy(std::vector<float>(std::max<std::size_t>(ws, 1), 0.0f));
+    Tensor wide_x = device_copy(widened(x));
+    Tensor want = device_copy(std::vector<float>(outs, std::nanf("")));
+    const float scale = 1.0f / 3.0f;  // a mean's scale: applied to the f32 sum, before the rounding
+    kcuda::sum(wide_x.raw<float>(), want.raw<float>(), outer, reduce, inner, scale, workspace.raw<float>(),
+               gpu_stream());
+    Tensor rounded_sum = device_copy(std::vector<T>(outs, T(std::nanf(""))));
+    kcuda::sum(dx.raw<T>(), rounded_sum.raw<T>(), outer, reduce, inner, scale, workspace.raw<float>(), gpu_stream());
+    require_rounded_once(rounded_sum.to_vector<T>(), want.to_vector<float>(), false);
+    Tensor f32_sum = device_copy(std::vector<float>(outs, std::nanf("")));
+    kcuda::sum(dx.raw<T>(), f32_sum.raw<float>(), outer, reduce, inner, scale, workspace.raw<float>(), gpu_stream());
+    CHECK(f32_sum.to_vector<float>() == want.to_vector<float>());
+  }
+}
+
+TEMPLATE_TEST_CASE("the 16-bit bias-ReLU backward masks exactly and rounds the f32 bias gradient once", "[half]",
+                   bfloat16, float16) {
+  using T = TestType;
+  for (auto [rows, cols] : {std::pair<std::size_t, std::size_t>{0, 8}, {7, 5}, {64, 128}, {4096, 10}}) {
+    INFO(rows << "x" << cols);
+    const std::vector<T> dy = rounded<T>(random_floats(rows * cols, rows + 71)),
+                         y = rounded<T>(random_floats(rows * cols, rows + 72));
+    const std::size_t ws = sum_workspace_size(1, rows, cols);
+    Tensor workspace = device_copy(std::vector<float>(std::max<std::size_t>(ws, 1), 0.0f));
+    Tensor ddy = device_copy(dy), dyy = device_copy(y), ddx = device_copy(std::vector<T>(rows * cols, T(0.5f)));
+    Tensor dbias = device_copy(std::vector<T>(cols, T(std::nanf(""))));
+    kcuda::bias_relu_backward(ddy.raw<T>(), dyy.raw<T>(), ddx.raw<T>(), dbias.raw<T>(), rows, cols,
+                              workspace.raw<float>(), gpu_stream());
+    Tensor wide_dy = device_copy(widened(dy)), wide_y = device_copy(widened(y));
+    Tensor want_dx = device_copy(std::vector<float>(rows * cols, 0.5f)),
+           want_db = device_copy(std::vector<float>(cols));
+    kcuda::bias_relu_backward(wide_dy.raw<float>(), wide_y.raw<float>(), want_dx.raw<float>(), want_db.raw<float>(),
+                              rows, cols, workspace.raw<float>(), gpu_stream());
+    require_rounded_once(ddx.to_vector<T>(), want_dx.to_vector<float>(), false);
+    require_rounded_once(dbias.to_vector<T>(), want_db.to_vector<float>(), false);
   }
 }
 

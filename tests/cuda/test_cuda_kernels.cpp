@@ -366,12 +366,13 @@ TEST_CASE("the mean over an empty dimension is NaN on both backends, the sum 0")
     INFO(outer << "x0x" << inner);
     const float mean_scale = 1.0f / 0.0f;  // what mean() passes for 1/reduce with reduce = 0
     Tensor dout = poisoned<float>(outer * inner);
-    kcuda::sum(nullptr, dout.raw<float>(), outer, 0, inner, mean_scale, nullptr, gpu_stream());
+    kcuda::sum(static_cast<const float*>(nullptr), dout.raw<float>(), outer, 0, inner, mean_scale, nullptr,
+               gpu_stream());
     std::vector<float> cpu_mean(outer * inner, 7.0f);
     kcpu::sum<float>(nullptr, cpu_mean.data(), outer, 0, inner, mean_scale);
     for (float v : read_back<float>(dout)) CHECK(std::isnan(v));
     for (float v : cpu_mean) CHECK(std::isnan(v));
-    kcuda::sum(nullptr, dout.raw<float>(), outer, 0, inner, 1.0f, nullptr, gpu_stream());
+    kcuda::sum(static_cast<const float*>(nullptr), dout.raw<float>(), outer, 0, inner, 1.0f, nullptr, gpu_stream());
     for (float v : read_back<float>(dout)) CHECK(v == 0.0f);
   }
   // And through the ops, as PyTorch gives them.
