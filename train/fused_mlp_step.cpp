@@ -1,6 +1,6 @@
-// The MLP training step (see fused_mlp_step.h). Notation, per Linear layer i with W [out, in]:
-//   z = a·Wᵀ + b, a' = relu(z) (h holds a' for hidden layers, the logits for the last one);
-//   backward: dW = dzᵀ·a, db = Σ_rows dz, da = dz·W, and dz of the layer below = da ⊙ [h > 0].
+// The MLP training step (see fused_mlp_step.h): the layers' buffers, the loss, the order of the
+// layers' GEMMs (train/fused_mlp_layers.h, which gives the notation), the update, and the CUDA
+// graph around them.
 //
 // Note [fused step in bf16]
 // FusedMlpStepOptions::precision = bf16 (CUDA) computes what the autograd step computes under
@@ -36,88 +36,28 @@
 #include "core/ops/ops.h"
 #include "core/tensor/autograd.h"
 #include "distributed/dist.h"
-#include "kernels/bias_activation.h"
-#include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_epilogue.h"
 #include "kernels/reduce.h"
 #include "kernels/softmax.h"
 #include "layers/activation.h"
 #include "layers/linear.h"
+#include "train/fused_mlp_layers.h"
 
 namespace ember::train {
-namespace {
 
-using kernels::GemmEpilogue;
+using fused_mlp::MlpLayer;
 using kernels::Transpose;
-
-struct Layer {
-  Tensor weight, bias;
-  Tensor weight_grad, bias_grad;        // views of the step's one flat gradient buffer
-  Tensor weight_scratch, bias_scratch;  // views of the second: a micro-batch's gradients after the first
-  std::size_t in = 0, out = 0;
-  bool relu = false;              // followed by a ReLU (every layer but the last)
-  Tensor h;                       // [batch, out]: relu output, or the logits
-  Tensor g;                       // [batch, out]: gradient of the pre-activation z
-  Tensor mask;                    // ReLU mask bits from the cuBLASLt forward (CUDA, hidden layers)
-  Tensor weight_half, bias_half;  // bf16 copies of the parameters, remade every step (Note [fused step in bf16])
-  Tensor sum_workspace;
-  std::size_t weight_group = 0;  // the optimizer's group holding the weight (groups.size(): none)
-};
-
-}  // namespace
-
-std::string fused_mlp_step_unsupported(const nn::Sequential& model) {
-  const auto& children = model.named_children();
-  if (children.empty()) return "the model has no layers";
-  bool expect_linear = true;
-  for (std::size_t i = 0; i < children.size(); ++i) {
-    const nn::Module* m = children[i].second.get();
-    const std::string where = "layer " + children[i].first + " (" + m->type_name() + ")";
-    for (std::size_t j = 0; j < i; ++j)
-      if (children[j].second.get() == m && dynamic_cast<const nn::Linear*>(m))
-        return where + " is the same Linear as layer " + children[j].first +
-               " (shared weights): the fused step keeps one gradient buffer per layer";
-    if (const auto* linear = dynamic_cast<const nn::Linear*>(m)) {
-      if (!expect_linear) return where + " follows a Linear without a ReLU between them";
-      if (!linear->bias().defined()) return where + " has no bias";
-      if (linear->weight().dtype() != DType::f32) return where + " is not f32";
-      expect_linear = false;
-    } else if (dynamic_cast<const nn::ReLU*>(m)) {
-      if (expect_linear) return where + " is not preceded by a Linear";
-      expect_linear = true;
-    } else {
-      return where + " is neither Linear nor ReLU";
-    }
-  }
-  if (expect_linear) return "the model ends with a ReLU; the step needs logits from a Linear layer";
-  return "";
-}
-
-std::string fused_mlp_step_unsupported(DType precision, Device device) {
-  if (precision == DType::f16)
-    return "f16 needs loss scaling, whose skipped steps are decided on the host; train f16 with AutogradStep "
-           "(precision f16, with its GradScaler), or use bf16";
-  if (precision != DType::f32 && precision != DType::bf16)
-    return detail::concat("precision must be f32 or bf16, got ", precision);
-  if (precision == DType::bf16 && !device.is_cuda())
-    return "bf16 runs on CUDA (cuBLASLt's 16-bit GEMMs); on the CPU train bf16 with AutogradStep (precision bf16: "
-           "autocast and the CPU's bf16 GEMM)";
-  return "";
-}
 
 struct FusedMlpStep::Impl {
   optim::Optimizer* optimizer = nullptr;
   FusedMlpStepOptions options;
   Device device;
   std::size_t batch = 0, classes = 0;
-  DType operands = DType::f32;  // the GEMMs' operands and the activations: f32, or bf16 (Note [fused step in bf16])
-  Tensor x_half;                // bf16: [batch, in], the input rounded
-  Tensor logits, dlogits;       // bf16: f32 [batch, classes], the last layer's output widened, and its gradient
-  Tensor unfused_sums;          // bf16 without cuBLASLt: f32 [batch, widest], a forward GEMM's sums
-  Tensor unfused_bias;          // ... and f32 [widest], its rounded bias widened
-  Tensor discarded_bias_grad;   // bf16: [widest], DRELU_BGRAD's bias gradient, not used
-  std::vector<Layer> layers;
+  fused_mlp::MlpLayerGemms gemms;  // the layers' GEMMs, in f32 or bf16 (Note [fused step in bf16])
+  Tensor x_half;                   // bf16: [batch, in], the input rounded
+  Tensor logits, dlogits;          // bf16: f32 [batch, classes], the last layer's output widened, and its gradient
+  std::vector<MlpLayer> layers;
   Tensor row_loss, batch_loss, loss_sum, blocks_done;  // blocks_done: the fused loss kernel's counter
   Tensor grads, scratch;       // every layer's gradients in one buffer (one reduction across ranks), and a second
   bool into_scratch = false;   // backward writes into `scratch` (the micro-batches after the first)
@@ -133,8 +73,7 @@ struct FusedMlpStep::Impl {
   bool sgd_in_gemm = false;  // this step updates the weights inside their GEMMs (FusedMlpStepOptions)
 
   bool cuda() const { return device.is_cuda(); }
-  bool mixed() const { return operands != DType::f32; }
-  const Tensor& weight_operand(const Layer& l) const { return mixed() ? l.weight_half : l.weight; }
+  bool mixed() const { return gemms.mixed(); }
 
   // Whether FusedMlpStepOptions::sgd_in_gemm is the optimizer's own update for this step (see there).
   bool sgd_in_gemm_applies() const {
@@ -142,7 +81,7 @@ struct FusedMlpStep::Impl {
         !dynamic_cast<const optim::SGD*>(optimizer))
       return false;
     const auto& groups = optimizer->param_groups();
-    for (const Layer& l : layers) {
+    for (const MlpLayer& l : layers) {
       if (l.weight_group >= groups.size()) return false;
       const optim::GroupOptions& o = groups[l.weight_group].options;
       if (o.momentum != 0 || o.weight_decay != 0) return false;
@@ -191,102 +130,9 @@ struct FusedMlpStep::Impl {
     return on_device([] { return std::uint64_t{0}; }, [](auto) { return kernels::cuda::launches_issued(); });
   }
 
-  // Whether cuBLASLt runs this GEMM with its epilogue here (CUDA, epilogues on, supported).
-  bool lt(const kernels::EpilogueGemm& g) const {
-    return on_device([] { return false; },
-                     [&](auto) { return options.gemm_epilogues && kernels::cuda::gemm_epilogue_supported(g); });
-  }
-
-  void gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, const float* a, std::size_t lda,
-            const float* b, std::size_t ldb, float* c, std::size_t ldc) const {
-    on_device([&] { kernels::cpu::gemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc); },
-              [&](auto stream) { kernels::cuda::gemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc, stream); });
-  }
-
-  // Only where lt() said yes, so never on the CPU.
-  void gemm_epilogue(const kernels::EpilogueGemm& g) const {
-    on_device([] {}, [&](auto stream) { kernels::cuda::gemm_epilogue(g, stream); });
-  }
-
-  // Layer l's forward GEMM with its epilogue, from input `a` ([rows, in], in the operands' type).
-  kernels::EpilogueGemm forward_gemm(const Layer& l, const void* a, std::size_t rows) const {
-    return {.epilogue = l.relu ? GemmEpilogue::relu_aux_bias : GemmEpilogue::bias,
-            .ta = Transpose::no,
-            .tb = Transpose::yes,
-            .m = rows,
-            .n = l.out,
-            .k = l.in,
-            .a = a,
-            .lda = l.in,
-            .b = weight_operand(l).raw_bytes(),
-            .ldb = l.in,
-            .c = l.h.raw_bytes(),
-            .ldc = l.out,
-            .vec = (mixed() ? l.bias_half : l.bias).raw_bytes(),
-            .aux = l.mask.defined() ? l.mask.raw_bytes() : nullptr,
-            .ab = operands,
-            .out = operands};
-  }
-
-  // Forward of layer l from input `a`; returns whether the ReLU mask was written.
-  bool forward(Layer& l, const void* a, std::size_t rows) const {
-    if (const kernels::EpilogueGemm fused = forward_gemm(l, a, rows); lt(fused)) {
-      gemm_epilogue(fused);
-      return l.relu;
-    }
-    if (mixed()) {
-      forward_unfused_half(l, a, rows);
-      return false;
-    }
-    float* h = l.h.raw<float>();
-    float* bias = l.bias.raw<float>();
-    gemm(Transpose::no, Transpose::yes, rows, l.out, l.in, static_cast<const float*>(a), l.in, l.weight.raw<float>(),
-         l.in, h, l.out);
-    on_device(
-        [&] {
-          if (l.relu)
-            kernels::cpu::bias_relu_forward(h, bias, rows, l.out);
-          else
-            kernels::cpu::bias_forward(h, bias, rows, l.out);
-        },
-        [&](auto stream) {
-          if (l.relu)
-            kernels::cuda::bias_relu_forward(h, bias, rows, l.out, stream);
-          else
-            kernels::cuda::bias_forward(h, bias, rows, l.out, stream);
-        });
-    return false;
-  }
-
-  // bf16 without cuBLASLt's epilogue (CUDA): the f32 sums, plus the rounded bias (and the ReLU),
-  // rounded once — the epilogue's arithmetic.
-  void forward_unfused_half(Layer& l, const void* a, std::size_t rows) const {
-    on_device([] {},
-              [&](auto stream) {
-                float* sums = unfused_sums.raw<float>();
-                float* bias = unfused_bias.raw<float>();
-                kernels::cuda::gemm_half(Transpose::no, Transpose::yes, rows, l.out, l.in, operands, a, l.in,
-                                         l.weight_half.raw_bytes(), l.in, DType::f32, sums, l.out, false, stream);
-                kernels::cuda::cast(operands, l.bias_half.raw_bytes(), DType::f32, bias, l.out, stream);
-                if (l.relu)
-                  kernels::cuda::bias_relu_forward(sums, bias, rows, l.out, stream);
-                else
-                  kernels::cuda::bias_forward(sums, bias, rows, l.out, stream);
-                kernels::cuda::cast(DType::f32, sums, operands, l.h.raw_bytes(), rows * l.out, stream);
-              });
-  }
-
-  // The first n elements of `from` cast into `to` (the types of the two tensors).
-  void cast(const Tensor& from, const Tensor& to, std::size_t n) const {
-    on_device([&] { kernels::cpu::cast(from.dtype(), from.raw_bytes(), to.dtype(), to.raw_bytes(), n); },
-              [&](auto stream) {
-                kernels::cuda::cast(from.dtype(), from.raw_bytes(), to.dtype(), to.raw_bytes(), n, stream);
-              });
-  }
-
   // Softmax cross-entropy on the f32 logits: the loss sums and the logits' gradient.
   void loss(const Tensor& y, std::size_t rows) {
-    const Layer& last = layers.back();
+    const MlpLayer& last = layers.back();
     const float* logits_in = (mixed() ? logits : last.h).raw<float>();
     float* logits_grad = (mixed() ? dlogits : last.g).raw<float>();
     const float scale = 1.0f / static_cast<float>(rows);
@@ -317,25 +163,8 @@ struct FusedMlpStep::Impl {
       run(std::int32_t{});
   }
 
-  // The column-sum workspace of a layer's bias gradient, made for the largest batch when the step
-  // is built (sum_workspace_size grows with the rows), so no step allocates.
-  static float* sum_workspace(const Layer& l) {
-    return l.sum_workspace.defined() ? l.sum_workspace.raw<float>() : nullptr;
-  }
-
-  float* weight_grad(const Layer& l) const { return (into_scratch ? l.weight_scratch : l.weight_grad).raw<float>(); }
-  float* bias_grad(const Layer& l) const { return (into_scratch ? l.bias_scratch : l.bias_grad).raw<float>(); }
-
-  // db = Σ_rows dz in f32 (dz in the operands' type: bf16 only on CUDA).
-  void bias_grad_sum(Layer& l, std::size_t rows) {
-    on_device([&] { kernels::cpu::sum(l.g.raw<float>(), bias_grad(l), 1, rows, l.out, 1.0f); },
-              [&](auto stream) {
-                ext::visit_float_or_half(operands, [&](auto zero) {
-                  using T = decltype(zero);
-                  kernels::cuda::sum(l.g.raw<T>(), bias_grad(l), 1, rows, l.out, 1.0f, sum_workspace(l), stream);
-                });
-              });
-  }
+  float* weight_grad(const MlpLayer& l) const { return (into_scratch ? l.weight_scratch : l.weight_grad).raw<float>(); }
+  float* bias_grad(const MlpLayer& l) const { return (into_scratch ? l.bias_scratch : l.bias_grad).raw<float>(); }
 
   // The whole step on one batch: gradients, their average over ranks, the update.
   void run(const Tensor& x, const Tensor& y, std::size_t rows) {
@@ -354,7 +183,7 @@ struct FusedMlpStep::Impl {
     }
     // Weights already updated inside their GEMMs have no gradient: step() skips them.
     if (sgd_in_gemm)
-      for (Layer& l : layers) l.weight.set_grad(Tensor());
+      for (MlpLayer& l : layers) l.weight.set_grad(Tensor());
     optimizer->step();
   }
 
@@ -380,124 +209,45 @@ struct FusedMlpStep::Impl {
   }
 
   void forward_backward(const Tensor& x, const Tensor& y, std::size_t rows) {
-    const Layer& last = layers.back();
+    const MlpLayer& last = layers.back();
     Tensor input = x;
     if (mixed()) {  // Note [fused step in bf16]: this step's bf16 copies
-      for (Layer& l : layers) {
-        cast(l.weight, l.weight_half, l.out * l.in);
-        cast(l.bias, l.bias_half, l.out);
+      for (MlpLayer& l : layers) {
+        gemms.cast(l.weight, l.weight_half, l.out * l.in);
+        gemms.cast(l.bias, l.bias_half, l.out);
       }
-      cast(x, x_half, rows * layers.front().in);
+      gemms.cast(x, x_half, rows * layers.front().in);
       input = x_half;
     }
     std::vector<bool> masked(layers.size(), false);
     const void* a = input.raw_bytes();
     for (std::size_t i = 0; i < layers.size(); ++i) {
-      masked[i] = forward(layers[i], a, rows);
+      masked[i] = gemms.forward(layers[i], a, rows);
       a = layers[i].h.raw_bytes();
     }
-    if (mixed()) cast(last.h, logits, rows * classes);
+    if (mixed()) gemms.cast(last.h, logits, rows * classes);
     loss(y, rows);
-    if (mixed()) cast(dlogits, last.g, rows * classes);
+    if (mixed()) gemms.cast(dlogits, last.g, rows * classes);
     // Backward, top layer first. A layer's bias gradient comes from the GEMM below it when that
     // GEMM ran with DRELU_BGRAD (f32 only); otherwise from its own weight-gradient GEMM (BGRADB) or a sum.
     bool bias_grad_done = false;
     for (std::size_t i = layers.size(); i-- > 0;) {
-      Layer& l = layers[i];
+      MlpLayer& l = layers[i];
       const void* below = i == 0 ? input.raw_bytes() : layers[i - 1].h.raw_bytes();
       const void* dz = l.g.raw_bytes();
       if (!sgd_in_gemm)
-        weight_gradient(l, below, dz, rows, bias_grad_done);
+        gemms.weight_gradient(l, below, dz, rows, bias_grad_done, weight_grad(l), bias_grad(l));
       else if (!bias_grad_done)
-        bias_grad_sum(l, rows);
-      if (i > 0) input_gradient(l, layers[i - 1], dz, rows, masked[i - 1]);
+        gemms.bias_grad_sum(l, rows, bias_grad(l));
+      bias_grad_done =
+          i > 0 && gemms.input_gradient(l, layers[i - 1], dz, rows, masked[i - 1], bias_grad(layers[i - 1]));
       // W ← W − lr·dzᵀ·a, after the input gradient's GEMM has read W (CPU, f32).
       if (sgd_in_gemm) {
         const auto lr = static_cast<float>(optimizer->param_groups()[l.weight_group].options.lr);
         kernels::cpu::gemm(Transpose::yes, Transpose::no, l.out, l.in, rows, -lr, static_cast<const float*>(dz), l.out,
                            static_cast<const float*>(below), l.in, 1.0f, l.weight.raw<float>(), l.in);
       }
-      bias_grad_done = i > 0 && !mixed();  // input_gradient made the bias gradient of the layer below
     }
-  }
-
-  // dW = dzᵀ·a into the gradient buffer (f32), and db = Σ dz unless the layer above made it.
-  void weight_gradient(Layer& l, const void* below, const void* dz, std::size_t rows, bool bias_grad_done) {
-    const kernels::EpilogueGemm weight_and_bias{.epilogue = GemmEpilogue::bgrad_a,
-                                                .ta = Transpose::yes,
-                                                .tb = Transpose::no,
-                                                .m = l.out,
-                                                .n = l.in,
-                                                .k = rows,
-                                                .a = dz,
-                                                .lda = l.out,
-                                                .b = below,
-                                                .ldb = l.in,
-                                                .c = weight_grad(l),
-                                                .ldc = l.in,
-                                                .vec = bias_grad(l),
-                                                .ab = operands,
-                                                .out = DType::f32};
-    if (!bias_grad_done && lt(weight_and_bias)) {
-      gemm_epilogue(weight_and_bias);
-      return;
-    }
-    if (mixed())
-      on_device([] {},
-                [&](auto stream) {
-                  kernels::cuda::gemm_half(Transpose::yes, Transpose::no, l.out, l.in, rows, operands, dz, l.out, below,
-                                           l.in, DType::f32, weight_grad(l), l.in, false, stream);
-                });
-    else
-      gemm(Transpose::yes, Transpose::no, l.out, l.in, rows, static_cast<const float*>(dz), l.out,
-           static_cast<const float*>(below), l.in, weight_grad(l), l.in);
-    if (!bias_grad_done) bias_grad_sum(l, rows);
-  }
-
-  // The gradient of the layer below's pre-activation, dz·W ⊙ [h > 0], and (f32) that layer's bias
-  // gradient with it.
-  void input_gradient(const Layer& l, Layer& prev, const void* dz, std::size_t rows, bool masked) {
-    const kernels::EpilogueGemm masked_input_grad{.epilogue = GemmEpilogue::drelu_bgrad,
-                                                  .ta = Transpose::no,
-                                                  .tb = Transpose::no,
-                                                  .m = rows,
-                                                  .n = prev.out,
-                                                  .k = l.out,
-                                                  .a = dz,
-                                                  .lda = l.out,
-                                                  .b = weight_operand(l).raw_bytes(),
-                                                  .ldb = l.in,
-                                                  .c = prev.g.raw_bytes(),
-                                                  .ldc = prev.out,
-                                                  .vec = mixed() ? discarded_bias_grad.raw_bytes() : bias_grad(prev),
-                                                  .aux = prev.mask.defined() ? prev.mask.raw_bytes() : nullptr,
-                                                  .ab = operands,
-                                                  .out = operands};
-    if (masked && lt(masked_input_grad)) {
-      gemm_epilogue(masked_input_grad);
-      return;
-    }
-    if (mixed()) {  // the rounded dz·W, masked by the saved activation (exact)
-      on_device([] {},
-                [&](auto stream) {
-                  bfloat16* dprev = prev.g.raw<bfloat16>();
-                  kernels::cuda::gemm_half(Transpose::no, Transpose::no, rows, prev.out, l.out, operands, dz, l.out,
-                                           l.weight_half.raw_bytes(), l.in, operands, dprev, prev.out, false, stream);
-                  kernels::cuda::activation_grad<bfloat16>(kernels::ActivationGrad::relu, dprev, prev.h.raw<bfloat16>(),
-                                                           dprev, rows * prev.out, kernels::WriteMode::overwrite, {},
-                                                           stream);
-                });
-      return;
-    }
-    float* dprev = prev.g.raw<float>();
-    gemm(Transpose::no, Transpose::no, rows, prev.out, l.out, static_cast<const float*>(dz), l.out,
-         l.weight.raw<float>(), l.in, dprev, prev.out);
-    on_device(
-        [&] { kernels::cpu::bias_relu_backward(dprev, prev.h.raw<float>(), dprev, bias_grad(prev), rows, prev.out); },
-        [&](auto stream) {
-          kernels::cuda::bias_relu_backward(dprev, prev.h.raw<float>(), dprev, bias_grad(prev), rows, prev.out,
-                                            sum_workspace(prev), stream);
-        });
   }
 
   void fall_back_to_eager(const std::string& why) {
@@ -513,7 +263,7 @@ struct FusedMlpStep::Impl {
       const Tensor current = param.grad();
       if (!current.defined() || current.raw_bytes() != grad.raw_bytes()) param.set_grad(grad);
     };
-    for (Layer& l : layers) {
+    for (MlpLayer& l : layers) {
       attach(l.weight, l.weight_grad);
       attach(l.bias, l.bias_grad);
     }
@@ -547,7 +297,7 @@ FusedMlpStep::FusedMlpStep(nn::Sequential& model, optim::Optimizer& optimizer, s
   for (std::size_t i = 0; i < children.size(); ++i) {
     auto* linear = dynamic_cast<nn::Linear*>(children[i].second.get());
     if (!linear) continue;
-    Layer l;
+    MlpLayer l;
     l.weight = linear->weight();
     l.bias = linear->bias();
     l.out = static_cast<std::size_t>(l.weight.size(0));
@@ -561,23 +311,25 @@ FusedMlpStep::FusedMlpStep(nn::Sequential& model, optim::Optimizer& optimizer, s
     s.layers.push_back(l);
   }
   s.device = s.layers.front().weight.device();
-  for (const Layer& l : s.layers)
+  for (const MlpLayer& l : s.layers)
     EMBER_CHECK(l.weight.device() == s.device && l.bias.device() == s.device, DeviceError,
                 "FusedMlpStep: the model's parameters are on more than one device; call model.to(device) first");
   const std::string refused = fused_mlp_step_unsupported(options.precision, s.device);
   EMBER_CHECK(refused.empty(), ValueError, "FusedMlpStep: ", refused);
-  s.operands = options.precision;
-  const TensorOptions on_device{.device = s.device};
+  std::size_t widest = 0;
+  for (const MlpLayer& l : s.layers) widest = std::max(widest, l.out);
+  s.gemms = fused_mlp::MlpLayerGemms(s.device, options.precision, s.options.gemm_epilogues, batch_size, widest);
+  const TensorOptions on_device{.device = s.device}, operands{.dtype = options.precision, .device = s.device};
   const auto B = static_cast<std::int64_t>(batch_size);
   std::int64_t total = 0;
-  for (const Layer& l : s.layers) total += l.weight.numel() + l.bias.numel();
+  for (const MlpLayer& l : s.layers) total += l.weight.numel() + l.bias.numel();
   s.grads = zeros({total}, on_device);
   if (options.micro_batches > 1) s.scratch = zeros({total}, on_device);
   std::int64_t offset = 0;
   auto view = [&](const Tensor& flat, const Tensor& like, std::int64_t at) {
     return flat.narrow(0, at, like.numel()).reshape(like.shape());
   };
-  for (Layer& l : s.layers) {
+  for (MlpLayer& l : s.layers) {
     l.weight_grad = view(s.grads, l.weight, offset);
     l.bias_grad = view(s.grads, l.bias, offset + l.weight.numel());
     if (s.scratch.defined()) {
@@ -585,32 +337,24 @@ FusedMlpStep::FusedMlpStep(nn::Sequential& model, optim::Optimizer& optimizer, s
       l.bias_scratch = view(s.scratch, l.bias, offset + l.weight.numel());
     }
     offset += l.weight.numel() + l.bias.numel();
-    l.h = zeros({B, static_cast<std::int64_t>(l.out)}, on_device);
-    l.g = zeros({B, static_cast<std::int64_t>(l.out)}, on_device);
+    l.h = zeros({B, static_cast<std::int64_t>(l.out)}, operands);
+    l.g = zeros({B, static_cast<std::int64_t>(l.out)}, operands);
     if (const std::size_t ws = kernels::sum_workspace_size(1, batch_size, l.out); ws > 0)
       l.sum_workspace = zeros({static_cast<std::int64_t>(ws)}, on_device);
     if (l.relu && s.device.is_cuda())
       l.mask = zeros({static_cast<std::int64_t>(kernels::relu_mask_bytes(batch_size, l.out))},
                      {.dtype = DType::u8, .device = s.device});
     if (s.mixed()) {
-      const TensorOptions half{.dtype = s.operands, .device = s.device};
-      l.weight_half = zeros(l.weight.shape(), half);
-      l.bias_half = zeros(l.bias.shape(), half);
-      l.h = zeros(l.h.shape(), half);
-      l.g = zeros(l.g.shape(), half);
+      l.weight_half = zeros(l.weight.shape(), operands);
+      l.bias_half = zeros(l.bias.shape(), operands);
     }
   }
   s.classes = s.layers.back().out;
   if (s.mixed()) {
-    std::int64_t widest = 0;
-    for (const Layer& l : s.layers) widest = std::max(widest, static_cast<std::int64_t>(l.out));
     const auto C = static_cast<std::int64_t>(s.classes);
-    s.x_half = zeros({B, static_cast<std::int64_t>(s.layers.front().in)}, {.dtype = s.operands, .device = s.device});
+    s.x_half = zeros({B, static_cast<std::int64_t>(s.layers.front().in)}, operands);
     s.logits = zeros({B, C}, on_device);
     s.dlogits = zeros({B, C}, on_device);
-    s.unfused_sums = zeros({B, widest}, on_device);
-    s.unfused_bias = zeros({widest}, on_device);
-    s.discarded_bias_grad = zeros({widest}, {.dtype = s.operands, .device = s.device});
   }
   s.row_loss = zeros({B}, on_device);
   s.batch_loss = zeros({}, on_device);
@@ -642,7 +386,7 @@ void FusedMlpStep::step(const Tensor& x, const Tensor& y) {
                   y.size(0) == static_cast<std::int64_t>(rows),
               ShapeError, "FusedMlpStep::step: expected y i32 or i64 [", rows, "], got ", y.dtype(), " ",
               shape_str(y.shape()));
-  for (const Layer& l : s.layers)
+  for (const MlpLayer& l : s.layers)
     EMBER_CHECK(l.weight.device() == s.device, DeviceError, "FusedMlpStep::step: the model moved to ",
                 l.weight.device(), " after this step was built for ", s.device,
                 "; build a new FusedMlpStep after model.to()");
@@ -746,7 +490,8 @@ std::string FusedMlpStep::describe() const {
     return text + (s.sgd_in_gemm ? "; CPU kernels, SGD's weight update inside the GEMMs" : "; CPU kernels");
   if (s.mixed()) text += "; bf16 operands and activations, f32 master weights and gradients";
   if (!s.options.gemm_epilogues) return text + "; plain GEMMs and ember's bias/ReLU kernels (epilogues off)";
-  const bool fwd = s.lt(s.forward_gemm(s.layers.front(), (s.mixed() ? s.x_half : s.x_static).raw_bytes(), s.batch));
+  const Tensor& input = s.mixed() ? s.x_half : s.x_static;
+  const bool fwd = s.gemms.lt(s.gemms.forward_gemm(s.layers.front(), input.raw_bytes(), s.batch));
   return text + (fwd ? "; cuBLASLt epilogues" : "; cuBLASLt epilogues unsupported here, plain GEMMs and own kernels");
 }
 
