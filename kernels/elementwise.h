@@ -78,13 +78,14 @@ void normalize_u8(const std::uint8_t* x, float* y, std::size_t n, float mean, fl
 
 namespace ember::kernels::cuda {
 
-// unary and activation_grad take float, bfloat16 and float16 (T = bfloat16: the twin of
+// unary, binary and activation_grad take float, bfloat16 and float16 (T = bfloat16: the twin of
 // cpu::activation_grad_bf16 and of the f32 kernels on widened copies, the same bits).
 template <class T>
 void unary(UnaryOp op, const T* x, T* y, std::size_t n, OpArgs<compute_t<T>> args, cudaStream_t stream);
-void binary(BinaryOp op, const float* a, const float* b, float* out, std::size_t n, cudaStream_t stream);
-void binary_broadcast(BinaryOp op, const float* a, const float* b, float* out, const BroadcastLayout& layout,
-                      cudaStream_t stream);
+template <class T>
+void binary(BinaryOp op, const T* a, const T* b, T* out, std::size_t n, cudaStream_t stream);
+template <class T>
+void binary_broadcast(BinaryOp op, const T* a, const T* b, T* out, const BroadcastLayout& layout, cudaStream_t stream);
 template <class T>
 void activation_grad(ActivationGrad op, const T* dy, const T* saved, T* dx, std::size_t n, WriteMode mode,
                      OpArgs<compute_t<T>> args, cudaStream_t stream);

@@ -94,6 +94,19 @@ bool half_operand(const char* op, const Tensor& x) {
   ext::check_floating(op, {"input", x});
   return is_half(x.dtype());
 }
+// The same for add, sub, mul and div: CUDA's binary kernels take 16-bit data themselves (f32
+// arithmetic, one rounding), and their gradients compute in f32 where a widened op's would
+// (widened_grad): the widened op's bits, with no widened copies of the operands.
+bool half_operands_on_cpu(const char* op, const Tensor& a, const Tensor& b) {
+  return half_operands(op, a, b) && !a.is_cuda();
+}
+// A gradient formula f(g, saved...) as the widened op computes it: for 16-bit g in f32, the result
+// rounded once to g's dtype.
+template <class F, class... Saved>
+Tensor widened_grad(F&& f, const Tensor& g, const Saved&... saved) {
+  if (!is_half(g.dtype())) return f(g, saved...);
+  return f(ext::widened(g), ext::widened(saved)...).to(g.dtype());
+}
 // The same for a unary op whose gradient reads only exact values — its input, or its output's
 // sign — so that computing it in 16 bits gives the widened op's bits: it widens on the CPU only, and
 // CUDA's unary kernels take the 16-bit data themselves (no widened copies in a training step).
@@ -116,7 +129,7 @@ Tensor binary_kernel(BinaryOp op, const char* name, const Tensor& a, const Tenso
     out = ext::new_empty(a, out_shape);
   }
   const std::size_t n = static_cast<std::size_t>(out.numel());
-  ext::dispatch(
+  ext::dispatch_with_cuda_half(
       a,
       [&](auto zero) {
         using T = decltype(zero);
@@ -125,11 +138,12 @@ Tensor binary_kernel(BinaryOp op, const char* name, const Tensor& a, const Tenso
         else
           kernels::cpu::binary_broadcast<T>(op, a.raw<T>(), b.raw<T>(), out.raw<T>(), layout);
       },
-      [&](auto stream) {
+      [&](auto zero, auto stream) {
+        using T = decltype(zero);
         if (same_shape)
-          kernels::cuda::binary(op, a.raw<float>(), b.raw<float>(), out.raw<float>(), n, stream);
+          kernels::cuda::binary(op, a.raw<T>(), b.raw<T>(), out.raw<T>(), n, stream);
         else
-          kernels::cuda::binary_broadcast(op, a.raw<float>(), b.raw<float>(), out.raw<float>(), layout, stream);
+          kernels::cuda::binary_broadcast(op, a.raw<T>(), b.raw<T>(), out.raw<T>(), layout, stream);
       });
   return out;
 }
@@ -226,7 +240,7 @@ Tensor compare(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) 
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) {
-  if (half_operands("add", a, b)) return add(ext::widened(a), ext::widened(b)).to(a.dtype());
+  if (half_operands_on_cpu("add", a, b)) return add(ext::widened(a), ext::widened(b)).to(a.dtype());
   Tensor out = binary_kernel(BinaryOp::add, "add", a, b);
   if (autograd::needs_recording({&a, &b})) {
     autograd::record(out, "add", {&a, &b}, [sa = a.shape(), sb = b.shape()](const Tensor& g, NeedsGrad needs) {
@@ -237,7 +251,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
-  if (half_operands("sub", a, b)) return sub(ext::widened(a), ext::widened(b)).to(a.dtype());
+  if (half_operands_on_cpu("sub", a, b)) return sub(ext::widened(a), ext::widened(b)).to(a.dtype());
   Tensor out = binary_kernel(BinaryOp::sub, "sub", a, b);
   if (autograd::needs_recording({&a, &b})) {
     autograd::record(out, "sub", {&a, &b}, [sa = a.shape(), sb = b.shape()](const Tensor& g, NeedsGrad needs) {
@@ -248,29 +262,44 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
-  if (half_operands("mul", a, b)) return mul(ext::widened(a), ext::widened(b)).to(a.dtype());
+  if (half_operands_on_cpu("mul", a, b)) return mul(ext::widened(a), ext::widened(b)).to(a.dtype());
   Tensor out = binary_kernel(BinaryOp::mul, "mul", a, b);
   if (autograd::needs_recording({&a, &b})) {
     autograd::record(out, "mul", {&a, &b},
                      [a_saved = a.detach(), b_saved = b.detach()](const Tensor& g, NeedsGrad needs) {
-                       return Gradients{needs[0] ? sum_to(mul(g, b_saved), a_saved.shape()) : Tensor(),
-                                        needs[1] ? sum_to(mul(g, a_saved), b_saved.shape()) : Tensor()};
+                       const auto part = [](const Tensor& g_, const Tensor& other, const Tensor& self) {
+                         return sum_to(mul(g_, other), self.shape());
+                       };
+                       return Gradients{needs[0] ? widened_grad(part, g, b_saved, a_saved) : Tensor(),
+                                        needs[1] ? widened_grad(part, g, a_saved, b_saved) : Tensor()};
                      });
   }
   return out;
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
-  if (half_operands("div", a, b)) return div(ext::widened(a), ext::widened(b)).to(a.dtype());
+  if (half_operands_on_cpu("div", a, b)) return div(ext::widened(a), ext::widened(b)).to(a.dtype());
   Tensor out = binary_kernel(BinaryOp::div, "div", a, b);
   if (autograd::needs_recording({&a, &b})) {
-    // d(a/b)/da = 1/b; d(a/b)/db = −a/b² = −out/b.
-    autograd::record(
-        out, "div", {&a, &b},
-        [sa = a.shape(), b_saved = b.detach(), out_saved = out.detach()](const Tensor& g, NeedsGrad needs) {
-          return Gradients{needs[0] ? sum_to(div(g, b_saved), sa) : Tensor(),
-                           needs[1] ? sum_to(neg(div(mul(g, out_saved), b_saved)), b_saved.shape()) : Tensor()};
-        });
+    // d(a/b)/da = 1/b; d(a/b)/db = −a/b² = −out/b, with the f32 quotient for 16-bit data (the
+    // widened op's: a/b recomputed from the saved a, not the rounded out).
+    const bool half = is_half(a.dtype());
+    autograd::record(out, "div", {&a, &b},
+                     [sa = a.shape(), b_saved = b.detach(), out_saved = half ? Tensor() : out.detach(),
+                      a_saved = half ? a.detach() : Tensor()](const Tensor& g, NeedsGrad needs) {
+                       const auto da = [&](const Tensor& g_, const Tensor& b_) { return sum_to(div(g_, b_), sa); };
+                       const auto db = [](const Tensor& g_, const Tensor& b_, const Tensor& out_) {
+                         return sum_to(neg(div(mul(g_, out_), b_)), b_.shape());
+                       };
+                       const auto db_half = [&](const Tensor& g_, const Tensor& b_, const Tensor& a_) {
+                         return db(g_, b_, div(a_, b_));
+                       };
+                       Tensor b_grad;
+                       if (needs[1])
+                         b_grad =
+                             a_saved.defined() ? widened_grad(db_half, g, b_saved, a_saved) : db(g, b_saved, out_saved);
+                       return Gradients{needs[0] ? widened_grad(da, g, b_saved) : Tensor(), b_grad};
+                     });
   }
   return out;
 }

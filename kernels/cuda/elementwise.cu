@@ -1,5 +1,5 @@
-// CUDA elementwise kernels (f32; unary maps and activation gradients also in bf16 and f16, computing
-// in f32; casts and fill for every dtype). Kernels first, then launchers.
+// CUDA elementwise kernels (f32; unary and binary maps and activation gradients also in bf16 and
+// f16, computing in f32; casts and fill for every dtype). Kernels first, then launchers.
 // The formulas are kernels/elementwise_math.h's; each kernel is compiled once per op.
 #include <cuda_runtime.h>
 
@@ -19,9 +19,11 @@ __global__ void unary_kernel(const T* x, T* y, std::size_t n, OpArgs<compute_t<T
     y[i] = T(unary_formula<Op>(static_cast<C>(x[i]), args));
 }
 
-template <BinaryOp Op>
-__global__ void binary_kernel(const float* a, const float* b, float* out, std::size_t n) {
-  for (std::size_t i = global_thread(); i < n; i += grid_stride()) out[i] = binary_formula<Op>(a[i], b[i]);
+template <BinaryOp Op, class T>
+__global__ void binary_kernel(const T* a, const T* b, T* out, std::size_t n) {
+  using C = compute_t<T>;
+  for (std::size_t i = global_thread(); i < n; i += grid_stride())
+    out[i] = T(binary_formula<Op>(static_cast<C>(a[i]), static_cast<C>(b[i])));
 }
 
 template <ActivationGrad Op, class T>
@@ -34,8 +36,9 @@ __global__ void activation_grad_kernel(const T* dy, const T* saved, T* dx, std::
   }
 }
 
-template <BinaryOp Op>
-__global__ void broadcast_kernel(const float* a, const float* b, float* out, BroadcastLayout layout, std::size_t n) {
+template <BinaryOp Op, class T>
+__global__ void broadcast_kernel(const T* a, const T* b, T* out, BroadcastLayout layout, std::size_t n) {
+  using C = compute_t<T>;
   for (std::size_t i = global_thread(); i < n; i += grid_stride()) {
     long long rest = static_cast<long long>(i), off_a = 0, off_b = 0;
     for (int d = layout.ndim - 1; d >= 0; --d) {
@@ -44,7 +47,7 @@ __global__ void broadcast_kernel(const float* a, const float* b, float* out, Bro
       off_a += index * layout.a_stride[d];
       off_b += index * layout.b_stride[d];
     }
-    out[i] = binary_formula<Op>(a[off_a], b[off_b]);
+    out[i] = T(binary_formula<Op>(static_cast<C>(a[off_a]), static_cast<C>(b[off_b])));
   }
 }
 
@@ -84,15 +87,16 @@ void unary(UnaryOp op, const T* x, T* y, std::size_t n, OpArgs<compute_t<T>> arg
   with_unary_op(op, [&](auto op_c) { launch_n<unary_kernel<decltype(op_c)::value, T>>(n, stream, x, y, n, args); });
 }
 
-void binary(BinaryOp op, const float* a, const float* b, float* out, std::size_t n, cudaStream_t stream) {
-  with_binary_op(op, [&](auto op_c) { launch_n<binary_kernel<decltype(op_c)::value>>(n, stream, a, b, out, n); });
+template <class T>
+void binary(BinaryOp op, const T* a, const T* b, T* out, std::size_t n, cudaStream_t stream) {
+  with_binary_op(op, [&](auto op_c) { launch_n<binary_kernel<decltype(op_c)::value, T>>(n, stream, a, b, out, n); });
 }
 
-void binary_broadcast(BinaryOp op, const float* a, const float* b, float* out, const BroadcastLayout& layout,
-                      cudaStream_t stream) {
+template <class T>
+void binary_broadcast(BinaryOp op, const T* a, const T* b, T* out, const BroadcastLayout& layout, cudaStream_t stream) {
   const auto n = static_cast<std::size_t>(layout.numel());
   with_binary_op(
-      op, [&](auto op_c) { launch_n<broadcast_kernel<decltype(op_c)::value>>(n, stream, a, b, out, layout, n); });
+      op, [&](auto op_c) { launch_n<broadcast_kernel<decltype(op_c)::value, T>>(n, stream, a, b, out, layout, n); });
 }
 
 template <class T>
@@ -134,7 +138,9 @@ void normalize_u8(const std::uint8_t* x, float* y, std::size_t n, float mean, fl
 #define EMBER_INSTANTIATE_MAPS(T)                                                                  \
   template void unary<T>(UnaryOp, const T*, T*, std::size_t, OpArgs<compute_t<T>>, cudaStream_t);  \
   template void activation_grad<T>(ActivationGrad, const T*, const T*, T*, std::size_t, WriteMode, \
-                                   OpArgs<compute_t<T>>, cudaStream_t);
+                                   OpArgs<compute_t<T>>, cudaStream_t);                            \
+  template void binary<T>(BinaryOp, const T*, const T*, T*, std::size_t, cudaStream_t);            \
+  template void binary_broadcast<T>(BinaryOp, const T*, const T*, T*, const BroadcastLayout&, cudaStream_t);
 EMBER_INSTANTIATE_MAPS(float)
 EMBER_INSTANTIATE_MAPS(bfloat16)
 EMBER_INSTANTIATE_MAPS(float16)

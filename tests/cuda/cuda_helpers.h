@@ -12,6 +12,7 @@
 
 #include "core/cuda/runtime.h"
 #include "core/tensor/tensor.h"
+#include "kernels/elementwise.h"
 #include "support/helpers.h"
 
 namespace ember::testing {
@@ -73,5 +74,18 @@ inline bool small_test_sizes() { return test_sizes().size() < 6; }
 // still cover several blocks; the large ones cost minutes under compute-sanitizer or on the
 // software GPU with ThreadSanitizer).
 inline bool too_large_for_short_runs(std::size_t elements) { return small_test_sizes() && elements > 100000; }
+
+// The broadcast [rows, 1, cols] ∘ [k, 1] → [rows, k, cols] (a in rows of cols, b one value per k).
+inline kernels::BroadcastLayout rows_k_cols_layout(long long rows, long long k, long long cols) {
+  kernels::BroadcastLayout layout;
+  layout.ndim = 3;
+  const long long shape[3] = {rows, k, cols}, sa[3] = {cols, 0, 1}, sb[3] = {0, 1, 0};
+  for (int d = 0; d < 3; ++d) {
+    layout.out_shape[d] = shape[d];
+    layout.a_stride[d] = sa[d];
+    layout.b_stride[d] = sb[d];
+  }
+  return layout;
+}
 
 }  // namespace ember::testing

@@ -1,16 +1,11 @@
-// The GPU in bf16 and f16: ember's 16-bit kernels against their f32 twins on the widened values,
-// rounded once; cuDNN's 16-bit convolutions against the CPU's f32 convolution of the same values;
-// cuBLASLt's epilogue GEMMs with 16-bit operands; and the TF32 switch reaching cuBLAS, cuBLASLt
-// and cuDNN.
+// The GPU's libraries in bf16 and f16: cuDNN's 16-bit convolutions against the CPU's f32
+// convolution of the same values; cuBLASLt's epilogue GEMMs with 16-bit operands; and the TF32
+// switch reaching cuBLAS, cuBLASLt and cuDNN (ember's own 16-bit kernels: test_cuda_half_kernels.cpp).
 //
-// Tolerances. A 16-bit kernel computes in f32 and rounds once, so it gives the bits of its f32
-// twin rounded — exactly where the f32 formula is exact on both devices (ReLU, negation, abs,
-// clamp, affine up to nvcc's fused multiply-add), and within one 16-bit ulp where the devices' f32
-// results differ in their last bits (expf, tanhf; a sum in another order): the two may then round
-// to neighbouring 16-bit values. A 16-bit convolution output is an f32 sum of K exact products,
-// in cuDNN's order and the CPU's: they differ by at most K·2⁻²⁴·Σ|x·w| ≤ 2⁻¹⁶·Σ|x·w| for K ≤ 256,
-// before each rounds once. How wide tensor cores accumulate is NVIDIA's to choose (the software GPU
-// sums in f32); a GPU that sums narrower than f32 would exceed this bound, and the test says so.
+// Tolerances. A 16-bit convolution output is an f32 sum of K exact products, in cuDNN's order and
+// the CPU's: they differ by at most K·2⁻²⁴·Σ|x·w| ≤ 2⁻¹⁶·Σ|x·w| for K ≤ 256, before each rounds
+// once. How wide tensor cores accumulate is NVIDIA's to choose (the software GPU sums in f32); a
+// GPU that sums narrower than f32 would exceed this bound, and the test says so.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -20,249 +15,17 @@
 #include "core/ops/fused.h"
 #include "core/ops/ops.h"
 #include "cuda/cuda_helpers.h"
-#include "kernels/bias_activation.h"
+#include "cuda/half_helpers.h"
 #include "kernels/conv.h"
-#include "kernels/dropout.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_epilogue.h"
-#include "kernels/reduce.h"
 
 using namespace ember;
 using namespace ember::kernels;
 using namespace ember::testing;
 namespace kcuda = ember::kernels::cuda;
 namespace kcpu = ember::kernels::cpu;
-
-namespace {
-
-template <class T>
-std::vector<T> rounded(const std::vector<float>& values) {
-  std::vector<T> out;
-  for (float v : values) out.push_back(T(v));
-  return out;
-}
-template <class T>
-std::vector<float> widened(const std::vector<T>& values) {
-  return std::vector<float>(values.begin(), values.end());
-}
-
-// The distance from v to the next 16-bit value away from zero: one ulp of T at v.
-template <class T>
-float ulp_at(float v) {
-  T t(std::fabs(v));
-  T next = T::from_bits(static_cast<std::uint16_t>(t.bits + 1));
-  return static_cast<float>(next) - static_cast<float>(t);
-}
-
-// got equals want, or (where `one_ulp`) lies one 16-bit step from it; NaN matches NaN.
-template <class T>
-void require_rounded_once(const std::vector<T>& got, const std::vector<float>& want_f32, bool one_ulp) {
-  REQUIRE(got.size() == want_f32.size());
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const T want(want_f32[i]);
-    INFO("element " << i << ": got " << static_cast<float>(got[i]) << ", the twin rounds to "
-                    << static_cast<float>(want) << " (f32 " << want_f32[i] << ")");
-    if (std::isnan(static_cast<float>(want))) {
-      CHECK(std::isnan(static_cast<float>(got[i])));
-    } else if (one_ulp) {
-      CHECK(std::fabs(static_cast<float>(got[i]) - static_cast<float>(want)) <= ulp_at<T>(want_f32[i]));
-    } else {
-      CHECK(got[i].bits == want.bits);
-    }
-  }
-}
-
-std::vector<std::size_t> sizes_16_bit() {
-  std::vector<std::size_t> sizes;
-  for (std::size_t n : test_sizes())
-    if (n < 1000000) sizes.push_back(n);  // the f32 kernels' test has the largest size
-  return sizes;
-}
-
-}  // namespace
-
-TEMPLATE_TEST_CASE("16-bit unary kernels are their f32 twins rounded once", "[half]", bfloat16, float16) {
-  using T = TestType;
-  for (UnaryOp op : {UnaryOp::relu, UnaryOp::neg, UnaryOp::abs, UnaryOp::affine, UnaryOp::leaky_relu, UnaryOp::clamp,
-                     UnaryOp::exp, UnaryOp::tanh, UnaryOp::sigmoid})
-    for (std::size_t n : sizes_16_bit()) {
-      INFO("op " << int(op) << ", n = " << n);
-      const std::vector<T> x = rounded<T>(random_floats(n, n + 11, -3.0f, 3.0f));
-      const OpArgs<float> args{op == UnaryOp::clamp ? -0.5f : 0.75f, op == UnaryOp::clamp ? 0.5f : -0.25f};
-      Tensor dx = device_copy(x, 1), dy = device_copy(std::vector<T>(n, T(std::nanf(""))));
-      kcuda::unary(op, dx.raw<T>() + 1, dy.raw<T>(), n, args, gpu_stream());
-      const std::vector<float> wide = widened(x);
-      std::vector<float> expected(n);
-      kcpu::unary<float>(op, wide.data(), expected.data(), n, args);
-      const bool transcendental = op == UnaryOp::exp || op == UnaryOp::tanh || op == UnaryOp::sigmoid;
-      const bool fma = op == UnaryOp::affine;  // x·a + b: nvcc may fuse it, GCC does not
-      require_rounded_once(dy.to_vector<T>(), expected, transcendental || fma);
-    }
-}
-
-TEMPLATE_TEST_CASE("16-bit activation gradients are their f32 twins rounded once", "[half]", bfloat16, float16) {
-  using T = TestType;
-  for (ActivationGrad op : {ActivationGrad::relu, ActivationGrad::leaky_relu, ActivationGrad::abs,
-                            ActivationGrad::clamp, ActivationGrad::sigmoid, ActivationGrad::tanh})
-    for (WriteMode mode : {WriteMode::overwrite, WriteMode::accumulate})
-      for (std::size_t n : sizes_16_bit()) {
-        INFO("op " << int(op) << ", mode " << int(mode) << ", n = " << n);
-        const std::vector<T> dy = rounded<T>(random_floats(n, n + 21)), saved = rounded<T>(random_floats(n, n + 22));
-        const std::vector<T> start = rounded<T>(random_floats(n, n + 23));
-        const OpArgs<float> args{op == ActivationGrad::clamp ? -0.5f : 0.2f, 0.5f};
-        Tensor ddy = device_copy(dy), dsaved = device_copy(saved, 1);
-        Tensor ddx = device_copy(mode == WriteMode::overwrite ? std::vector<T>(n, T(std::nanf(""))) : start);
-        kcuda::activation_grad(op, ddy.raw<T>(), dsaved.raw<T>() + 1, ddx.raw<T>(), n, mode, args, gpu_stream());
-        const std::vector<float> wide_dy = widened(dy), wide_saved = widened(saved);
-        std::vector<float> expected = widened(start);
-        kcpu::activation_grad<float>(op, wide_dy.data(), wide_saved.data(), expected.data(), n, mode, args);
-        // The products of sigmoid's and tanh's rules may be fused into FMAs by nvcc (not by GCC).
-        const bool arithmetic = op == ActivationGrad::sigmoid || op == ActivationGrad::tanh;
-        require_rounded_once(ddx.to_vector<T>(), expected, arithmetic || mode == WriteMode::accumulate);
-      }
-}
-
-TEMPLATE_TEST_CASE("16-bit channel bias and its gradient match the CPU twins", "[half]", bfloat16, float16) {
-  using T = TestType;
-  for (auto [n, c, hw] :
-       {std::tuple<std::size_t, std::size_t, std::size_t>{0, 3, 5}, {1, 1, 1}, {4, 7, 33}, {9, 64, 144}}) {
-    INFO(n << "x" << c << "x" << hw);
-    const std::vector<T> y = rounded<T>(random_floats(n * c * hw, 31)), bias = rounded<T>(random_floats(c, 32));
-    Tensor dy = device_copy(y), dbias = device_copy(bias);
-    kcuda::channel_bias_add(dy.raw<T>(), dbias.raw<T>(), n, c, hw, gpu_stream());
-    std::vector<float> expected = widened(y);
-    const std::vector<float> wide_bias = widened(bias);
-    kcpu::channel_bias_add<float>(expected.data(), wide_bias.data(), n, c, hw);
-    require_rounded_once(dy.to_vector<T>(), expected, false);  // one f32 addition, rounded once: exact
-
-    Tensor grad = device_copy(std::vector<float>(c, std::nanf("")));
-    const Tensor fresh = device_copy(y);
-    kcuda::channel_bias_grad(fresh.raw<T>(), grad.raw<float>(), n, c, hw, gpu_stream());
-    std::vector<float> want(c);
-    kcpu::channel_bias_grad<T, float>(y.data(), want.data(), n, c, hw);
-    // f32 sums of n·hw terms ≤ 1 in two orders: n·hw·2⁻²⁴ each way.
-    EMBER_REQUIRE_CLOSE(grad.to_vector<float>(), want, static_cast<double>(n * hw) * 1.2e-7, 0);
-  }
-}
-
-TEMPLATE_TEST_CASE("16-bit max pooling selects and sums as its f32 twin does", "[half]", bfloat16, float16) {
-  using T = TestType;
-  for (const PoolGeometry& g :
-       {PoolGeometry{.n = 0, .c = 2, .h = 4, .w = 4}, PoolGeometry{.n = 2, .c = 3, .h = 8, .w = 8},
-        PoolGeometry{.n = 2, .c = 4, .h = 17, .w = 15, .kernel = 3, .stride = 2},
-        PoolGeometry{.n = 3, .c = 5, .h = 28, .w = 28}}) {
-    INFO(g.n << "x" << g.c << "x" << g.h << "x" << g.w << ", kernel " << g.kernel << ", stride " << g.stride);
-    const std::size_t in = g.n * g.c * g.h * g.w, out = g.n * g.c * g.oh() * g.ow();
-    // Coarse values so that windows hold ties (the first of equal values wins), a NaN now and then,
-    // and peaks on the even rows and columns, where overlapping windows (kernel 3, stride 2) meet:
-    // an input that is the maximum of three or four windows sums three or four gradients.
-    std::vector<float> values = random_floats(in, in + 41, -4.0f, 4.0f);
-    for (std::size_t i = 0; i < in; ++i) {
-      const std::size_t y = i / g.w % g.h, x = i % g.w;
-      const bool peak = y % 2 == 0 && x % 2 == 0 && (y + x) % 6 == 0;
-      values[i] = i % 37 == 5 ? std::nanf("") : peak ? 8.0f + static_cast<float>(i % 5) : std::round(values[i] * 4) / 4;
-    }
-    const std::vector<T> x = rounded<T>(values);
-    Tensor dx_in = device_copy(x), dy_out = device_copy(std::vector<T>(out, T(std::nanf(""))));
-    Tensor dargmax = device_copy(std::vector<std::int32_t>(out, -1));
-    kcuda::max_pool2d_forward(dx_in.raw<T>(), dy_out.raw<T>(), dargmax.raw<std::int32_t>(), g, gpu_stream());
-    const std::vector<float> wide = widened(x);
-    std::vector<float> want(out);
-    std::vector<std::int32_t> want_argmax(out);
-    kcpu::max_pool2d_forward<float>(wide.data(), want.data(), want_argmax.data(), g);
-    require_rounded_once(dy_out.to_vector<T>(), want, false);  // a selection: exact
-    CHECK(dargmax.to_vector<std::int32_t>() == want_argmax);
-
-    // Backward: each input sums its windows' gradients in f32 in the windows' order, as the CPU's
-    // scatter adds them: the same f32 sum, rounded once.
-    const std::vector<T> dy = rounded<T>(random_floats(out, out + 43));
-    Tensor ddy = device_copy(dy), ddx = device_copy(std::vector<T>(in, T(std::nanf(""))));
-    kcuda::max_pool2d_backward(ddy.raw<T>(), dargmax.raw<std::int32_t>(), ddx.raw<T>(), g, gpu_stream());
-    const std::vector<float> wide_dy = widened(dy);
-    std::vector<float> want_dx(in);
-    kcpu::max_pool2d_backward<float>(wide_dy.data(), want_argmax.data(), want_dx.data(), g);
-    require_rounded_once(ddx.to_vector<T>(), want_dx, false);
-  }
-}
-
-TEMPLATE_TEST_CASE("16-bit dropout drops the f32 twin's elements and rounds once", "[half]", bfloat16, float16) {
-  using T = TestType;
-  for (const float p : {0.0f, 0.25f, 0.5f, 1.0f})
-    for (std::size_t n : sizes_16_bit()) {
-      INFO("p = " << p << ", n = " << n);
-      const std::vector<T> x = rounded<T>(random_floats(n, n + 51, -3.0f, 3.0f));
-      Tensor dx = device_copy(x), dy = device_copy(std::vector<T>(n, T(std::nanf(""))));
-      Tensor dmask = device_copy(std::vector<std::uint8_t>(n, 7));
-      kcuda::dropout_forward(dx.raw<T>(), dy.raw<T>(), dmask.raw<std::uint8_t>(), n, p, 1234, 99, gpu_stream());
-      const std::vector<float> wide = widened(x);
-      std::vector<float> want(n);
-      std::vector<std::uint8_t> want_mask(n);
-      kcpu::dropout_forward<float>(wide.data(), want.data(), want_mask.data(), n, p, 1234, 99);
-      CHECK(dmask.to_vector<std::uint8_t>() == want_mask);
-      // x/(1 − p) as x·scale in f32, rounded once: the twin's bits (a product, no fused addition).
-      require_rounded_once(dy.to_vector<T>(), want, false);
-
-      Tensor grad = device_copy(std::vector<T>(n, T(std::nanf(""))));
-      kcuda::dropout_backward(dx.raw<T>(), dmask.raw<std::uint8_t>(), grad.raw<T>(), n, p, gpu_stream());
-      std::vector<float> want_grad(n);
-      kcpu::dropout_backward<float>(wide.data(), want_mask.data(), want_grad.data(), n, p);
-      require_rounded_once(grad.to_vector<T>(), want_grad, false);
-    }
-}
-
-TEMPLATE_TEST_CASE("16-bit sums are the f32 kernel's sums of the widened values, rounded once", "[half]", bfloat16,
-                   float16) {
-  using T = TestType;
-  // [outer, reduce, inner]: rows (inner 1) short and long enough to be split in chunks, columns
-  // (inner > 1) few and long enough to be split, and the bias gradient's [1, B, N].
-  for (auto [outer, reduce, inner] : {std::tuple<std::size_t, std::size_t, std::size_t>{3, 0, 1},
-                                      {5, 77, 1},
-                                      {2, 40000, 1},
-                                      {4, 33, 9},
-                                      {1, 5000, 40},
-                                      {1, 128, 512}}) {
-    INFO(outer << "x" << reduce << "x" << inner);
-    const std::size_t n = outer * reduce * inner, outs = outer * inner;
-    const std::vector<T> x = rounded<T>(random_floats(n, n + 61, -2.0f, 2.0f));
-    const std::size_t ws = sum_workspace_size(outer, reduce, inner);
-    Tensor dx = device_copy(x), workspace = device_copy(std::vector<float>(std::max<std::size_t>(ws, 1), 0.0f));
-    Tensor wide_x = device_copy(widened(x));
-    Tensor want = device_copy(std::vector<float>(outs, std::nanf("")));
-    const float scale = 1.0f / 3.0f;  // a mean's scale: applied to the f32 sum, before the rounding
-    kcuda::sum(wide_x.raw<float>(), want.raw<float>(), outer, reduce, inner, scale, workspace.raw<float>(),
-               gpu_stream());
-    Tensor rounded_sum = device_copy(std::vector<T>(outs, T(std::nanf(""))));
-    kcuda::sum(dx.raw<T>(), rounded_sum.raw<T>(), outer, reduce, inner, scale, workspace.raw<float>(), gpu_stream());
-    require_rounded_once(rounded_sum.to_vector<T>(), want.to_vector<float>(), false);
-    Tensor f32_sum = device_copy(std::vector<float>(outs, std::nanf("")));
-    kcuda::sum(dx.raw<T>(), f32_sum.raw<float>(), outer, reduce, inner, scale, workspace.raw<float>(), gpu_stream());
-    CHECK(f32_sum.to_vector<float>() == want.to_vector<float>());
-  }
-}
-
-TEMPLATE_TEST_CASE("the 16-bit bias-ReLU backward masks exactly and rounds the f32 bias gradient once", "[half]",
-                   bfloat16, float16) {
-  using T = TestType;
-  for (auto [rows, cols] : {std::pair<std::size_t, std::size_t>{0, 8}, {7, 5}, {64, 128}, {4096, 10}}) {
-    INFO(rows << "x" << cols);
-    const std::vector<T> dy = rounded<T>(random_floats(rows * cols, rows + 71)),
-                         y = rounded<T>(random_floats(rows * cols, rows + 72));
-    const std::size_t ws = sum_workspace_size(1, rows, cols);
-    Tensor workspace = device_copy(std::vector<float>(std::max<std::size_t>(ws, 1), 0.0f));
-    Tensor ddy = device_copy(dy), dyy = device_copy(y), ddx = device_copy(std::vector<T>(rows * cols, T(0.5f)));
-    Tensor dbias = device_copy(std::vector<T>(cols, T(std::nanf(""))));
-    kcuda::bias_relu_backward(ddy.raw<T>(), dyy.raw<T>(), ddx.raw<T>(), dbias.raw<T>(), rows, cols,
-                              workspace.raw<float>(), gpu_stream());
-    Tensor wide_dy = device_copy(widened(dy)), wide_y = device_copy(widened(y));
-    Tensor want_dx = device_copy(std::vector<float>(rows * cols, 0.5f)),
-           want_db = device_copy(std::vector<float>(cols));
-    kcuda::bias_relu_backward(wide_dy.raw<float>(), wide_y.raw<float>(), want_dx.raw<float>(), want_db.raw<float>(),
-                              rows, cols, workspace.raw<float>(), gpu_stream());
-    require_rounded_once(ddx.to_vector<T>(), want_dx.to_vector<float>(), false);
-    require_rounded_once(dbias.to_vector<T>(), want_db.to_vector<float>(), false);
-  }
-}
 
 TEMPLATE_TEST_CASE("cuDNN convolutions in bf16 and f16 round the f32 sums once", "[half][cudnn]", bfloat16, float16) {
   using T = TestType;

@@ -224,14 +224,7 @@ TEST_CASE("binary kernels, same shape and broadcast, match the CPU twins") {
     INFO("broadcast " << rows << "x" << k << "x" << cols);
     const auto a = random_floats(static_cast<std::size_t>(rows * cols), 11),
                b = random_floats(static_cast<std::size_t>(k), 12);
-    BroadcastLayout layout;
-    layout.ndim = 3;
-    const long long shape[3] = {rows, k, cols}, sa[3] = {cols, 0, 1}, sb[3] = {0, 1, 0};
-    for (int d = 0; d < 3; ++d) {
-      layout.out_shape[d] = shape[d];
-      layout.a_stride[d] = sa[d];
-      layout.b_stride[d] = sb[d];
-    }
+    const BroadcastLayout layout = rows_k_cols_layout(rows, k, cols);
     Tensor da = device_copy(a), db = device_copy(b), dout = poisoned<float>(n), dexp = poisoned<float>(n);
     kcuda::binary_broadcast(BinaryOp::mul, da.raw<float>(), db.raw<float>(), dout.raw<float>(), layout, gpu_stream());
     kcuda::expand(da.raw<float>(), dexp.raw<float>(), layout, 0.5f, gpu_stream());
