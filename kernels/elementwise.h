@@ -32,6 +32,23 @@ struct BroadcastLayout {
   }
 };
 
+// Several f32 tensors cast to one dtype in one launch on CUDA (the fused step's 16-bit copies of its
+// parameters and input): entry i casts n[i] elements of from[i] into to[i], as cast() does.
+struct CastList {
+  static constexpr int kMax = 16;
+  int count = 0;
+  const float* from[kMax] = {};
+  void* to[kMax] = {};
+  std::size_t n[kMax] = {};
+  bool full() const { return count == kMax; }
+  void add(const float* x, void* y, std::size_t elements) {  // (the caller checks full())
+    from[count] = x;
+    to[count] = y;
+    n[count] = elements;
+    ++count;
+  }
+};
+
 }  // namespace ember::kernels
 
 namespace ember::kernels::cpu {
@@ -71,6 +88,7 @@ template <class From, class To>
 void cast(const From* x, To* y, std::size_t n) {
   cast(dtype_of<From>, x, dtype_of<To>, y, n);
 }
+void cast_list(const CastList& list, DType to);
 // y = (x/255 − mean)/std, the data pipeline's pixel normalization.
 void normalize_u8(const std::uint8_t* x, float* y, std::size_t n, float mean, float std);
 
@@ -98,6 +116,7 @@ template <class From, class To>
 void cast(const From* x, To* y, std::size_t n, cudaStream_t stream) {
   cast(dtype_of<From>, x, dtype_of<To>, y, n, stream);
 }
+void cast_list(const CastList& list, DType to, cudaStream_t stream);
 void normalize_u8(const std::uint8_t* x, float* y, std::size_t n, float mean, float std, cudaStream_t stream);
 
 }  // namespace ember::kernels::cuda

@@ -151,6 +151,11 @@ void MlpLayerGemms::cast(const Tensor& from, const Tensor& to, std::size_t n) co
       [&](auto stream) { kernels::cuda::cast(from.dtype(), from.raw_bytes(), to.dtype(), to.raw_bytes(), n, stream); });
 }
 
+void MlpLayerGemms::cast(const kernels::CastList& list) const {
+  on_device([&] { kernels::cpu::cast_list(list, operands_); },
+            [&](auto stream) { kernels::cuda::cast_list(list, operands_, stream); });
+}
+
 void MlpLayerGemms::bias_grad_sum(const MlpLayer& l, std::size_t rows, float* db) const {
   float* workspace = l.sum_workspace.defined() ? l.sum_workspace.raw<float>() : nullptr;
   on_device([&] { kernels::cpu::sum(l.g.raw<float>(), db, 1, rows, l.out, 1.0f); },
@@ -239,6 +244,20 @@ bool MlpLayerGemms::input_gradient(const MlpLayer& l, MlpLayer& prev, const void
                                                 stream);
             });
   return true;
+}
+
+std::vector<kernels::CastList> half_copy_lists(const std::vector<MlpLayer>& layers, const Tensor& x_half) {
+  std::vector<kernels::CastList> lists;
+  const auto copy = [&lists](const float* from, const Tensor& to, std::size_t n) {
+    if (lists.empty() || lists.back().full()) lists.emplace_back();
+    lists.back().add(from, to.raw_bytes(), n);
+  };
+  for (const MlpLayer& l : layers) {
+    copy(l.weight.raw<float>(), l.weight_half, l.out * l.in);
+    copy(l.bias.raw<float>(), l.bias_half, l.out);
+  }
+  copy(nullptr, x_half, 0);
+  return lists;
 }
 
 }  // namespace fused_mlp

@@ -9,9 +9,11 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "core/ops/dispatch.h"
 #include "core/tensor/tensor.h"
+#include "kernels/elementwise.h"
 #include "kernels/gemm_epilogue.h"
 
 namespace ember::train::fused_mlp {
@@ -66,6 +68,8 @@ class MlpLayerGemms {
   void bias_grad_sum(const MlpLayer& l, std::size_t rows, float* db) const;
   // The first n elements of `from` cast into `to` (the types of the two tensors).
   void cast(const Tensor& from, const Tensor& to, std::size_t n) const;
+  // Every entry of `list` (f32) cast to the operands' type, in one launch on CUDA.
+  void cast(const kernels::CastList& list) const;
 
  private:
   const Tensor& weight_operand(const MlpLayer& l) const { return mixed() ? l.weight_half : l.weight; }
@@ -81,5 +85,10 @@ class MlpLayerGemms {
   Tensor unfused_bias_;         // ... and f32 [widest], its rounded bias widened
   Tensor discarded_bias_grad_;  // bf16: [widest], DRELU_BGRAD's bias gradient in bf16, not used
 };
+
+// The casts that make a step's bf16 copies of the layers' parameters and of the input, in as few
+// launches as kernels::CastList allows. The input's entry is the last one, empty until the step
+// points it at its batch (from[count − 1], n[count − 1]).
+std::vector<kernels::CastList> half_copy_lists(const std::vector<MlpLayer>& layers, const Tensor& x_half);
 
 }  // namespace ember::train::fused_mlp

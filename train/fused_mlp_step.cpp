@@ -4,12 +4,12 @@
 //
 // Note [fused step in bf16]
 // FusedMlpStepOptions::precision = bf16 (CUDA) computes what the autograd step computes under
-// autocast (core/ops/autocast.h) with two exceptions, both on the side of accuracy:
-//   - as autocast: every step starts from bf16 copies of the f32 parameters (one cast each) and
-//     of the input; each Linear multiplies bf16 operands with f32 sums and rounds its output —
-//     bias and ReLU included — once to bf16 (cuBLASLt's 16-bit epilogues); the logits are widened
-//     to f32 for the loss, and the loss gradient is rounded to bf16 as it enters the last layer;
-//     dz·W and its ReLU mask give the layer below its bf16 gradient;
+// autocast (core/ops/autocast.h), but for one difference, on the side of accuracy:
+//   - as autocast: every step starts from bf16 copies of the f32 parameters and of the input
+//     (kernels::CastList: one launch for all of them); each Linear multiplies bf16 operands with f32 sums and rounds
+//     its output — bias and ReLU included — once to bf16 (cuBLASLt's 16-bit epilogues); the logits are widened to f32
+//     for the loss, and the loss gradient is rounded to bf16 as it enters the last layer; dz·W and its ReLU mask give
+//     the layer below its bf16 gradient;
 //   - unlike autocast, the GEMMs write dW and db of the f32 master parameters in f32 (C in f32,
 //     BGRADB's bias gradient in C's type), where autocast rounds them to bf16 and widens them
 //     back. So every bias gradient comes from its layer's weight-gradient GEMM: DRELU_BGRAD's
@@ -54,9 +54,11 @@ struct FusedMlpStep::Impl {
   FusedMlpStepOptions options;
   Device device;
   std::size_t batch = 0, classes = 0;
-  fused_mlp::MlpLayerGemms gemms;  // the layers' GEMMs, in f32 or bf16 (Note [fused step in bf16])
-  Tensor x_half;                   // bf16: [batch, in], the input rounded
-  Tensor logits, dlogits;          // bf16: f32 [batch, classes], the last layer's output widened, and its gradient
+  fused_mlp::MlpLayerGemms gemms;              // the layers' GEMMs, in f32 or bf16 (Note [fused step in bf16])
+  Tensor x_half;                               // bf16: [batch, in], the input rounded
+  std::vector<kernels::CastList> half_copies;  // bf16: fused_mlp::half_copy_lists
+
+  Tensor logits, dlogits;  // bf16: f32 [batch, classes], the last layer's output widened, and its gradient
   std::vector<MlpLayer> layers;
   Tensor row_loss, batch_loss, loss_sum, blocks_done;  // blocks_done: the fused loss kernel's counter
   Tensor grads, scratch;       // every layer's gradients in one buffer (one reduction across ranks), and a second
@@ -212,11 +214,10 @@ struct FusedMlpStep::Impl {
     const MlpLayer& last = layers.back();
     Tensor input = x;
     if (mixed()) {  // Note [fused step in bf16]: this step's bf16 copies
-      for (MlpLayer& l : layers) {
-        gemms.cast(l.weight, l.weight_half, l.out * l.in);
-        gemms.cast(l.bias, l.bias_half, l.out);
-      }
-      gemms.cast(x, x_half, rows * layers.front().in);
+      kernels::CastList& with_input = half_copies.back();
+      with_input.from[with_input.count - 1] = x.raw<float>();
+      with_input.n[with_input.count - 1] = rows * layers.front().in;
+      for (const kernels::CastList& list : half_copies) gemms.cast(list);
       input = x_half;
     }
     std::vector<bool> masked(layers.size(), false);
@@ -353,6 +354,7 @@ FusedMlpStep::FusedMlpStep(nn::Sequential& model, optim::Optimizer& optimizer, s
   if (s.mixed()) {
     const auto C = static_cast<std::int64_t>(s.classes);
     s.x_half = zeros({B, static_cast<std::int64_t>(s.layers.front().in)}, operands);
+    s.half_copies = fused_mlp::half_copy_lists(s.layers, s.x_half);
     s.logits = zeros({B, C}, on_device);
     s.dlogits = zeros({B, C}, on_device);
   }

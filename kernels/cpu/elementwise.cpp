@@ -187,6 +187,10 @@ void cast(DType from, const void* x, DType to, void* y, std::size_t n) {
   });
 }
 
+void cast_list(const CastList& list, DType to) {
+  for (int i = 0; i < list.count; ++i) cast(DType::f32, list.from[i], to, list.to[i], list.n[i]);
+}
+
 void normalize_u8(const std::uint8_t* __restrict x, float* __restrict y, std::size_t n, float mean, float std) {
   const PixelScaling s = pixel_scaling(mean, std);
   for (std::size_t i = 0; i < n; ++i) y[i] = scale_pixel(x[i], s);

@@ -3,7 +3,9 @@
 // The formulas are kernels/elementwise_math.h's; each kernel is compiled once per op.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "kernels/cuda/launch.cuh"
 #include "kernels/elementwise.h"
@@ -76,6 +78,15 @@ __global__ void cast_kernel(const From* x, To* y, std::size_t n) {
   for (std::size_t i = global_thread(); i < n; i += grid_stride()) y[i] = cast_formula<From, To>(x[i]);
 }
 
+// Block row blockIdx.y casts entry blockIdx.y of the list.
+template <class To>
+__global__ void cast_list_kernel(CastList list) {
+  const int entry = static_cast<int>(blockIdx.y);
+  const float* x = list.from[entry];
+  To* y = static_cast<To*>(list.to[entry]);
+  for (std::size_t i = global_thread(); i < list.n[entry]; i += grid_stride()) y[i] = cast_formula<float, To>(x[i]);
+}
+
 __global__ void normalize_u8_kernel(const std::uint8_t* x, float* y, std::size_t n, PixelScaling s) {
   for (std::size_t i = global_thread(); i < n; i += grid_stride()) y[i] = scale_pixel(x[i], s);
 }
@@ -128,6 +139,27 @@ void cast(DType from, const void* x, DType to, void* y, std::size_t n, cudaStrea
       using To = decltype(to_zero);
       launch_n<cast_kernel<From, To>>(n, stream, static_cast<const From*>(x), static_cast<To*>(y), n);
     });
+  });
+}
+
+void cast_list(const CastList& list, DType to, cudaStream_t stream) {
+  std::size_t longest = 0;
+  for (int i = 0; i < list.count; ++i) longest = std::max(longest, list.n[i]);
+  if (longest == 0) return;
+  visit_dtype(to, [&](auto to_zero) {
+    using To = decltype(to_zero);
+    // The entries' buffers are reached through the list, not passed as arguments (Note [launching kernels]).
+    const auto reached = [&] {
+      std::vector<Reached> ranges;
+      for (int i = 0; i < list.count; ++i) {
+        if (list.n[i] == 0) continue;  // (an empty entry may hold no pointer)
+        ranges.push_back({list.from[i], list.n[i] * sizeof(float), false});
+        ranges.push_back({list.to[i], list.n[i] * sizeof(To), true});
+      }
+      return ranges;
+    };
+    launch_reaching<cast_list_kernel<To>>({dim3(grid_for(longest), static_cast<unsigned>(list.count))}, reached, stream,
+                                          list);
   });
 }
 

@@ -238,3 +238,36 @@ TEMPLATE_TEST_CASE("the 16-bit bias-ReLU backward masks exactly and rounds the f
     require_rounded_once(dbias.to_vector<T>(), want_db.to_vector<float>(), false);
   }
 }
+
+TEMPLATE_TEST_CASE("a cast list casts each of its tensors as cast() does, in one launch", "[half]", bfloat16, float16) {
+  using T = TestType;
+  // Sizes of every kind in one list — empty, one, a GEMM operand's, a bias's — and a full list.
+  for (const std::vector<std::size_t>& sizes :
+       {std::vector<std::size_t>{0, 1, 25088, 32, 4097}, std::vector<std::size_t>(CastList::kMax, 333)}) {
+    INFO(sizes.size() << " entries");
+    std::vector<Tensor> from, to, want;
+    CastList list;
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      from.push_back(device_copy(random_floats(sizes[i], 91 + i, -70000.0f, 70000.0f)));
+      to.push_back(device_copy(std::vector<T>(sizes[i], T(std::nanf("")))));
+      want.push_back(device_copy(std::vector<T>(sizes[i], T(std::nanf("")))));
+      list.add(from.back().raw<float>(), to.back().raw<T>(), sizes[i]);
+      kcuda::cast(from.back().raw<float>(), want.back().raw<T>(), sizes[i], gpu_stream());
+    }
+    const std::uint64_t before = kcuda::launches_issued();
+    kcuda::cast_list(list, dtype_of<T>, gpu_stream());
+    CHECK(kcuda::launches_issued() - before == 1);
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      INFO("entry " << i << " of " << sizes[i] << " elements");
+      const std::vector<T> got = to[i].to_vector<T>(), expected = want[i].to_vector<T>();
+      REQUIRE(got.size() == expected.size());
+      for (std::size_t e = 0; e < got.size(); ++e) REQUIRE(got[e].bits == expected[e].bits);
+      std::vector<T> cpu(sizes[i]);
+      CastList one;
+      const std::vector<float> values = from[i].to_vector<float>();
+      one.add(values.data(), cpu.data(), sizes[i]);
+      kcpu::cast_list(one, dtype_of<T>);
+      for (std::size_t e = 0; e < got.size(); ++e) REQUIRE(got[e].bits == cpu[e].bits);
+    }
+  }
+}
