@@ -319,7 +319,8 @@ int main(int argc, char** argv) {
   option("--seed", s.seed, "seed of the initialization, the split and the data order");
   app.add_flag("--no-shuffle{false}", s.loader.shuffle, "keep the training data in file order");
   option("--workers", s.loader.workers, "data loader threads (0: load on the training thread)");
-  option("--threads", s.threads, "CPU compute threads (OpenBLAS)")->check(CLI::PositiveNumber);
+  option("--threads", s.threads, "CPU compute threads (ember's pool: kernels and GEMM blocks)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--val-size", s.val_size, "validation images (default: a sixth; 0: the test set)")
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--normalize,!--no-normalize", s.recipe.normalize, "inputs by mean and std (recipe: cnn on, mlp off)");

@@ -22,9 +22,9 @@ void gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t 
 template <class T>
 void gemm_builtin(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
                   std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc);
-// Threads for CPU compute (OpenBLAS); 0 leaves the library's default.
-void set_num_threads(int threads);
-int num_threads();
+// Holds OpenBLAS at one thread of its own, once per process (Note [CPU threads]: ember's pool
+// runs the GEMMs' blocks). The pool calls it; so does gemm() through it.
+void hold_library_threads();
 const char* blas_name();  // "openblas" or "builtin"
 // Seconds this thread has spent inside gemm() since it started (ember::cpu_gemm_seconds). Two
 // clock reads per call, ~40 ns against the microseconds of even the smallest GEMM a layer makes.

@@ -10,6 +10,7 @@
 #include "core/ops/ops.h"
 #include "core/tensor/autograd.h"
 #include "kernels/gemm.h"
+#include "kernels/parallel.h"
 
 #if EMBER_WITH_CUDA
 #include <cuda_runtime.h>
@@ -114,7 +115,7 @@ Ceilings measure_ceilings(Device device, int repeat) {
   c.gemm_gflop_per_s = 2.0 * s * s * s / (gus * 1e3);
   c.gemm_how = gpu ? std::string("cuBLAS SGEMM 4096³ (fp32)")
                    : std::string(kernels::cpu::blas_name()) + " SGEMM 1024³, " +
-                         std::to_string(kernels::cpu::num_threads()) + " thread(s)";
+                         std::to_string(kernels::cpu::compute_threads()) + " thread(s)";
   return c;
 }
 

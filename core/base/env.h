@@ -13,9 +13,12 @@
 //                                 core/ops/op_helpers.h, Note [half precision])
 //   EMBER_NO_AVX512=1             the CPU kernels' plain loops instead of their AVX-512 forms, and
 //                                 no AVX512-BF16 (Note [CPU dispatch] in kernels/cpu_features.h)
+//   EMBER_NUM_THREADS=N           CPU compute threads when set_num_threads was not called (1 if
+//                                 unset; Note [CPU threads] in kernels/parallel.h)
 // A flag is off when unset, empty or "0" (EMBER_FUSION: on unless "0"). Each is read once, when
 // first needed, and a setter in the header named beside it overrides it. kernels/ reads none of
-// them but EMBER_NO_AVX512, read where cpuid is (any kernel may ask first); core hands the others
+// them but EMBER_NO_AVX512, read where cpuid is, and EMBER_NUM_THREADS, read where the pool is
+// (any kernel may ask first); core hands the others
 // down (kernels::cuda::set_sync_debug, set_deterministic, set_allow_tf32) before its first CUDA work.
 #pragma once
 

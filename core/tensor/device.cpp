@@ -7,6 +7,7 @@
 #include "core/base/error.h"
 #include "core/cuda/runtime.h"
 #include "kernels/gemm.h"
+#include "kernels/parallel.h"
 
 namespace ember {
 
@@ -61,7 +62,8 @@ std::string Device::best_reason() {
   return detail::concat("cpu (no CUDA device: ", cuda::unavailable_reason(), ")");
 }
 
-void set_num_threads(int threads) { kernels::cpu::set_num_threads(threads); }
+void set_num_threads(int threads) { kernels::cpu::set_compute_threads(threads); }
+int num_threads() { return kernels::cpu::compute_threads(); }
 const char* cpu_gemm_library() { return kernels::cpu::blas_name(); }
 double cpu_gemm_seconds() { return kernels::cpu::gemm_seconds(); }
 

@@ -44,9 +44,11 @@ std::ostream& operator<<(std::ostream& out, const Device& device);
 // suggests Device::best() or --device cpu.
 void require_usable(const Device& device);
 
-// The number of threads CPU compute uses (OpenBLAS's pool), like torch.set_num_threads; values
-// below 1 are ignored.
+// The number of threads CPU compute uses, the caller's included, like torch.set_num_threads:
+// ember's pool runs its kernels and the blocks of large GEMMs (Note [CPU threads] in
+// kernels/parallel.h). 1 unless EMBER_NUM_THREADS says otherwise; values below 1 are ignored.
 void set_num_threads(int threads);
+int num_threads();
 // The library behind CPU matrix products in this build: "openblas" or "builtin".
 const char* cpu_gemm_library();
 // Seconds the calling thread has spent in CPU matrix products (every Linear's and convolution's

@@ -1,5 +1,5 @@
-// CPU convolutions by im2col + GEMM (Winograd's path is in winograd.cpp), max pooling, per-channel
-// bias and batch normalization.
+// CPU convolutions by im2col + GEMM (Winograd's path is in winograd.cpp, max pooling in pool.cpp),
+// per-channel bias and batch normalization.
 // Per-channel statistics accumulate in double, in a fixed order.
 #include <immintrin.h>
 
@@ -15,6 +15,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
+#include "kernels/parallel.h"
 
 namespace ember::kernels::cpu {
 
@@ -193,97 +194,75 @@ void col2im(const T* columns, T* image, const ConvGeometry& g) {
       [](const T*) {});
 }
 
+namespace {
+// Backward filter's groups of images (im2col path), each summed into a partial of its own: a
+// function of the batch, never of the threads (Note [CPU threads]).
+constexpr std::size_t kFilterGroups = 8;
+std::size_t filter_groups(const ConvGeometry& g) { return std::min(kFilterGroups, std::max<std::size_t>(1, g.n)); }
+std::size_t patch_size(const ConvGeometry& g) { return g.c * g.kh * g.kw; }
+}  // namespace
+
 std::size_t conv2d_workspace_elements(const ConvGeometry& g) {
-  return winograd_applies(g) ? winograd_workspace_elements(g) : g.c * g.kh * g.kw * g.oh() * g.ow();
+  return winograd_applies(g) ? winograd_workspace_elements(g) : filter_groups(g) * g.k * patch_size(g);
 }
 
+// The im2col path: images are the parallel parts, each thread's columns in its own scratch.
 template <class T>
 void conv2d_forward(const T* x, const T* w, const T* bias, T* y, const ConvGeometry& g, T* workspace, bool relu) {
   if (winograd_applies(g)) return winograd_forward(x, w, bias, y, g, workspace, relu);
-  const std::size_t patch = g.c * g.kh * g.kw, out = g.oh() * g.ow();
-  for (std::size_t i = 0; i < g.n; ++i) {
-    T* yi = y + i * g.k * out;
-    // With a bias, the output starts as the bias and the GEMM adds to it (β = 1): one pass over
-    // an image's output while it is in cache, instead of a pass over the whole batch afterwards.
-    if (bias)
-      for (std::size_t k = 0; k < g.k; ++k) std::fill(yi + k * out, yi + (k + 1) * out, bias[k]);
-    im2col(x + i * g.c * g.h * g.w, workspace, g);
-    gemm<T>(Transpose::no, Transpose::no, g.k, out, patch, T(1), w, patch, workspace, out, bias ? T(1) : T(0), yi, out);
-    if (relu) unary<T>(UnaryOp::relu, yi, yi, g.k * out);
-  }
+  const std::size_t patch = patch_size(g), out = g.oh() * g.ow();
+  parallel_parts(g.n, [&](std::size_t first, std::size_t last) {
+    T* columns = thread_scratch<T>(0, patch * out);
+    for (std::size_t i = first; i < last; ++i) {
+      T* yi = y + i * g.k * out;
+      // With a bias, the output starts as the bias and the GEMM adds to it (β = 1): one pass over
+      // an image's output while it is in cache, instead of a pass over the whole batch afterwards.
+      if (bias)
+        for (std::size_t k = 0; k < g.k; ++k) std::fill(yi + k * out, yi + (k + 1) * out, bias[k]);
+      im2col(x + i * g.c * g.h * g.w, columns, g);
+      gemm<T>(Transpose::no, Transpose::no, g.k, out, patch, T(1), w, patch, columns, out, bias ? T(1) : T(0), yi, out);
+      if (relu) unary<T>(UnaryOp::relu, yi, yi, g.k * out);
+    }
+  });
 }
 
 template <class T>
 void conv2d_backward_data(const T* dy, const T* w, T* dx, const ConvGeometry& g, T* workspace) {
   if (winograd_applies(g)) return winograd_backward_data(dy, w, dx, g, workspace);
-  const std::size_t patch = g.c * g.kh * g.kw, out = g.oh() * g.ow(), image = g.c * g.h * g.w;
-  std::fill(dx, dx + g.n * image, T(0));
-  for (std::size_t i = 0; i < g.n; ++i) {
-    gemm<T>(Transpose::yes, Transpose::no, patch, out, g.k, T(1), w, patch, dy + i * g.k * out, out, T(0), workspace,
-            out);
-    col2im(workspace, dx + i * image, g);
-  }
+  const std::size_t patch = patch_size(g), out = g.oh() * g.ow(), image = g.c * g.h * g.w;
+  parallel_parts(g.n, [&](std::size_t first, std::size_t last) {
+    T* columns = thread_scratch<T>(0, patch * out);
+    std::fill(dx + first * image, dx + last * image, T(0));
+    for (std::size_t i = first; i < last; ++i) {
+      gemm<T>(Transpose::yes, Transpose::no, patch, out, g.k, T(1), w, patch, dy + i * g.k * out, out, T(0), columns,
+              out);
+      col2im(columns, dx + i * image, g);
+    }
+  });
 }
 
 template <class T>
 void conv2d_backward_filter(const T* x, const T* dy, T* dw, const ConvGeometry& g, T* workspace) {
   if (winograd_applies(g)) return winograd_backward_filter(x, dy, dw, g, workspace);
-  const std::size_t patch = g.c * g.kh * g.kw, out = g.oh() * g.ow();
-  // Images in order, each GEMM adding to dw: the same sum, in the same order, every run.
-  for (std::size_t i = 0; i < g.n; ++i) {
-    im2col(x + i * g.c * g.h * g.w, workspace, g);
-    gemm<T>(Transpose::no, Transpose::yes, g.k, patch, out, T(1), dy + i * g.k * out, out, workspace, out,
-            i == 0 ? T(0) : T(1), dw, patch);
-  }
-  if (g.n == 0) std::fill(dw, dw + g.k * patch, T(0));
-}
-
-template <class T>
-void max_pool2d_forward(const T* x, T* y, std::int32_t* argmax, const PoolGeometry& g) {
-  const std::size_t oh = g.oh(), ow = g.ow(), plane_size = g.h * g.w;
-  for (std::size_t plane = 0; plane < g.n * g.c; ++plane) {
-    const T* in = x + plane * plane_size;
-    T* out = y + plane * oh * ow;
-    std::int32_t* where = argmax + plane * oh * ow;
-    if (g.kernel == 2 && g.stride == 2) {
-      // The CNN's pooling, unrolled: the four candidates in the generic loop's order, chosen by
-      // selects rather than branches (after a ReLU, ties of zeros make branches unpredictable),
-      // so the loop over a row vectorizes.
-      for (std::size_t oy = 0; oy < oh; ++oy) {
-        const T* r0 = in + 2 * oy * g.w;
-        const T* r1 = r0 + g.w;
-        T* o = out + oy * ow;
-        std::int32_t* at = where + oy * ow;
-        const auto top = static_cast<std::int32_t>(2 * oy * g.w), width = static_cast<std::int32_t>(g.w);
-        for (std::size_t ox = 0; ox < ow; ++ox) {
-          const auto left = top + 2 * static_cast<std::int32_t>(ox);
-          T best = r0[2 * ox];
-          std::int32_t index = left;
-          const T candidates[3] = {r0[2 * ox + 1], r1[2 * ox], r1[2 * ox + 1]};
-          const std::int32_t indices[3] = {left + 1, left + width, left + width + 1};
-          for (std::size_t i = 0; i < 3; ++i) {
-            const bool take = pool_beats(candidates[i], best);
-            best = take ? candidates[i] : best;
-            index = take ? indices[i] : index;
-          }
-          o[ox] = best;
-          at[ox] = index;
-        }
+  const std::size_t patch = patch_size(g), out = g.oh() * g.ow(), groups = filter_groups(g), filters = g.k * patch;
+  // Group j sums its images in order, each GEMM adding to the group's partial; the partials are
+  // then added in group order: the same sum, in the same order, every run and at any thread count.
+  parallel_parts(groups, [&](std::size_t first_group, std::size_t last_group) {
+    T* columns = thread_scratch<T>(0, patch * out);
+    for (std::size_t group = first_group; group < last_group; ++group) {
+      T* partial = workspace + group * filters;
+      const std::size_t first = group * g.n / groups, last = (group + 1) * g.n / groups;
+      if (first == last) std::fill(partial, partial + filters, T(0));
+      for (std::size_t i = first; i < last; ++i) {
+        im2col(x + i * g.c * g.h * g.w, columns, g);
+        gemm<T>(Transpose::no, Transpose::yes, g.k, patch, out, T(1), dy + i * g.k * out, out, columns, out,
+                i == first ? T(0) : T(1), partial, patch);
       }
-      continue;
     }
-    for (std::size_t oy = 0; oy < oh; ++oy)
-      for (std::size_t ox = 0; ox < ow; ++ox) {
-        std::size_t best = oy * g.stride * g.w + ox * g.stride;
-        for (std::size_t ky = 0; ky < g.kernel; ++ky)
-          for (std::size_t kx = 0; kx < g.kernel; ++kx) {
-            const std::size_t i = (oy * g.stride + ky) * g.w + ox * g.stride + kx;
-            if (pool_beats(in[i], in[best])) best = i;
-          }
-        out[oy * ow + ox] = in[best];
-        where[oy * ow + ox] = static_cast<std::int32_t>(best);
-      }
-  }
+  });
+  std::copy(workspace, workspace + filters, dw);
+  for (std::size_t group = 1; group < groups; ++group)
+    for (std::size_t i = 0; i < filters; ++i) dw[i] += workspace[group * filters + i];
 }
 
 std::size_t conv2d_relu_max_pool2d_workspace_elements(const ConvGeometry& g, const PoolGeometry& p) {
@@ -301,22 +280,17 @@ void conv2d_relu_max_pool2d_forward(const T* x, const T* w, const T* bias, T* po
 }
 
 template <class T>
-void max_pool2d_backward(const T* dy, const std::int32_t* argmax, T* dx, const PoolGeometry& g) {
-  const std::size_t oh = g.oh(), ow = g.ow();
-  std::fill(dx, dx + g.n * g.c * g.h * g.w, T(0));
-  for (std::size_t plane = 0; plane < g.n * g.c; ++plane)
-    for (std::size_t o = 0; o < oh * ow; ++o)
-      dx[plane * g.h * g.w + static_cast<std::size_t>(argmax[plane * oh * ow + o])] += dy[plane * oh * ow + o];
-}
-
-template <class T>
 void channel_bias_add(T* y, const T* bias, std::size_t n, std::size_t c, std::size_t hw) {
-  for (std::size_t i = 0; i < n; ++i)
-    for (std::size_t ch = 0; ch < c; ++ch) {
-      T* plane = y + (i * c + ch) * hw;
-      const T b = bias[ch];
-      for (std::size_t p = 0; p < hw; ++p) plane[p] += b;
-    }
+  parallel_for(
+      n * c, items_per_piece(hw),
+      [&](std::size_t first, std::size_t last) {
+        for (std::size_t at = first; at < last; ++at) {
+          T* plane = y + at * hw;
+          const T b = bias[at % c];
+          for (std::size_t p = 0; p < hw; ++p) plane[p] += b;
+        }
+      },
+      1);
 }
 
 template <class T, class Out>
@@ -325,19 +299,24 @@ void channel_bias_grad(const T* dy, Out* dbias, std::size_t n, std::size_t c, st
   // planes in double; the same order every run. bf16 gradients are summed in f32 as their widened
   // copies would be (Note [half precision]).
   constexpr std::size_t lanes = 8;
-  for (std::size_t ch = 0; ch < c; ++ch) {
-    double acc = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      const T* plane = dy + (i * c + ch) * hw;
-      Out partial[lanes] = {};
-      std::size_t p = 0;
-      for (; p + lanes <= hw; p += lanes)
-        for (std::size_t l = 0; l < lanes; ++l) partial[l] += static_cast<Out>(plane[p + l]);
-      for (; p < hw; ++p) partial[0] += static_cast<Out>(plane[p]);
-      for (const Out v : partial) acc += v;
-    }
-    dbias[ch] = static_cast<Out>(acc);
-  }
+  parallel_for(
+      c, items_per_piece(n * hw),
+      [&](std::size_t first, std::size_t last) {
+        for (std::size_t ch = first; ch < last; ++ch) {
+          double acc = 0;
+          for (std::size_t i = 0; i < n; ++i) {
+            const T* plane = dy + (i * c + ch) * hw;
+            Out partial[lanes] = {};
+            std::size_t p = 0;
+            for (; p + lanes <= hw; p += lanes)
+              for (std::size_t l = 0; l < lanes; ++l) partial[l] += static_cast<Out>(plane[p + l]);
+            for (; p < hw; ++p) partial[0] += static_cast<Out>(plane[p]);
+            for (const Out v : partial) acc += v;
+          }
+          dbias[ch] = static_cast<Out>(acc);
+        }
+      },
+      1);
 }
 
 namespace {
@@ -437,10 +416,8 @@ void batch_norm_backward(const T* dy, const T* x, const T* gamma, const T* save_
   template void conv2d_forward<T>(const T*, const T*, const T*, T*, const ConvGeometry&, T*, bool);               \
   template void conv2d_backward_data<T>(const T*, const T*, T*, const ConvGeometry&, T*);                         \
   template void conv2d_backward_filter<T>(const T*, const T*, T*, const ConvGeometry&, T*);                       \
-  template void max_pool2d_forward<T>(const T*, T*, std::int32_t*, const PoolGeometry&);                          \
   template void conv2d_relu_max_pool2d_forward<T>(const T*, const T*, const T*, T*, std::int32_t*,                \
                                                   const ConvGeometry&, const PoolGeometry&, T*);                  \
-  template void max_pool2d_backward<T>(const T*, const std::int32_t*, T*, const PoolGeometry&);                   \
   template void channel_bias_add<T>(T*, const T*, std::size_t, std::size_t, std::size_t);                         \
   template void channel_bias_grad<T>(const T*, T*, std::size_t, std::size_t, std::size_t);                        \
   template void batch_norm_forward_train<T>(const T*, const T*, const T*, T*, T*, T*, T*, T*, std::size_t,        \

@@ -5,6 +5,7 @@
 
 #include "core/base/half.h"
 #include "kernels/cpu_features.h"
+#include "kernels/parallel.h"
 
 namespace ember::kernels::cpu {
 namespace {
@@ -45,13 +46,21 @@ __attribute__((target("avx512f,avx512bw"))) void apply_mask_bf16_avx512(const bf
   apply_mask_loop(dy, mask, dx, n, p);
 }
 
-}  // namespace
-
 template <class T>
-void dropout_backward(const T* dy, const std::uint8_t* mask, T* dx, std::size_t n, float p) {
+void apply_mask(const T* dy, const std::uint8_t* mask, T* dx, std::size_t n, float p) {
   if constexpr (std::is_same_v<T, bfloat16>)
     if (cpu_has_avx512bw()) return apply_mask_bf16_avx512(dy, mask, dx, n, p);
   apply_mask_loop(dy, mask, dx, n, p);
+}
+
+}  // namespace
+
+// Both in parallel pieces (Note [CPU threads]): element i's draw depends on offset + i only.
+template <class T>
+void dropout_backward(const T* dy, const std::uint8_t* mask, T* dx, std::size_t n, float p) {
+  parallel_for(n, kElementsPerPiece, [&](std::size_t begin, std::size_t end) {
+    apply_mask(dy + begin, mask + begin, dx + begin, end - begin, p);
+  });
 }
 
 template <class T>
@@ -59,8 +68,10 @@ void dropout_forward(const T* x, T* y, std::uint8_t* mask, std::size_t n, float 
                      std::uint64_t offset) {
   // The mask first, then the values from it: one loop doing both branches on each random keep
   // (a misprediction in four at p = 0.25); apart, the second loop is branch-free and vectorizes.
-  keep_mask(mask, n, p, seed, offset);
-  dropout_backward(x, mask, y, n, p);
+  parallel_for(n, kElementsPerPiece, [&](std::size_t begin, std::size_t end) {
+    keep_mask(mask + begin, end - begin, p, seed, offset + begin);
+    apply_mask(x + begin, mask + begin, y + begin, end - begin, p);
+  });
 }
 
 #define EMBER_INSTANTIATE(T)                                                                                       \

@@ -6,14 +6,18 @@
 #include "kernels/elementwise.h"
 
 #include "kernels/cpu_features.h"
+#include "kernels/parallel.h"
 
 namespace ember::kernels::cpu {
 namespace {
 
 // y[i] = f(x[i]), one loop per formula (the op is a template argument), so each vectorizes.
+// Elementwise loops run in parallel pieces (Note [CPU threads]): the same bits wherever they are cut.
 template <class T, class F>
 void map(const T* x, T* y, std::size_t n, F f) {
-  for (std::size_t i = 0; i < n; ++i) y[i] = f(x[i]);
+  parallel_for(n, kElementsPerPiece, [&](std::size_t begin, std::size_t end) {
+    for (std::size_t i = begin; i < end; ++i) y[i] = f(x[i]);
+  });
 }
 
 template <BinaryOp Op, class T>
@@ -57,7 +61,9 @@ void unary(UnaryOp op, const T* x, T* y, std::size_t n, OpArgs<T> args) {
 template <class T>
 void binary(BinaryOp op, const T* a, const T* b, T* out, std::size_t n) {
   with_binary_op(op, [&](auto op_c) {
-    for (std::size_t i = 0; i < n; ++i) out[i] = binary_formula<decltype(op_c)::value>(a[i], b[i]);
+    parallel_for(n, kElementsPerPiece, [&](std::size_t begin, std::size_t end) {
+      for (std::size_t i = begin; i < end; ++i) out[i] = binary_formula<decltype(op_c)::value>(a[i], b[i]);
+    });
   });
 }
 
@@ -96,12 +102,15 @@ void activation_grad(ActivationGrad op, const T* dy, const T* saved, T* dx, std:
                      OpArgs<T> args) {
   with_activation_grad(op, [&](auto op_c) {
     // One loop per (op, mode), so each vectorizes.
-    if (mode == WriteMode::overwrite) {
-      for (std::size_t i = 0; i < n; ++i) dx[i] = activation_grad_formula<decltype(op_c)::value>(dy[i], saved[i], args);
-    } else {
-      for (std::size_t i = 0; i < n; ++i)
-        dx[i] += activation_grad_formula<decltype(op_c)::value>(dy[i], saved[i], args);
-    }
+    parallel_for(n, kElementsPerPiece, [&](std::size_t begin, std::size_t end) {
+      if (mode == WriteMode::overwrite) {
+        for (std::size_t i = begin; i < end; ++i)
+          dx[i] = activation_grad_formula<decltype(op_c)::value>(dy[i], saved[i], args);
+      } else {
+        for (std::size_t i = begin; i < end; ++i)
+          dx[i] += activation_grad_formula<decltype(op_c)::value>(dy[i], saved[i], args);
+      }
+    });
   });
 }
 
@@ -125,8 +134,13 @@ __attribute__((target("avx512f,avx512bw"), flatten)) void activation_grad_bf16_a
 
 void activation_grad_bf16(ActivationGrad op, const bfloat16* dy, const bfloat16* saved, bfloat16* dx, std::size_t n,
                           OpArgs<float> args) {
-  if (cpu_has_avx512bw()) return activation_grad_bf16_avx512(op, dy, saved, dx, n, args);
-  activation_grad_bf16_loop(op, dy, saved, dx, n, args);
+  parallel_for(n, kElementsPerPiece, [&](std::size_t begin, std::size_t end) {
+    const std::size_t count = end - begin;
+    if (cpu_has_avx512bw())
+      activation_grad_bf16_avx512(op, dy + begin, saved + begin, dx + begin, count, args);
+    else
+      activation_grad_bf16_loop(op, dy + begin, saved + begin, dx + begin, count, args);
+  });
 }
 
 template <class T>
@@ -160,13 +174,21 @@ __attribute__((target("avx512f,avx512bw"))) void bf16_to_f32_avx512(const std::u
 }
 
 void f32_to_bf16(const float* x, std::uint16_t* y, std::size_t n) {
-  if (cpu_has_avx512bw()) return f32_to_bf16_avx512(x, y, n);
-  to_bf16(x, y, n);
+  parallel_for(n, kElementsPerPiece, [&](std::size_t begin, std::size_t end) {
+    if (cpu_has_avx512bw())
+      f32_to_bf16_avx512(x + begin, y + begin, end - begin);
+    else
+      to_bf16(x + begin, y + begin, end - begin);
+  });
 }
 
 void bf16_to_f32(const std::uint16_t* x, float* y, std::size_t n) {
-  if (cpu_has_avx512bw()) return bf16_to_f32_avx512(x, y, n);
-  from_bf16(x, y, n);
+  parallel_for(n, kElementsPerPiece, [&](std::size_t begin, std::size_t end) {
+    if (cpu_has_avx512bw())
+      bf16_to_f32_avx512(x + begin, y + begin, end - begin);
+    else
+      from_bf16(x + begin, y + begin, end - begin);
+  });
 }
 
 }  // namespace

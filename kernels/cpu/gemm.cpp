@@ -1,11 +1,26 @@
 // CPU GEMM: OpenBLAS when ember is built with it, else a builtin blocked GEMM (slow, correct).
+//
+// Note [parallel GEMM]
+// ~~~~~~~~~~~~~~~~~~~~
+// OpenBLAS runs on one thread of its own (Note [CPU threads]); a GEMM large enough is cut by ember
+// into blocks that run on the pool, each an OpenBLAS call of its own. OpenBLAS's results depend on
+// how a product is cut (its edge kernels sum k in other orders), so the blocks are a function of
+// the shape alone, and one thread runs the same blocks in turn: the same bits at any thread count.
+// - Blocks of C's longer side (rows or columns, whole multiples of 16), each of at least
+//   kMinPartProducts multiply-adds, at most kMaxBlocks: each block repacks the operand they share,
+//   so this cut is taken only while the repacking stays under 1/32 of the arithmetic.
+// - Otherwise, where k is long (the CNN's dense layer: 64×128 from k = 9216), blocks of k: each
+//   computes a partial C, and the partials are added in block order afterwards.
+// - Otherwise one call.
 #include <algorithm>
 #include <chrono>
+#include <mutex>
 #include <vector>
 
 #include "core/base/config.h"
 #include "core/base/error.h"
 #include "kernels/gemm.h"
+#include "kernels/parallel.h"
 
 #if EMBER_WITH_OPENBLAS
 #include <cblas.h>
@@ -68,32 +83,90 @@ void library_gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std:
   gemm_builtin(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 #endif
+
+constexpr double kMinPartProducts = 2.0 * 1024 * 1024;
+constexpr std::size_t kMaxBlocks = 8;
+
+// Blocks along `side` elements, each of at least kMinPartProducts multiply-adds and `minimum` long.
+std::size_t block_count(std::size_t side, double products_per_element, std::size_t minimum) {
+  const double by_work = products_per_element * static_cast<double>(side) / kMinPartProducts;
+  const std::size_t by_side = side / minimum;
+  return std::max<std::size_t>(1, std::min({kMaxBlocks, by_side, static_cast<std::size_t>(by_work)}));
+}
+std::size_t block_length(std::size_t side, std::size_t blocks) { return (side / blocks + 15) / 16 * 16; }
+
+template <class T>
+void split_gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
+                std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
+  const double products = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  const bool by_rows = m >= n;
+  const std::size_t side = by_rows ? m : n;
+  const std::size_t blocks = block_count(side, products / static_cast<double>(side), 16);
+  const double repacked =
+      static_cast<double>(blocks - 1) * static_cast<double>(k) * static_cast<double>(by_rows ? n : m);
+  if (blocks > 1 && repacked * 32 <= products) {
+    const std::size_t length = block_length(side, blocks);
+    parallel_parts((side + length - 1) / length, [&](std::size_t first_block, std::size_t last_block) {
+      for (std::size_t block = first_block; block < last_block; ++block) {  // one call each, whoever runs it
+        const std::size_t first = block * length, last = std::min(side, first + length);
+        if (by_rows) {
+          const T* a_rows = ta == Transpose::no ? a + first * lda : a + first;
+          library_gemm(ta, tb, last - first, n, k, alpha, a_rows, lda, b, ldb, beta, c + first * ldc, ldc);
+        } else {
+          const T* b_columns = tb == Transpose::no ? b + first : b + first * ldb;
+          library_gemm(ta, tb, m, last - first, k, alpha, a, lda, b_columns, ldb, beta, c + first, ldc);
+        }
+      }
+    });
+    return;
+  }
+  const std::size_t k_blocks = block_count(k, static_cast<double>(m) * static_cast<double>(n), 256);
+  if (k_blocks < 2) return library_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  // Partial products of blocks of k, in the calling thread's scratch, added to C in block order.
+  const std::size_t length = block_length(k, k_blocks), count = (k + length - 1) / length;
+  T* partials = thread_scratch<T>(1, count * m * n);
+  parallel_parts(count, [&](std::size_t first_block, std::size_t last_block) {
+    for (std::size_t block = first_block; block < last_block; ++block) {
+      const std::size_t first = block * length, depth = std::min(k, first + length) - first;
+      const T* a_block = ta == Transpose::no ? a + first : a + first * lda;
+      const T* b_block = tb == Transpose::no ? b + first * ldb : b + first;
+      library_gemm(ta, tb, m, n, depth, T(1), a_block, lda, b_block, ldb, T(0), partials + block * m * n, n);
+    }
+  });
+  for (std::size_t i = 0; i < m; ++i)
+    for (std::size_t j = 0; j < n; ++j) {
+      T sum = partials[i * n + j];
+      for (std::size_t block = 1; block < count; ++block) sum += partials[(block * m + i) * n + j];
+      T* out = c + i * ldc + j;
+      *out = beta == T(0) ? alpha * sum : alpha * sum + beta * *out;
+    }
+}
 }  // namespace
 
 template <class T>
 void gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda,
           const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
   if (m == 0 || n == 0) return;
+  hold_library_threads();
   // BLAS rejects k = 0 with lda = 0 in some builds; the builtin path just scales C by beta.
   const auto start = std::chrono::steady_clock::now();
   if (k == 0)
     gemm_builtin(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   else
-    library_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    split_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   seconds_in_gemm += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 double gemm_seconds() { return seconds_in_gemm; }
 
 #if EMBER_WITH_OPENBLAS
-void set_num_threads(int threads) {
-  if (threads > 0) openblas_set_num_threads(threads);
+void hold_library_threads() {
+  static std::once_flag once;
+  std::call_once(once, [] { openblas_set_num_threads(1); });
 }
-int num_threads() { return openblas_get_num_threads(); }
 const char* blas_name() { return "openblas"; }
 #else
-void set_num_threads(int) {}
-int num_threads() { return 1; }
+void hold_library_threads() {}
 const char* blas_name() { return "builtin"; }
 #endif
 

@@ -10,6 +10,7 @@
 
 #include "core/base/error.h"
 #include "kernels/cpu_features.h"
+#include "kernels/parallel.h"
 
 namespace ember::kernels::cpu {
 namespace {
@@ -192,17 +193,16 @@ void row_block(const bfloat16* a, std::size_t lda, std::size_t n, std::size_t k,
   }
 }
 
+// Rows [first_row, last_row) of C from the packed B.
 template <class Out>
-void gemm_avx512_bf16(std::size_t m, std::size_t n, std::size_t k, const bfloat16* a, std::size_t lda, BView b, Out* c,
-                      std::size_t ldc, bool accumulate) {
-  thread_local std::vector<std::uint16_t> packed;
-  pack_b(n, k, b, packed);
+void row_blocks(std::size_t first_row, std::size_t last_row, std::size_t n, std::size_t k, const bfloat16* a,
+                std::size_t lda, const std::uint16_t* packed, Out* c, std::size_t ldc, bool accumulate) {
   const std::size_t panel_size = (k + 1) / 2 * 2 * kPanel;
   // Columns in chunks whose packed B stays in the core's L2 cache while every row passes over it.
   const std::size_t chunk = std::max<std::size_t>(2 * kPanel, (256 * 1024 / (2 * panel_size)) * kPanel);
   for (std::size_t j = 0; j < n; j += chunk) {
     const std::size_t width = std::min(chunk, n - j);
-    const std::uint16_t* b_chunk = packed.data() + (j / kPanel) * panel_size;
+    const std::uint16_t* b_chunk = packed + (j / kPanel) * panel_size;
     // Full blocks of kRows rows, then the rest with a block of its own height.
     using RowBlock =
         void (*)(const bfloat16*, std::size_t, std::size_t, std::size_t, const std::uint16_t*, Out*, std::size_t, bool);
@@ -210,11 +210,29 @@ void gemm_avx512_bf16(std::size_t m, std::size_t n, std::size_t k, const bfloat1
     static constexpr RowBlock kByRows[kRows + 1] = {nullptr,           row_block<1, Out>, row_block<2, Out>,
                                                     row_block<3, Out>, row_block<4, Out>, row_block<5, Out>,
                                                     row_block<6, Out>};
-    for (std::size_t i = 0; i < m; i += kRows) {
-      const std::size_t rows = std::min(kRows, m - i);
+    for (std::size_t i = first_row; i < last_row; i += kRows) {
+      const std::size_t rows = std::min(kRows, last_row - i);
       kByRows[rows](a + i * lda, lda, width, k, b_chunk, c + i * ldc + j, ldc, accumulate);
     }
   }
+}
+
+// The blocks of kRows rows are the parallel pieces (Note [CPU threads]), B packed once by the
+// caller: every element of C is the same dot product whoever computes it.
+template <class Out>
+void gemm_avx512_bf16(std::size_t m, std::size_t n, std::size_t k, const bfloat16* a, std::size_t lda, BView b, Out* c,
+                      std::size_t ldc, bool accumulate) {
+  thread_local std::vector<std::uint16_t> packed;
+  pack_b(n, k, b, packed);
+  const std::uint16_t* panels = packed.data();
+  const std::size_t blocks = (m + kRows - 1) / kRows;
+  const std::size_t blocks_per_piece = std::max<std::size_t>(1, (std::size_t{1} << 21) / (kRows * n * k));
+  parallel_for(
+      blocks, blocks_per_piece,
+      [&](std::size_t first, std::size_t last) {
+        row_blocks(first * kRows, std::min(m, last * kRows), n, k, a, lda, panels, c, ldc, accumulate);
+      },
+      1);
 }
 
 }  // namespace

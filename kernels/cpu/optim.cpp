@@ -1,6 +1,10 @@
 // CPU twins of the multi-tensor optimizer updates.
 #include "kernels/optim_math.h"
 
+#include <algorithm>
+
+#include "kernels/parallel.h"
+
 namespace ember::kernels::cpu {
 
 void advance_steps(const ParamSlot* slots, std::size_t count) {
@@ -25,20 +29,34 @@ void adam_loop(float* __restrict param, const float* __restrict grad, float* __r
   const AdamCorrections k = adam_corrections(config, lr, step);
   for (std::size_t i = 0; i < n; ++i) adam_update(param[i], grad[i], m[i], v[i], config, lr, k);
 }
+// update(slot, first, last) for the elements [first, last) of each slot, all slots' elements in
+// parallel pieces (Note [CPU threads]): within a large parameter as well as across small ones.
+template <class Update>
+void for_slot_ranges(const ParamSlot* slots, std::size_t count, Update update) {
+  std::size_t total = 0;
+  for (std::size_t s = 0; s < count; ++s) total += slots[s].n;
+  parallel_for(total, kElementsPerPiece / 4, [&](std::size_t begin, std::size_t end) {
+    std::size_t start = 0;
+    for (std::size_t s = 0; s < count && start < end; start += slots[s].n, ++s) {
+      const std::size_t first = std::max(begin, start), last = std::min(end, start + slots[s].n);
+      if (first < last) update(slots[s], first - start, last - start);
+    }
+  });
+}
 }  // namespace
 
 void sgd_step(const ParamSlot* slots, std::size_t count, const SgdConfig& config, const float* lr) {
-  for (std::size_t s = 0; s < count; ++s) {
-    const ParamSlot& slot = slots[s];
-    sgd_loop(slot.param, slot.grad, slot.state0, slot.n, config, *lr, *slot.step <= 1.0f);
-  }
+  for_slot_ranges(slots, count, [&](const ParamSlot& slot, std::size_t first, std::size_t last) {
+    sgd_loop(slot.param + first, slot.grad + first, slot.state0 ? slot.state0 + first : nullptr, last - first, config,
+             *lr, *slot.step <= 1.0f);
+  });
 }
 
 void adam_step(const ParamSlot* slots, std::size_t count, const AdamConfig& config, const float* lr) {
-  for (std::size_t s = 0; s < count; ++s) {
-    const ParamSlot& slot = slots[s];
-    adam_loop(slot.param, slot.grad, slot.state0, slot.state1, slot.n, config, *lr, *slot.step);
-  }
+  for_slot_ranges(slots, count, [&](const ParamSlot& slot, std::size_t first, std::size_t last) {
+    adam_loop(slot.param + first, slot.grad + first, slot.state0 + first, slot.state1 + first, last - first, config,
+              *lr, *slot.step);
+  });
 }
 
 }  // namespace ember::kernels::cpu
