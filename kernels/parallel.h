@@ -14,7 +14,8 @@
 //   partial of its own and adds the partials in part order afterwards: the same bits at any
 //   thread count too (tests/kernels/test_parallel.cpp runs every parallel kernel at 1, 2 and 3).
 // - Small work stays on the calling thread: a loop runs in parallel only when it has at least
-//   two parts of `grain` elements each; the grains are measured (docs/results/cpu-threads.md).
+//   two parts of `grain` elements each (kElementsPerPiece below; GEMM blocks: Note [parallel
+//   GEMM]). Softmax cross-entropy over a batch's 10 classes is far below it and stays serial.
 // - Nested loops (a kernel called from inside a part) run on the thread that calls them.
 // - Workers wait for work spinning for a few microseconds, then sleeping on a futex (std::atomic
 //   wait): a step's kernels follow each other within microseconds, and a sleeping thread takes
@@ -26,9 +27,9 @@
 
 namespace ember::kernels::cpu {
 
-// The fewest elements an elementwise loop hands to a thread (about 10 µs of simple work; a
-// hand-over costs a few µs when the workers spin, tens when they sleep): measured,
-// docs/results/cpu-threads.md.
+// The fewest elements an elementwise loop hands to a thread: about 10 µs of simple work, where a
+// hand-over costs a few µs while the workers spin and tens once they sleep. Chosen by that
+// estimate; a sweep of it on more cores is still to be made (docs/results/cpu-threads.md).
 constexpr std::size_t kElementsPerPiece = 32 * 1024;
 // Items (rows, planes, channels) of `elements` values each that make at least such a piece.
 constexpr std::size_t items_per_piece(std::size_t elements) {
