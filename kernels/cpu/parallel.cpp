@@ -126,9 +126,7 @@ std::atomic<int> configured{0};
 
 Pool& pool_locked() {
   if (!pool) {
-    int n = configured.load();
-    if (n == 0) configured.store(n = threads_from_environment());
-    pool = std::make_unique<Pool>(n);
+    pool = std::make_unique<Pool>(compute_threads());
   }
   return *pool;
 }
@@ -145,8 +143,10 @@ void set_compute_threads(int threads) {
 }
 
 int compute_threads() {
-  const int n = configured.load();
-  return n > 0 ? n : threads_from_environment();
+  const int n = configured.load(std::memory_order_relaxed);
+  if (n > 0) return n;
+  static const int from_environment = threads_from_environment();  // read once, not per loop
+  return from_environment;
 }
 
 bool in_parallel_region() { return inside_part; }

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Mixed-precision training speed: ember in f32 and bf16 (mnist_train --precision; f16 too on CUDA)
 next to PyTorch eager, torch.compile and bf16 autocast (eager and compiled), interleaved run by run,
-on the same images — on the CPU with one thread each, or on a CUDA GPU.
+on the same images — on the CPU with the same number of threads each (--threads, 1 by default), or
+on a CUDA GPU.
 
     scripts/compare/mixed_precision.py --train build/apps/mnist_train --data data/mnist \
-        --python VENV/bin/python [--device cpu|cuda] [--models mlp,cnn] [--rounds 3] [--epochs 3]
+        --python VENV/bin/python [--device cpu|cuda] [--threads 1] [--models mlp,cnn] [--rounds 3] [--epochs 3]
 
 Models: the MLP 784-512-256-10 (SGD 0.5, batch 128, [0, 1] inputs) and the CNN of PyTorch's MNIST
 example (Adam 0.002 ×0.6 per epoch, batch 64, normalized inputs, dropout). Both sides hold the
@@ -35,9 +36,9 @@ TORCH = ["PyTorch eager", "PyTorch compile", "PyTorch bf16 autocast", "PyTorch c
 MODEL_FLAGS = {"mlp": ["--hidden", "512,256"], "cnn": ["--model", "cnn"]}
 
 
-def run_ember(train, data, model, flags, epochs, log, device):
+def run_ember(train, data, model, flags, epochs, log, device, threads):
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-    where = ["--threads", "1", "--workers", "0"] if device == "cpu" else ["--device", device]
+    where = ["--threads", str(threads), "--workers", "0"] if device == "cpu" else ["--device", device]
     subprocess.run([train, "--data", data, *MODEL_FLAGS[model], *flags, "--epochs", str(epochs), "--val-size", "0",
                     *where, "--preload", "--json-log", log], check=True, stdout=subprocess.DEVNULL, env=env)
     lines = [json.loads(line) for line in open(log)]
@@ -45,12 +46,12 @@ def run_ember(train, data, model, flags, epochs, log, device):
     return statistics.median(rates[1:] if len(rates) > 1 else rates)
 
 
-def torch_worker(data, model_name, config, epochs, device):
+def torch_worker(data, model_name, config, epochs, device, threads):
     """One PyTorch run in this process; prints its median rate after the first epoch."""
     import torch
     from compare_pytorch import limit_torch_threads, read_idx
     if device == "cpu":
-        limit_torch_threads(1)
+        limit_torch_threads(threads)
     torch.manual_seed(0)
     nn = torch.nn
     x = torch.from_numpy(read_idx(data, "train-images-idx3-ubyte").copy()).float().div_(255)
@@ -93,10 +94,10 @@ def torch_worker(data, model_name, config, epochs, device):
     print(statistics.median(rates[1:] if len(rates) > 1 else rates))
 
 
-def run_torch(python, data, model, config, epochs, device):
+def run_torch(python, data, model, config, epochs, device, threads):
     out = subprocess.run([python, os.path.abspath(__file__), "--torch-worker", model, config, "--data", data,
-                          "--epochs", str(epochs), "--device", device], check=True, capture_output=True, text=True,
-                         env=dict(os.environ, OMP_NUM_THREADS="1"))
+                          "--epochs", str(epochs), "--device", device, "--threads", str(threads)], check=True,
+                         capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS=str(threads)))
     return float(out.stdout.strip().splitlines()[-1])
 
 
@@ -106,7 +107,8 @@ def main():
     parser.add_argument("--data", required=True)
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--models", default="mlp,cnn")
-    parser.add_argument("--device", default="cpu", help="cpu (one thread each) or cuda")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--threads", type=int, default=1, help="CPU threads, the same on both sides")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--configs", help="comma-separated configurations to run (default: all; the table's "
@@ -114,7 +116,7 @@ def main():
     parser.add_argument("--torch-worker", nargs=2, metavar=("MODEL", "CONFIG"))
     opts = parser.parse_args()
     if opts.torch_worker:
-        return torch_worker(opts.data, *opts.torch_worker, opts.epochs, opts.device)
+        return torch_worker(opts.data, *opts.torch_worker, opts.epochs, opts.device, opts.threads)
     version = subprocess.run([opts.python, "-c", "import torch; print(torch.__version__)"], check=True,
                              capture_output=True, text=True).stdout.strip()
     # On CUDA the MLP's bf16 runs the fused step; its autograd step is shown beside it, and f16.
@@ -134,14 +136,14 @@ def main():
                 for name in results:
                     if name in ember:
                         rate = run_ember(opts.train, opts.data, model, ember[name], opts.epochs,
-                                         os.path.join(work, "log.jsonl"), opts.device)
+                                         os.path.join(work, "log.jsonl"), opts.device, opts.threads)
                     else:
                         rate = run_torch(opts.python, opts.data, model, name[len("PyTorch "):], opts.epochs,
-                                         opts.device)
+                                         opts.device, opts.threads)
                     results[name].append(rate)
                     print(f"{model} round {round_ + 1} {name}: {rate:.0f} images/s", flush=True)
         median = {name: statistics.median(rates) for name, rates in results.items()}
-        where = "1 thread" if opts.device == "cpu" else opts.device
+        where = f"{opts.threads} thread{'s' if opts.threads > 1 else ''}" if opts.device == "cpu" else opts.device
         print(f"\n{model}: PyTorch {version}, {where}, {opts.rounds} rounds of {opts.epochs} epochs (median of the "
               "epochs after the first)\n")
         print("| configuration | images/s (median) | range | × PyTorch bf16 autocast | × ember f32 |")
