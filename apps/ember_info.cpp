@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   try {
     std::cout << "ember " << EMBER_VERSION << " (CUDA backend: " << (ember::cuda::built_with_cuda() ? "yes" : "no")
               << ", CPU GEMM: " << ember::cpu_gemm_library() << ")\n";
+    std::cout << "CPU GEMM kernels: " << ember::cpu_gemm_kernels() << "\n";
     std::cout << "CUDA devices: " << ember::cuda::device_count();
     if (!ember::cuda::is_available()) std::cout << " (" << ember::cuda::unavailable_reason() << ")";
     std::cout << "\n";

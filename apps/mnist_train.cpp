@@ -213,10 +213,10 @@ void print_header(const Settings& s, const Run& run) {
   std::printf("recipe: %s (%s)\n", describe(s.recipe).c_str(),
               s.overridden.empty() ? ("the " + s.model + " default").c_str() : ("set by" + s.overridden).c_str());
   const data::Normalization& norm = run.card.normalization;
-  std::printf("optimizer: %s, momentum %g, weight decay %g; inputs %s; %d CPU thread%s\n",
+  std::printf("optimizer: %s, momentum %g, weight decay %g; inputs %s; %d CPU thread%s, GEMM kernels %s\n",
               run.optimizer->type_name().c_str(), s.optimizer.momentum, s.optimizer.weight_decay,
               s.recipe.normalize ? detail::concat("(pixel/255 - ", norm.mean, ") / ", norm.std).c_str() : "pixel/255",
-              s.threads, s.threads == 1 ? "" : "s");
+              s.threads, s.threads == 1 ? "" : "s", cpu_gemm_kernels().c_str());
   std::fflush(stdout);
 }
 

@@ -3,9 +3,11 @@
 // Shapes: y, dy, dx are [rows, cols] row-major, bias and dbias [cols].
 // The column sums are deterministic: a fixed order on each backend (on CUDA, rows split as
 // sum_workspace_size(1, rows, cols) says; `workspace` holds that many floats, null when 0).
-// CPU: float and double, synchronous. CUDA: float (the backward also bf16 and f16), enqueued on `stream`.
+// CPU: float and double (the backward also bf16), synchronous. CUDA: float (the backward also bf16
+// and f16), enqueued on `stream`.
 #pragma once
 
+#include "core/base/half.h"
 #include "kernels/common.h"
 
 namespace ember::kernels::cpu {
@@ -18,6 +20,9 @@ void bias_forward(T* y, const T* bias, std::size_t rows, std::size_t cols);
 // dx = dy·[y > 0] (overwritten; dx may be dy) and dbias = Σ_rows dx (overwritten).
 template <class T>
 void bias_relu_backward(const T* dy, const T* y, T* dx, T* dbias, std::size_t rows, std::size_t cols);
+template <>
+void bias_relu_backward<bfloat16>(const bfloat16* dy, const bfloat16* y, bfloat16* dx, bfloat16* dbias,
+                                  std::size_t rows, std::size_t cols);
 }  // namespace ember::kernels::cpu
 
 namespace ember::kernels::cuda {

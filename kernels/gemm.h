@@ -6,6 +6,8 @@
 // β = 0 means C is not read (NaN in C does not propagate), as in BLAS.
 #pragma once
 
+#include <string>
+
 #include "core/base/dtype.h"
 #include "kernels/common.h"
 
@@ -26,6 +28,8 @@ void gemm_builtin(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std:
 // runs the GEMMs' blocks). The pool calls it; so does gemm() through it.
 void hold_library_threads();
 const char* blas_name();  // "openblas" or "builtin"
+// OpenBLAS's kernel table in use (Note [OpenBLAS core] in kernels/cpu/blas_library.cpp), and why.
+std::string blas_core();
 // Seconds this thread has spent inside gemm() since it started (ember::cpu_gemm_seconds). Two
 // clock reads per call, ~40 ns against the microseconds of even the smallest GEMM a layer makes.
 double gemm_seconds();

@@ -249,14 +249,15 @@ Tensor fused::linear_relu(const Tensor& input, const Tensor& weight, const Tenso
                        const std::size_t rows = static_cast<std::size_t>(x_saved.shape()[0]);
                        const std::size_t cols = static_cast<std::size_t>(w_saved.shape()[0]);
                        // The ReLU mask and the bias gradient in one pass: for 16-bit operands the bias gradient
-                       // summed in f32 and rounded once (on the CPU on widened copies, on CUDA by its 16-bit kernel).
+                       // summed in f32 and rounded once (by the 16-bit kernels of CUDA and of the CPU's bf16,
+                       // and on widened copies for the CPU's f16).
                        const Tensor g_rows = g.dim() == 2 ? g : g.reshape({x_saved.shape()[0], w_saved.shape()[0]});
-                       const bool widen = is_half(g.dtype()) && !g.is_cuda();
+                       const bool widen = is_half(g.dtype()) && !g.is_cuda() && !ext::is_cpu_bf16(g);
                        const Tensor g2 = widen ? ext::widened(g_rows) : g_rows;
                        const Tensor y2 = widen ? ext::widened(y_saved) : y_saved;
                        Tensor masked = ext::new_empty(g2, {x_saved.shape()[0], w_saved.shape()[0]});
                        Tensor dbias = ext::new_empty(g2, {w_saved.shape()[0]});
-                       ext::dispatch_with_cuda_half(
+                       ext::dispatch_with_half(
                            g2,
                            [&](auto zero) {
                              using T = decltype(zero);

@@ -51,6 +51,9 @@ void set_num_threads(int threads);
 int num_threads();
 // The library behind CPU matrix products in this build: "openblas" or "builtin".
 const char* cpu_gemm_library();
+// OpenBLAS's kernel table in use and why, e.g. "SkylakeX (OpenBLAS chose Haswell, which lacks
+// AVX-512)"; "builtin" without OpenBLAS. Asking settles the choice (Note [OpenBLAS core]).
+std::string cpu_gemm_kernels();
 // Seconds the calling thread has spent in CPU matrix products (every Linear's and convolution's
 // GEMMs) since it started. The difference across a span of training steps, over the span's
 // wall time, is the steps' GEMM share: the rest is the framework and the elementwise work.

@@ -55,6 +55,31 @@ void bias_relu_backward(const T* dy, const T* __restrict y, T* dx, T* __restrict
   });
 }
 
+// bf16 gradients (autocast's linear_relu): the mask is exact in bf16; each column's bias gradient
+// adds its rows in order in f32, as the f32 kernel does, and is rounded once: the bits of the f32
+// kernel on widened copies, without the copies.
+template <>
+void bias_relu_backward<bfloat16>(const bfloat16* dy, const bfloat16* __restrict y, bfloat16* dx,
+                                  bfloat16* __restrict dbias, std::size_t rows, std::size_t cols) {
+  constexpr std::size_t kChunk = 256;  // columns whose f32 sums live on the stack
+  parallel_for(cols, std::max<std::size_t>(16, items_per_piece(rows)), [&](std::size_t first, std::size_t last) {
+    for (std::size_t c0 = first; c0 < last; c0 += kChunk) {
+      const std::size_t width = std::min(kChunk, last - c0);
+      float sums[kChunk] = {};
+      for (std::size_t r = 0; r < rows; ++r) {
+        const std::size_t row = r * cols + c0;
+        for (std::size_t c = 0; c < width; ++c) {
+          const float v = activation_grad_formula<ActivationGrad::relu>(static_cast<float>(dy[row + c]),
+                                                                        static_cast<float>(y[row + c]), {});
+          dx[row + c] = bfloat16(v);
+          sums[c] += v;
+        }
+      }
+      for (std::size_t c = 0; c < width; ++c) dbias[c0 + c] = bfloat16(sums[c]);
+    }
+  });
+}
+
 template void bias_relu_forward<float>(float*, const float*, std::size_t, std::size_t);
 template void bias_relu_forward<double>(double*, const double*, std::size_t, std::size_t);
 template void bias_forward<float>(float*, const float*, std::size_t, std::size_t);

@@ -14,7 +14,6 @@
 // - Otherwise one call.
 #include <algorithm>
 #include <chrono>
-#include <mutex>
 #include <vector>
 
 #include "core/base/config.h"
@@ -158,17 +157,6 @@ void gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t 
 }
 
 double gemm_seconds() { return seconds_in_gemm; }
-
-#if EMBER_WITH_OPENBLAS
-void hold_library_threads() {
-  static std::once_flag once;
-  std::call_once(once, [] { openblas_set_num_threads(1); });
-}
-const char* blas_name() { return "openblas"; }
-#else
-void hold_library_threads() {}
-const char* blas_name() { return "builtin"; }
-#endif
 
 template void gemm<float>(Transpose, Transpose, std::size_t, std::size_t, std::size_t, float, const float*, std::size_t,
                           const float*, std::size_t, float, float*, std::size_t);

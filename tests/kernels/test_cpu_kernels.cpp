@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/base/half.h"
+#include "kernels/bias_activation.h"
 #include "kernels/conv.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
@@ -469,5 +470,30 @@ TEST_CASE("im2col and col2im against their definition: f32, and bf16 (whose rows
             }
     // col2im adds in the same order as this walk, so the sums agree bit for bit.
     for (std::size_t i = 0; i < image_size; ++i) REQUIRE(added[i] == expected_added[i]);
+  }
+}
+
+TEST_CASE("bias+ReLU backward in bf16: the f32 kernel's bits on widened copies, dx in place or not") {
+  // 700 columns: whole 256-column chunks of the bf16 kernel's sums and a part of one; zeros in y
+  // (masked) and in dy; the sums rounded once.
+  const std::size_t rows = 37, cols = 700, n = rows * cols;
+  const auto dy_f = random_floats(n, 41), y_f = random_floats(n, 42);
+  std::vector<ember::bfloat16> dy(n), y(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    dy[i] = ember::bfloat16(i % 11 == 0 ? 0.0f : dy_f[i]);
+    y[i] = ember::bfloat16(i % 13 == 0 ? 0.0f : y_f[i]);
+  }
+  std::vector<float> wide_dy(n), wide_y(n), want_dx(n), want_db(cols);
+  for (std::size_t i = 0; i < n; ++i) {
+    wide_dy[i] = static_cast<float>(dy[i]);
+    wide_y[i] = static_cast<float>(y[i]);
+  }
+  cpu::bias_relu_backward(wide_dy.data(), wide_y.data(), want_dx.data(), want_db.data(), rows, cols);
+  for (bool in_place : {false, true}) {
+    INFO("dx in place of dy: " << in_place);
+    std::vector<ember::bfloat16> dx = in_place ? dy : std::vector<ember::bfloat16>(n), db(cols);
+    cpu::bias_relu_backward((in_place ? dx : dy).data(), y.data(), dx.data(), db.data(), rows, cols);
+    for (std::size_t i = 0; i < n; ++i) REQUIRE(dx[i].bits == ember::bfloat16(want_dx[i]).bits);
+    for (std::size_t c = 0; c < cols; ++c) REQUIRE(db[c].bits == ember::bfloat16(want_db[c]).bits);
   }
 }

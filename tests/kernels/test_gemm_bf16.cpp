@@ -1,6 +1,6 @@
 // The CPU's bf16 GEMM (kernels/gemm_bf16.h, Note [bf16 GEMM paths]): the scalar path against an
 // f64 reference, the AVX512-BF16 path against the scalar one bit for bit where the CPU has it, on
-// shapes around the register blocks (6 rows, 16 and 32 columns, odd k) and the packing's 16×16 word
+// shapes around the register blocks (8 rows, 16 and 32 columns, odd k) and the packing's 16×16 word
 // transposes (k from 32), with padded strides (odd ones too); the product rounded to bf16 inside the
 // GEMM against the f32 product's cast; and where the two differ: subnormals, which VDPBF16PS
 // flushes and the scalar path keeps.
@@ -8,7 +8,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
+#include <utility>
 
 #include "kernels/gemm_bf16.h"
 #include "support/helpers.h"
@@ -43,7 +45,7 @@ TEST_CASE("bf16 GEMM: the scalar path against f64, the AVX512-BF16 path bit for 
   std::mt19937 rng(11);
   const std::size_t sizes[] = {1, 2, 5, 6, 7, 13, 16, 17, 31, 32, 33, 70};
   for (Transpose tb : {Transpose::no, Transpose::yes})
-    for (std::size_t m : {1, 5, 6, 7, 13, 70})
+    for (std::size_t m : {1, 5, 7, 8, 9, 17, 70})
       for (std::size_t n : sizes)
         for (std::size_t k : {1, 2, 3, 16, 33, 64, 100}) {
           INFO("m=" << m << " n=" << n << " k=" << k << " B transposed: " << (tb == Transpose::yes));
@@ -109,6 +111,38 @@ TEST_CASE(
   const bfloat16 small(std::ldexp(1.0f, -70));
   CHECK(run(small, small, Bf16GemmPath::scalar) == std::ldexp(1.0f, -140));
   CHECK(run(small, small, Bf16GemmPath::avx512_bf16) == 0.0f);
+}
+
+TEST_CASE("bf16 GEMM rounded to bf16: NaN, infinities and ties as the cast rounds them, on every path") {
+  // Row 0 of A (ones) against B's columns: a NaN input, ∞ − ∞ (NaN), ∞, −∞, a
+  // tie below and above an even upper half, and a sum that overflows bf16 to ∞.
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> a_values{1.0f, 1.0f};
+  const std::vector<std::pair<float, float>> columns{
+      {std::nanf(""), 0.0f},     {inf, -inf}, {inf, 1.0f}, {-inf, 1.0f}, {1.0f, 0x1p-8f}, {1.0f, 0x1.8p-7f},
+      {0x1.fep127f, 0x1.fep127f}};
+  const std::size_t n = columns.size(), k = 2;
+  std::vector<bfloat16> a{bfloat16(a_values[0]), bfloat16(a_values[1])}, b(k * n);
+  for (std::size_t j = 0; j < n; ++j) {
+    b[j] = bfloat16(columns[j].first);
+    b[n + j] = bfloat16(columns[j].second);
+  }
+  for (Bf16GemmPath path : bf16_gemm_paths()) {
+    INFO("path " << bf16_gemm_path_name(path));
+    std::vector<float> sums(n);
+    gemm_bf16(Transpose::no, 1, n, k, a.data(), k, b.data(), n, sums.data(), n, false, path);
+    std::vector<bfloat16> rounded(n);
+    gemm_bf16_rounded(Transpose::no, 1, n, k, a.data(), k, b.data(), n, rounded.data(), n, path);
+    for (std::size_t j = 0; j < n; ++j) {
+      INFO("column " << j << ": f32 sum " << sums[j]);
+      CHECK(rounded[j].bits == bfloat16(sums[j]).bits);
+    }
+    CHECK(rounded[0].bits == 0x7fc0);  // NaN, quiet and positive, as the cast writes it
+    CHECK(rounded[1].bits == 0x7fc0);
+    CHECK(rounded[2].bits == 0x7f80);
+    CHECK(rounded[3].bits == 0xff80);
+    CHECK(rounded[6].bits == 0x7f80);
+  }
 }
 
 TEST_CASE("bf16 GEMM: empty shapes, and a path this CPU lacks is refused") {

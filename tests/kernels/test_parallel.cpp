@@ -304,7 +304,7 @@ TEST_CASE("parallel: pooling, bias, activations, casts, dropout and the optimize
     std::vector<float> relu(n), sum(n), grad(n), fwd = a, fwd_relu = a, dx(n), dbias(cols), widened(n);
     std::vector<std::uint8_t> mask(n);
     std::vector<float> dropped(n), dropped_back(n);
-    std::vector<bfloat16> narrow(n), dnarrow(n);
+    std::vector<bfloat16> narrow(n), dnarrow(n), masked_narrow(n), dbias_narrow(cols);
     unary<float>(UnaryOp::relu, a.data(), relu.data(), n);
     binary<float>(BinaryOp::add, a.data(), b.data(), sum.data(), n);
     activation_grad<float>(ActivationGrad::relu, b.data(), a.data(), grad.data(), n, WriteMode::overwrite, {});
@@ -314,6 +314,7 @@ TEST_CASE("parallel: pooling, bias, activations, casts, dropout and the optimize
     cast(DType::f32, a.data(), DType::bf16, narrow.data(), n);
     cast(DType::bf16, narrow.data(), DType::f32, widened.data(), n);
     activation_grad_bf16(ActivationGrad::relu, narrow.data(), narrow.data(), dnarrow.data(), n, {});
+    bias_relu_backward(dnarrow.data(), narrow.data(), masked_narrow.data(), dbias_narrow.data(), rows, cols);
     dropout_forward(a.data(), dropped.data(), mask.data(), n, 0.25f, 1234, 99);
     dropout_backward(b.data(), mask.data(), dropped_back.data(), n, 0.25f);
     Bytes bytes;
@@ -321,6 +322,8 @@ TEST_CASE("parallel: pooling, bias, activations, casts, dropout and the optimize
       append(bytes, *v);
     append(bytes, narrow);
     append(bytes, dnarrow);
+    append(bytes, masked_narrow);
+    append(bytes, dbias_narrow);
     append(bytes, mask);
     return bytes;
   });
