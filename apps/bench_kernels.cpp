@@ -128,6 +128,7 @@ int bench(const Settings& s, const std::string& sizes_text) {
     if (gpu && std::regex_search(std::string("copy_host_to_device launch_overhead"), filter))
       add_transfers_and_launches(extra, device, s.repeat);
     if (!gpu && std::regex_search(std::string("autograd_overhead"), filter)) add_autograd_overhead(extra, s.repeat);
+    if (!gpu && std::regex_search(std::string("parallel_split"), filter)) add_parallel_split(extra, s.repeat);
     for (const auto& row : extra) {
       std::printf(
           "%-24s %-22s %-26s %11.3f %9s\n", row["family"].get<std::string>().c_str(),

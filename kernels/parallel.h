@@ -27,9 +27,11 @@
 
 namespace ember::kernels::cpu {
 
-// The fewest elements an elementwise loop hands to a thread: about 10 µs of simple work, where a
-// hand-over costs a few µs while the workers spin and tens once they sleep. Chosen by that
-// estimate; a sweep of it on more cores is still to be made (docs/results/cpu-threads.md).
+// The fewest elements an elementwise loop hands to a thread. Measured here (`bench_kernels
+// --filter parallel_split`, docs/results/cpu-threads.md): an f32 ReLU cut in two pieces on 2
+// threads wins from about 8K elements while the worker spins (1.12× at 8K, 1.25× at 16K, 1.36× at
+// 32K, 1.32× at 64K) and loses 30–50 µs whenever it has gone to sleep; pieces of 32K split only
+// loops that gain ~1.3× when hot and that a sleeping worker costs the least.
 constexpr std::size_t kElementsPerPiece = 32 * 1024;
 // Items (rows, planes, channels) of `elements` values each that make at least such a piece.
 constexpr std::size_t items_per_piece(std::size_t elements) {

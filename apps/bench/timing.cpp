@@ -4,6 +4,9 @@
 #include <chrono>
 #include <cstring>
 #include <optional>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "apps/bench/case.h"
 #include "core/cuda/runtime.h"
@@ -209,6 +212,41 @@ void add_autograd_overhead(std::vector<nlohmann::json>& rows, int repeat) {
                     {"time_us", us},
                     {"status", "ok"},
                     {"in_use", true}});
+}
+
+void add_parallel_split(std::vector<nlohmann::json>& rows, int repeat) {
+  const int threads_before = kernels::cpu::compute_threads();
+  kernels::cpu::set_compute_threads(2);
+  for (std::size_t n = 2048; n <= 512 * 1024; n *= 2) {
+    std::vector<float> x(n), y(n);
+    for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<float>(i % 7) - 3.0f;
+    // ReLU, the cheapest of the elementwise ops, so the one whose pieces must be longest.
+    auto relu = [&](std::size_t begin, std::size_t end) {
+      for (std::size_t i = begin; i < end; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    };
+    const int runs = std::max(9, repeat);
+    const double one = time_us([&](int) { relu(0, n); }, 1, runs, Device::cpu());
+    const double two = time_us([&](int) { kernels::cpu::parallel_for(n, n / 2, relu); }, 1, runs, Device::cpu());
+    // The same after a millisecond's pause: the worker has gone to sleep and must be woken.
+    std::vector<double> after_pause;
+    for (int run = 0; run < runs; ++run) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      const auto start = Clock::now();
+      kernels::cpu::parallel_for(n, n / 2, relu);
+      after_pause.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+    }
+    for (auto [version, us] : {std::pair{"1 thread", one}, std::pair{"2 pieces, 2 threads", two},
+                               std::pair{"2 pieces, worker asleep", median(after_pause)}})
+      rows.push_back({{"family", "parallel_split"},
+                      {"version", version},
+                      {"device", "cpu"},
+                      {"shape", std::to_string(n) + " elements"},
+                      {"time_us", us},
+                      {"gb_per_s", 8.0 * static_cast<double>(n) / (us * 1e3)},
+                      {"status", "ok"},
+                      {"in_use", false}});
+  }
+  kernels::cpu::set_compute_threads(threads_before);
 }
 
 }  // namespace ember::apps::bench

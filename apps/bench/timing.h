@@ -27,5 +27,8 @@ Ceilings measure_ceilings(Device device, int repeat);
 // Rows of the JSON report (family, version, device, shape, time_us, ...), measured directly.
 void add_transfers_and_launches(std::vector<nlohmann::json>& rows, Device device, int repeat);  // a GPU
 void add_autograd_overhead(std::vector<nlohmann::json>& rows, int repeat);                      // the CPU
+// The CPU pool's hand-over against the work it splits: an f32 ReLU of n elements on one thread and
+// cut in two on two (parallel_split), from 2K to 512K elements, to place kElementsPerPiece.
+void add_parallel_split(std::vector<nlohmann::json>& rows, int repeat);
 
 }  // namespace ember::apps::bench

@@ -92,7 +92,13 @@ std::size_t block_count(std::size_t side, double products_per_element, std::size
   const std::size_t by_side = side / minimum;
   return std::max<std::size_t>(1, std::min({kMaxBlocks, by_side, static_cast<std::size_t>(by_work)}));
 }
-std::size_t block_length(std::size_t side, std::size_t blocks) { return (side / blocks + 15) / 16 * 16; }
+// Where block `block` of `blocks` starts: i·side/blocks rounded to the nearest multiple of 16, so
+// that the blocks differ by at most 16 and there are exactly `blocks` of them (784 columns in 8:
+// 96 or 112 each; equal lengths rounded up to 16 made 7 blocks of 112, 4 and 3 per thread at 2).
+std::size_t block_start(std::size_t block, std::size_t side, std::size_t blocks) {
+  if (block >= blocks) return side;
+  return std::min(side, (block * side + blocks * 8) / (blocks * 16) * 16);
+}
 
 template <class T>
 void split_gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
@@ -104,10 +110,9 @@ void split_gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::s
   const double repacked =
       static_cast<double>(blocks - 1) * static_cast<double>(k) * static_cast<double>(by_rows ? n : m);
   if (blocks > 1 && repacked * 32 <= products) {
-    const std::size_t length = block_length(side, blocks);
-    parallel_parts((side + length - 1) / length, [&](std::size_t first_block, std::size_t last_block) {
+    parallel_parts(blocks, [&](std::size_t first_block, std::size_t last_block) {
       for (std::size_t block = first_block; block < last_block; ++block) {  // one call each, whoever runs it
-        const std::size_t first = block * length, last = std::min(side, first + length);
+        const std::size_t first = block_start(block, side, blocks), last = block_start(block + 1, side, blocks);
         if (by_rows) {
           const T* a_rows = ta == Transpose::no ? a + first * lda : a + first;
           library_gemm(ta, tb, last - first, n, k, alpha, a_rows, lda, b, ldb, beta, c + first * ldc, ldc);
@@ -122,11 +127,11 @@ void split_gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::s
   const std::size_t k_blocks = block_count(k, static_cast<double>(m) * static_cast<double>(n), 256);
   if (k_blocks < 2) return library_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   // Partial products of blocks of k, in the calling thread's scratch, added to C in block order.
-  const std::size_t length = block_length(k, k_blocks), count = (k + length - 1) / length;
+  const std::size_t count = k_blocks;
   T* partials = thread_scratch<T>(1, count * m * n);
   parallel_parts(count, [&](std::size_t first_block, std::size_t last_block) {
     for (std::size_t block = first_block; block < last_block; ++block) {
-      const std::size_t first = block * length, depth = std::min(k, first + length) - first;
+      const std::size_t first = block_start(block, k, count), depth = block_start(block + 1, k, count) - first;
       const T* a_block = ta == Transpose::no ? a + first : a + first * lda;
       const T* b_block = tb == Transpose::no ? b + first * ldb : b + first;
       library_gemm(ta, tb, m, n, depth, T(1), a_block, lda, b_block, ldb, T(0), partials + block * m * n, n);

@@ -46,6 +46,13 @@ def run_ember(train, data, model, flags, epochs, log, device, threads):
     return statistics.median(rates[1:] if len(rates) > 1 else rates)
 
 
+def ember_gemm_kernels(train):
+    """ember_info's line naming OpenBLAS's kernel table (OPENBLAS_CORETYPE changes it; Note [OpenBLAS core])."""
+    info = os.path.join(os.path.dirname(os.path.abspath(train)), "ember_info")
+    out = subprocess.run([info, "--device", "cpu"], capture_output=True, text=True).stdout
+    return next((line for line in out.splitlines() if line.startswith("CPU GEMM kernels")), "CPU GEMM kernels: unknown")
+
+
 def torch_worker(data, model_name, config, epochs, device, threads):
     """One PyTorch run in this process; prints its median rate after the first epoch."""
     import torch
@@ -119,6 +126,7 @@ def main():
         return torch_worker(opts.data, *opts.torch_worker, opts.epochs, opts.device, opts.threads)
     version = subprocess.run([opts.python, "-c", "import torch; print(torch.__version__)"], check=True,
                              capture_output=True, text=True).stdout.strip()
+    print(f"ember's {ember_gemm_kernels(opts.train)}", flush=True)
     # On CUDA the MLP's bf16 runs the fused step; its autograd step is shown beside it, and f16.
     on_gpu = {"ember bf16 autograd": ["--precision", "bf16", "--step", "autograd"], "ember f16": ["--precision", "f16"]}
     ember = dict(EMBER, **(on_gpu if opts.device != "cpu" else {}))

@@ -23,6 +23,7 @@
 #include "kernels/conv.h"
 #include "kernels/dropout.h"
 #include "kernels/elementwise.h"
+#include "kernels/gather.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_bf16.h"
 #include "kernels/optim.h"
@@ -317,11 +318,22 @@ TEST_CASE("parallel: pooling, bias, activations, casts, dropout and the optimize
     bias_relu_backward(dnarrow.data(), narrow.data(), masked_narrow.data(), dbias_narrow.data(), rows, cols);
     dropout_forward(a.data(), dropped.data(), mask.data(), n, 0.25f, 1234, 99);
     dropout_backward(b.data(), mask.data(), dropped_back.data(), n, 0.25f);
+    // A batch of rows × cols pixels gathered from 2·rows images in a shuffled order.
+    std::vector<std::uint8_t> pixels(2 * n);
+    std::vector<std::int32_t> labels(2 * rows), order(rows), gathered_labels(rows);
+    for (std::size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<std::uint8_t>(i * 7 % 251);
+    for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::int32_t>(i % 10);
+    for (std::size_t r = 0; r < rows; ++r) order[r] = static_cast<std::int32_t>(r * 37 % (2 * rows));
+    std::vector<float> gathered(n);
+    gather_batch(pixels.data(), labels.data(), order.data(), gathered.data(), gathered_labels.data(), rows, cols, 0.13f,
+                 0.31f);
     Bytes bytes;
     for (const auto* v : {&relu, &sum, &grad, &fwd, &fwd_relu, &dx, &dbias, &widened, &dropped, &dropped_back})
       append(bytes, *v);
     append(bytes, narrow);
     append(bytes, dnarrow);
+    append(bytes, gathered);
+    append(bytes, gathered_labels);
     append(bytes, masked_narrow);
     append(bytes, dbias_narrow);
     append(bytes, mask);
