@@ -5,9 +5,10 @@
 // Note [bf16 GEMM paths]
 // Two paths, chosen at run time, never by compiling for the build machine:
 //   - avx512_bf16: VDPBF16PS, where cpuid says the CPU has AVX512-BF16 (Intel from Cooper Lake,
-//     AMD from Zen 4). B is packed into pairs of rows (the instruction's layout), each 6×32 block
-//     of C is held in registers, and each step adds a[i][2p+1]·b[2p+1][j] and then a[i][2p]·b[2p][j]
-//     to the f32 sum, as the instruction defines it.
+//     AMD from Zen 4). B's pairs of rows are interleaved into the instruction's layout — packed
+//     into memory first, or (B as stored, at most 64 rows of C) in registers as it is read — each
+//     8×32 block of C is held in registers, and each step adds a[i][2p+1]·b[2p+1][j] and then
+//     a[i][2p]·b[2p][j] to the f32 sum, as the instruction defines it.
 //   - scalar: the same sums in the same order in plain C++, for any CPU. A product of two bf16
 //     values is exact in f32, so each step rounds once in both paths and they agree bit for bit —
 //     except that VDPBF16PS treats subnormal inputs as zero and flushes subnormal results (its

@@ -231,20 +231,128 @@ void row_blocks(std::size_t first_row, std::size_t last_row, std::size_t n, std:
   }
 }
 
+// ---- B read as stored ([k, n], not transposed) ----------------------------------------------
+// Rows 2p and 2p+1 of 32 columns are interleaved in registers (VPUNPCKLWD/VPUNPCKHWD), not packed
+// into memory first: the convolutions' columns and the MLP's backward operands are used once per
+// call, and packing them was a pass over memory as long as the product's own reads. The unpacks
+// work within 128-bit lanes, so `low` holds columns 8L+q and `high` columns 8L+4+q (lane L, q < 4);
+// C is permuted into that order when loaded and back when stored. Each sum is the packed path's,
+// pair for pair: the same bits.
+struct StoredLanes {
+  alignas(64) std::int32_t low[16], high[16], first[16], second[16];
+};
+constexpr StoredLanes kStoredLanes = [] {
+  StoredLanes l{};
+  for (int e = 0; e < 16; ++e) {
+    l.low[e] = 8 * (e / 4) + e % 4;
+    l.high[e] = 8 * (e / 4) + 4 + e % 4;
+  }
+  for (int j = 0; j < 32; ++j) {  // column j from `low` (index < 16) or `high` (16 and up)
+    const int from = j % 8 < 4 ? 4 * (j / 8) + j % 8 : 16 + 4 * (j / 8) + j % 8 - 4;
+    (j < 16 ? l.first[j] : l.second[j - 16]) = from;
+  }
+  return l;
+}();
+
+template <std::size_t Rows, class Out>
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void block_stored(const bfloat16* a, std::size_t lda,
+                                                                         std::size_t k, const bfloat16* b,
+                                                                         std::size_t ldb, Out* c, std::size_t ldc,
+                                                                         bool accumulate) {
+  const __m512i low = _mm512_load_si512(kStoredLanes.low), high = _mm512_load_si512(kStoredLanes.high);
+  __m512 acc[Rows][2];
+  for (std::size_t r = 0; r < Rows; ++r) {
+    acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    if constexpr (std::is_same_v<Out, float>)
+      if (accumulate) {
+        const __m512 c0 = _mm512_loadu_ps(c + r * ldc), c1 = _mm512_loadu_ps(c + r * ldc + kPanel);
+        acc[r][0] = _mm512_permutex2var_ps(c0, low, c1);
+        acc[r][1] = _mm512_permutex2var_ps(c0, high, c1);
+      }
+  }
+  auto step = [&](__m512i even, __m512i odd, auto pair_of_row) __attribute__((target("avx512f,avx512bw,avx512bf16"))) {
+    const auto v0 = (__m512bh)_mm512_unpacklo_epi16(even, odd), v1 = (__m512bh)_mm512_unpackhi_epi16(even, odd);
+    for (std::size_t r = 0; r < Rows; ++r) {
+      const __m512bh pair = (__m512bh)_mm512_set1_epi32(static_cast<int>(pair_of_row(r)));
+      acc[r][0] = _mm512_dpbf16_ps(acc[r][0], pair, v0);
+      acc[r][1] = _mm512_dpbf16_ps(acc[r][1], pair, v1);
+    }
+  };
+  const std::size_t full = k / 2;
+  for (std::size_t p = 0; p < full; ++p)
+    step(_mm512_loadu_si512(b + 2 * p * ldb), _mm512_loadu_si512(b + (2 * p + 1) * ldb),
+         [&](std::size_t r) { return a_word(a + r * lda + 2 * p); });
+  if (k % 2)  // the last, odd row of B, paired with zeros
+    step(_mm512_loadu_si512(b + 2 * full * ldb), _mm512_setzero_si512(),
+         [&](std::size_t r) { return a_pair(a + r * lda, full, k); });
+  const __m512i first = _mm512_load_si512(kStoredLanes.first), second = _mm512_load_si512(kStoredLanes.second);
+  for (std::size_t r = 0; r < Rows; ++r) {
+    const __m512 out0 = _mm512_permutex2var_ps(acc[r][0], first, acc[r][1]);
+    const __m512 out1 = _mm512_permutex2var_ps(acc[r][0], second, acc[r][1]);
+    if constexpr (std::is_same_v<Out, float>) {
+      _mm512_storeu_ps(c + r * ldc, out0);
+      _mm512_storeu_ps(c + r * ldc + kPanel, out1);
+    } else {
+      store_rounded(c + r * ldc, 0xffff, out0);
+      store_rounded(c + r * ldc + kPanel, 0xffff, out1);
+    }
+  }
+}
+
+template <std::size_t Rows, class Out>
+void row_block_stored(const bfloat16* a, std::size_t lda, std::size_t width, std::size_t k, const bfloat16* b,
+                      std::size_t ldb, Out* c, std::size_t ldc, bool accumulate) {
+  for (std::size_t j = 0; j < width; j += 2 * kPanel)
+    block_stored<Rows, Out>(a, lda, k, b + j, ldb, c + j, ldc, accumulate);
+}
+
+// Rows [first_row, last_row) of C's first n columns (a multiple of 32), B read as stored.
+template <class Out>
+void row_blocks_stored(std::size_t first_row, std::size_t last_row, std::size_t n, std::size_t k, const bfloat16* a,
+                       std::size_t lda, const bfloat16* b, std::size_t ldb, Out* c, std::size_t ldc, bool accumulate) {
+  // Columns in chunks of B (k rows) that stay in the core's L2 cache while every row passes over them.
+  const std::size_t chunk = std::max<std::size_t>(2 * kPanel, 128 * 1024 / (2 * k) / (2 * kPanel) * (2 * kPanel));
+  using RowBlock = void (*)(const bfloat16*, std::size_t, std::size_t, std::size_t, const bfloat16*, std::size_t, Out*,
+                            std::size_t, bool);
+  static constexpr auto kByRows = []<std::size_t... R>(std::index_sequence<R...>) {
+    return std::array<RowBlock, kRows + 1>{nullptr, row_block_stored<R + 1, Out>...};
+  }
+  (std::make_index_sequence<kRows>());
+  for (std::size_t j = 0; j < n; j += chunk) {
+    const std::size_t width = std::min(chunk, n - j);
+    for (std::size_t i = first_row; i < last_row; i += kRows) {
+      const std::size_t rows = std::min(kRows, last_row - i);
+      kByRows[rows](a + i * lda, lda, width, k, b + j, ldb, c + i * ldc + j, ldc, accumulate);
+    }
+  }
+}
+
 // The blocks of kRows rows are the parallel pieces (Note [CPU threads]), B packed once by the
 // caller: every element of C is the same dot product whoever computes it.
+// Each block of kRows rows unpacks B again, where packing it is one pass: B is read as stored
+// only for at most 8 such blocks (measured: 64×576×288 ran ~15% faster stored, 288×576×64 ~10%
+// slower).
+constexpr std::size_t kMaxRowsReadingStoredB = 8 * kRows;
+
 template <class Out>
 void gemm_avx512_bf16(std::size_t m, std::size_t n, std::size_t k, const bfloat16* a, std::size_t lda, BView b, Out* c,
                       std::size_t ldc, bool accumulate) {
+  // B as stored is read in place in whole blocks of 32 columns; the rest (all of a transposed B)
+  // is packed.
+  const bool read_stored = !b.transposed && m <= kMaxRowsReadingStoredB && cpu_has_avx512bw();
+  const std::size_t stored = read_stored ? n / (2 * kPanel) * (2 * kPanel) : 0;
   thread_local std::vector<std::uint16_t> packed;
-  pack_b(n, k, b, packed);
+  if (stored < n)
+    pack_b(n - stored, k, BView{b.transposed ? b.b + stored * b.ldb : b.b + stored, b.ldb, b.transposed}, packed);
   const std::uint16_t* panels = packed.data();
   const std::size_t blocks = (m + kRows - 1) / kRows;
   const std::size_t blocks_per_piece = std::max<std::size_t>(1, (std::size_t{1} << 21) / (kRows * n * k));
   parallel_for(
       blocks, blocks_per_piece,
       [&](std::size_t first, std::size_t last) {
-        row_blocks(first * kRows, std::min(m, last * kRows), n, k, a, lda, panels, c, ldc, accumulate);
+        const std::size_t first_row = first * kRows, last_row = std::min(m, last * kRows);
+        if (stored > 0) row_blocks_stored(first_row, last_row, stored, k, a, lda, b.b, b.ldb, c, ldc, accumulate);
+        if (stored < n) row_blocks(first_row, last_row, n - stored, k, a, lda, panels, c + stored, ldc, accumulate);
       },
       1);
 }
