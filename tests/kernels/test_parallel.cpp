@@ -211,8 +211,9 @@ TEST_CASE("parallel: GEMMs cut into blocks give the bits of one call") {
   }
   const bool has_bf16 = bf16_gemm_paths().back() == Bf16GemmPath::avx512_bf16;
   // 130 rows: B packed; 64 rows: B read as stored where it is not transposed (Note [bf16 GEMM paths]).
-  for (const auto [m, n, k] : {std::array<std::size_t, 3>{130, 512, 784}, std::array<std::size_t, 3>{64, 576, 288}})
+  for (const auto& shape : {std::array<std::size_t, 3>{130, 512, 784}, std::array<std::size_t, 3>{64, 576, 288}})
     for (Transpose tb : {Transpose::no, Transpose::yes}) {
+      const std::size_t m = shape[0], n = shape[1], k = shape[2];  // named copies: lambdas capture them
       const auto a = random_bf16(m * k, 6), b = random_bf16(k * n, 7);
       same_bits_at_any_thread_count([&] {
         std::vector<float> c(m * n);
