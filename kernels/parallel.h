@@ -17,9 +17,9 @@
 //   two parts of `grain` elements each (kElementsPerPiece below; GEMM blocks: Note [parallel
 //   GEMM]). Softmax cross-entropy over a batch's 10 classes is far below it and stays serial.
 // - Nested loops (a kernel called from inside a part) run on the thread that calls them.
-// - Workers wait for work spinning for a few microseconds, then sleeping on a futex (std::atomic
-//   wait): a step's kernels follow each other within microseconds, and a sleeping thread takes
-//   tens of microseconds to wake in a VM.
+// - A waiting thread (a worker between loops, the caller for the workers' parts) polls for 1 ms,
+//   then sleeps on a futex (std::atomic wait): a step's kernels follow each other within
+//   microseconds, and a sleeping thread takes 30–250 µs to wake in a VM (kernels/cpu/parallel.cpp).
 #pragma once
 
 #include <cstddef>
@@ -28,10 +28,10 @@
 namespace ember::kernels::cpu {
 
 // The fewest elements an elementwise loop hands to a thread. Measured here (`bench_kernels
-// --filter parallel_split`, docs/results/cpu-threads.md): an f32 ReLU cut in two pieces on 2
-// threads wins from about 8K elements while the worker spins (1.12× at 8K, 1.25× at 16K, 1.36× at
-// 32K, 1.32× at 64K) and loses 30–50 µs whenever it has gone to sleep; pieces of 32K split only
-// loops that gain ~1.3× when hot and that a sleeping worker costs the least.
+// --filter parallel_split`, docs/results/cpu-threads.md, medians of 3 runs): an f32 ReLU cut in two
+// pieces on 2 threads breaks even near 6K elements while the worker polls, gains 1.2× at 8K–16K
+// (and under 1.2× in some runs), 1.45× at 64K and 1.6–2.0× from 128K; a worker that has gone to
+// sleep costs 30–50 µs. Pieces of 32K split the loops of 64K elements and more.
 constexpr std::size_t kElementsPerPiece = 32 * 1024;
 // Items (rows, planes, channels) of `elements` values each that make at least such a piece.
 constexpr std::size_t items_per_piece(std::size_t elements) {

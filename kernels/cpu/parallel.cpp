@@ -4,6 +4,7 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <exception>
@@ -29,14 +30,20 @@ namespace {
 
 thread_local bool inside_part = false;
 
-// About 20 µs of polling before a waiting thread sleeps (a pause is ~40–140 cycles, CPU-dependent).
-constexpr int kSpins = 4000;
+// How long a waiting thread polls before it sleeps on a futex. Waking a sleeping thread took
+// 30–250 µs here (a VM: the idle virtual CPU is halted), and a hand-over whose wake outlasts the
+// other side's polling makes both sides sleep at every loop: with ~100 µs of polling, back-to-back
+// loops of 4K–512K elements settled at ~230 µs each instead of 0.4–40 (bench_kernels --filter
+// parallel_split). OpenMP runtimes poll longer still (libgomp about 0.3 ms, Intel's 200 ms).
+constexpr auto kPolling = std::chrono::milliseconds(1);
 
 template <class T>
 void wait_while_equal(const std::atomic<T>& value, T old) {
-  for (int i = 0; i < kSpins; ++i) {
+  const auto until = std::chrono::steady_clock::now() + kPolling;
+  for (unsigned i = 1;; ++i) {
     if (value.load(std::memory_order_acquire) != old) return;
     EMBER_CPU_RELAX();
+    if (i % 64 == 0 && std::chrono::steady_clock::now() >= until) break;  // the clock every 64 pauses
   }
   while (value.load(std::memory_order_acquire) == old) value.wait(old, std::memory_order_acquire);
 }
