@@ -127,11 +127,10 @@ void split_gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::s
   const std::size_t k_blocks = block_count(k, static_cast<double>(m) * static_cast<double>(n), 256);
   if (k_blocks < 2) return library_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   // Partial products of blocks of k, in the calling thread's scratch, added to C in block order.
-  const std::size_t count = k_blocks;
-  T* partials = thread_scratch<T>(1, count * m * n);
-  parallel_parts(count, [&](std::size_t first_block, std::size_t last_block) {
+  T* partials = thread_scratch<T>(1, k_blocks * m * n);
+  parallel_parts(k_blocks, [&](std::size_t first_block, std::size_t last_block) {
     for (std::size_t block = first_block; block < last_block; ++block) {
-      const std::size_t first = block_start(block, k, count), depth = block_start(block + 1, k, count) - first;
+      const std::size_t first = block_start(block, k, k_blocks), depth = block_start(block + 1, k, k_blocks) - first;
       const T* a_block = ta == Transpose::no ? a + first : a + first * lda;
       const T* b_block = tb == Transpose::no ? b + first * ldb : b + first;
       library_gemm(ta, tb, m, n, depth, T(1), a_block, lda, b_block, ldb, T(0), partials + block * m * n, n);
@@ -140,7 +139,7 @@ void split_gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::s
   for (std::size_t i = 0; i < m; ++i)
     for (std::size_t j = 0; j < n; ++j) {
       T sum = partials[i * n + j];
-      for (std::size_t block = 1; block < count; ++block) sum += partials[(block * m + i) * n + j];
+      for (std::size_t block = 1; block < k_blocks; ++block) sum += partials[(block * m + i) * n + j];
       T* out = c + i * ldc + j;
       *out = beta == T(0) ? alpha * sum : alpha * sum + beta * *out;
     }

@@ -327,13 +327,13 @@ void row_blocks_stored(std::size_t first_row, std::size_t last_row, std::size_t 
   }
 }
 
-// The blocks of kRows rows are the parallel pieces (Note [CPU threads]), B packed once by the
-// caller: every element of C is the same dot product whoever computes it.
 // Each block of kRows rows unpacks B again, where packing it is one pass: B is read as stored
 // only for at most 8 such blocks (measured: 64×576×288 ran ~15% faster stored, 288×576×64 ~10%
 // slower).
 constexpr std::size_t kMaxRowsReadingStoredB = 8 * kRows;
 
+// The blocks of kRows rows are the parallel pieces (Note [CPU threads]), B packed (where it is)
+// once by the caller: every element of C is the same dot product whoever computes it.
 template <class Out>
 void gemm_avx512_bf16(std::size_t m, std::size_t n, std::size_t k, const bfloat16* a, std::size_t lda, BView b, Out* c,
                       std::size_t ldc, bool accumulate) {

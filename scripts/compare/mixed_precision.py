@@ -49,6 +49,8 @@ def run_ember(train, data, model, flags, epochs, log, device, threads):
 def ember_gemm_kernels(train):
     """ember_info's line naming OpenBLAS's kernel table (OPENBLAS_CORETYPE changes it; Note [OpenBLAS core])."""
     info = os.path.join(os.path.dirname(os.path.abspath(train)), "ember_info")
+    if not os.path.exists(info):
+        return "CPU GEMM kernels: unknown (build ember_info beside mnist_train to name them)"
     out = subprocess.run([info, "--device", "cpu"], capture_output=True, text=True).stdout
     return next((line for line in out.splitlines() if line.startswith("CPU GEMM kernels")), "CPU GEMM kernels: unknown")
 
