@@ -4,11 +4,13 @@ over the same seeds and epochs, the mean test accuracy of each and its differenc
 
     scripts/compare/precision_accuracy.py --train build/apps/mnist_train --data data/mnist \
         [--model mlp|cnn] [--epochs 5] [--seeds 0,1,2] [--device cpu] [--precisions f32,bf16,f16] \
-        [-- EXTRA mnist_train FLAGS]
+        [--jobs 1] [-- EXTRA mnist_train FLAGS]
 
 Prints each run and a Markdown table; exits 1 when a precision's mean is more than --limit points
-(default 0.3) from f32's."""
+(default 0.3) from f32's. --jobs runs that many trainings at once (each is a process of its own, so
+the results do not depend on it)."""
 import argparse
+import concurrent.futures
 import json
 import os
 import statistics
@@ -36,18 +38,22 @@ def main():
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--precisions", default="f32,bf16,f16")
     parser.add_argument("--limit", type=float, default=0.3, help="points of test accuracy")
+    parser.add_argument("--jobs", type=int, default=1, help="trainings run at once")
     parser.add_argument("extra", nargs="*", help="more mnist_train flags, after --")
     opts = parser.parse_args()
     seeds = [int(s) for s in opts.seeds.split(",")]
-    results = {}
-    with tempfile.TemporaryDirectory() as work:
-        for precision in opts.precisions.split(","):
-            for seed in seeds:
-                accuracy, skipped = run(opts.train, opts.data, opts.model, opts.epochs, seed, opts.device, precision,
-                                        opts.extra, os.path.join(work, "log.jsonl"))
-                results.setdefault(precision, []).append(accuracy)
-                note = f", {skipped} steps skipped by the loss scaler" if skipped else ""
-                print(f"{opts.model} {precision} seed {seed}: test accuracy {accuracy:.4f}{note}", flush=True)
+    runs = [(precision, seed) for precision in opts.precisions.split(",") for seed in seeds]
+    results = {precision: [None] * len(seeds) for precision, _ in runs}
+    with tempfile.TemporaryDirectory() as work, concurrent.futures.ThreadPoolExecutor(opts.jobs) as pool:
+        futures = {pool.submit(run, opts.train, opts.data, opts.model, opts.epochs, seed, opts.device, precision,
+                               opts.extra, os.path.join(work, f"{precision}-{seed}.jsonl")): (precision, seed)
+                   for precision, seed in runs}
+        for future in concurrent.futures.as_completed(futures):
+            precision, seed = futures[future]
+            accuracy, skipped = future.result()
+            results[precision][seeds.index(seed)] = accuracy
+            note = f", {skipped} steps skipped by the loss scaler" if skipped else ""
+            print(f"{opts.model} {precision} seed {seed}: test accuracy {accuracy:.4f}{note}", flush=True)
     base = statistics.mean(results["f32"])
     print(f"\n{opts.model}, {opts.epochs} epochs, {opts.device}, seeds {opts.seeds}"
           f"{' ' + ' '.join(opts.extra) if opts.extra else ''}\n")

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "convolution.h"
 #include "executor.h"
 #include "numerics.h"
 #include "runtime.h"
@@ -51,31 +52,14 @@ struct cudnnConvolutionStruct {
 
 namespace {
 
+using ember_sim::cudnn_model::Geometry;
+
 bool is_16_bit(cudnnDataType_t type) { return type == CUDNN_DATA_BFLOAT16 || type == CUDNN_DATA_HALF; }
 
 // Whether an f32 convolution's tensor-core algorithms may round its inputs to TF32 (the file comment).
 bool allows_tf32(cudnnMathType_t math) {
   return math == CUDNN_DEFAULT_MATH || math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
 }
-
-// The geometry of one convolution, from its descriptors, with its data type and how its algorithms
-// compute.
-struct Geometry {
-  int n, c, h, w, k, kh, kw, oh, ow, pad_h, pad_w, stride_h, stride_w;
-  bool flip;  // CUDNN_CONVOLUTION (the kernel flipped) rather than cross-correlation
-  cudnnDataType_t type;
-  cudnnMathType_t math;  // what the algorithms report: CUDNN_TENSOR_OP_MATH or CUDNN_FMA_MATH
-  bool tf32;             // f32 inputs read rounded to TF32
-  std::size_t element() const { return type == CUDNN_DATA_FLOAT ? sizeof(float) : 2; }
-  std::size_t x_bytes() const { return std::size_t(n) * c * h * w * element(); }
-  std::size_t w_bytes() const { return std::size_t(k) * c * kh * kw * element(); }
-  std::size_t y_bytes() const { return std::size_t(n) * k * oh * ow * element(); }
-  std::size_t x_count() const { return std::size_t(n) * c * h * w; }
-  std::size_t w_count() const { return std::size_t(k) * c * kh * kw; }
-  std::size_t y_count() const { return std::size_t(n) * k * oh * ow; }
-  // The im2col buffer a GEMM-based algorithm works in: one image's columns, in f32.
-  std::size_t columns_bytes() const { return std::size_t(c) * kh * kw * oh * ow * sizeof(float); }
-};
 
 cudnnStatus_t geometry(const cudnnTensorStruct* x, const cudnnFilterStruct* w, const cudnnConvolutionStruct* conv,
                        const cudnnTensorStruct* y, Geometry& g) {
@@ -131,26 +115,6 @@ void finish(void* out, const std::vector<float>& sums, float alpha, float beta, 
     const float prior = beta != 0.0f ? beta * ember_sim::load(out, i, format_of(g.type)) : 0.0f;
     ember_sim::store(out, i, format_of(g.type), alpha * sums[i] + prior);
   }
-}
-
-// Each (output, input, weight) index triple of the convolution, image by image in `images`' order.
-template <class Visit>
-void for_each_tap(const Geometry& g, const std::vector<int>& images, Visit visit) {
-  for (int b : images)
-    for (int f = 0; f < g.k; ++f)
-      for (int oy = 0; oy < g.oh; ++oy)
-        for (int ox = 0; ox < g.ow; ++ox)
-          for (int ch = 0; ch < g.c; ++ch)
-            for (int ky = 0; ky < g.kh; ++ky)
-              for (int kx = 0; kx < g.kw; ++kx) {
-                const int iy = oy * g.stride_h - g.pad_h + ky, ix = ox * g.stride_w - g.pad_w + kx;
-                if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) continue;
-                const int wy = g.flip ? g.kh - 1 - ky : ky, wx = g.flip ? g.kw - 1 - kx : kx;
-                const std::size_t y_index = ((std::size_t(b) * g.k + f) * g.oh + oy) * g.ow + ox;
-                const std::size_t x_index = ((std::size_t(b) * g.c + ch) * g.h + iy) * g.w + ix;
-                const std::size_t w_index = ((std::size_t(f) * g.c + ch) * g.kh + wy) * g.kw + wx;
-                visit(y_index, x_index, w_index);
-              }
 }
 
 // The images in order, or — for a non-deterministic algorithm — in a fresh random order per call,
@@ -429,10 +393,7 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t h, const void* alpha, const 
       h, find_algo(kForward, algo), g, workspace, bytes, std::move(accesses),
       [=] {
         const std::vector<float> xs = widened(x, g.x_count(), g), ws = widened(w, g.w_count(), g);
-        std::vector<float> sums(g.y_count(), 0.0f);
-        for_each_tap(g, image_order(g, false),
-                     [&](std::size_t yi, std::size_t xi, std::size_t wi) { sums[yi] += xs[xi] * ws[wi]; });
-        finish(y, sums, a, b, g);
+        finish(y, ember_sim::cudnn_model::forward_sums(g, xs, ws), a, b, g);
       },
       "cudnnConvolutionForward");
 }
@@ -456,10 +417,7 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t h, const void* alpha, c
       h, info, g, workspace, bytes, std::move(accesses),
       [=] {
         const std::vector<float> ws = widened(w, g.w_count(), g), dys = widened(dy, g.y_count(), g);
-        std::vector<float> sums(g.x_count(), 0.0f);
-        for_each_tap(g, image_order(g, shuffled),
-                     [&](std::size_t yi, std::size_t xi, std::size_t wi) { sums[xi] += dys[yi] * ws[wi]; });
-        finish(dx, sums, a, b, g);
+        finish(dx, ember_sim::cudnn_model::input_gradient_sums(g, image_order(g, shuffled), ws, dys), a, b, g);
       },
       "cudnnConvolutionBackwardData");
 }
@@ -483,10 +441,7 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t h, const void* alpha,
       h, info, g, workspace, bytes, std::move(accesses),
       [=] {
         const std::vector<float> xs = widened(x, g.x_count(), g), dys = widened(dy, g.y_count(), g);
-        std::vector<float> sums(g.w_count(), 0.0f);
-        for_each_tap(g, image_order(g, shuffled),
-                     [&](std::size_t yi, std::size_t xi, std::size_t wi) { sums[wi] += dys[yi] * xs[xi]; });
-        finish(dw, sums, a, b, g);
+        finish(dw, ember_sim::cudnn_model::weight_gradient_sums(g, image_order(g, shuffled), xs, dys), a, b, g);
       },
       "cudnnConvolutionBackwardFilter");
 }

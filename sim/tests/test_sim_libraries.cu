@@ -3,7 +3,8 @@
 // and f16 and the type combinations it refuses), cuBLASLt (each
 // epilogue ember uses, a bad leading dimension, an epilogue pointer less aligned than its
 // algorithm was chosen for, a ReLU mask read directly, a heuristic told to offer nothing) and cuDNN
-// (the three convolutions against an im2col reference in both modes, descriptors that disagree, a
+// (the three convolutions against an im2col reference and bit for bit against their documented
+// order of summation in both modes, descriptors that disagree, a
 // workspace too small, ALGO_0's non-determinism, the bf16 and f16 configurations and the ones it
 // refuses), and TF32 in all three. Independent of how ember uses them.
 #include <catch2/catch.hpp>
@@ -536,6 +537,34 @@ struct Im2colReference {
   }
 };
 
+// The model's documented summation order (sim/src/convolution.h), in f32 as the model sums: every
+// (output, input, weight) triple in the nesting image, filter, output row, output column, channel,
+// kernel row, kernel column, each product added to its output, input or weight sum in that order.
+// The model's loops visit them in other nestings; its bits must be these.
+struct OrderedSums {
+  std::vector<float> y, dx, dw;
+  OrderedSums(const Geometry& g, const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>& dy)
+      : y(dy.size(), 0.0f), dx(x.size(), 0.0f), dw(w.size(), 0.0f) {
+    for (int b = 0; b < g.n; ++b)
+      for (int f = 0; f < g.k; ++f)
+        for (int oy = 0; oy < g.oh(); ++oy)
+          for (int ox = 0; ox < g.ow(); ++ox)
+            for (int ch = 0; ch < g.c; ++ch)
+              for (int ky = 0; ky < g.kh; ++ky)
+                for (int kx = 0; kx < g.kw; ++kx) {
+                  const int iy = oy * g.stride_h - g.pad_h + ky, ix = ox * g.stride_w - g.pad_w + kx;
+                  if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) continue;
+                  const int wy = g.flip ? g.kh - 1 - ky : ky, wx = g.flip ? g.kw - 1 - kx : kx;
+                  const std::size_t yi = static_cast<std::size_t>(((b * g.k + f) * g.oh() + oy) * g.ow() + ox);
+                  const std::size_t xi = static_cast<std::size_t>(((b * g.c + ch) * g.h + iy) * g.w + ix);
+                  const std::size_t wi = static_cast<std::size_t>(((f * g.c + ch) * g.kh + wy) * g.kw + wx);
+                  y[yi] += x[xi] * w[wi];
+                  dx[xi] += dy[yi] * w[wi];
+                  dw[wi] += dy[yi] * x[xi];
+                }
+  }
+};
+
 }  // namespace
 
 TEST_CASE("cuDNN's three convolutions match an im2col reference in both modes, with strides, padding and 1x1") {
@@ -574,28 +603,33 @@ TEST_CASE("cuDNN's three convolutions match an im2col reference in both modes, w
                       ny = static_cast<std::size_t>(g.n * g.k * g.oh() * g.ow());
     const auto x = random_values(nx, seed++), w = random_values(nw, seed++), dy = random_values(ny, seed++);
     const Im2colReference want(g, x, w, dy);
+    const OrderedSums ordered(g, x, w, dy);
     DeviceBuffer<float> dx_in(nx), dw_in(nw), ddy(ny), out(std::max({nx, nw, ny})), ws(1 << 16);
     to_device(dx_in.data, x);
     to_device(dw_in.data, w);
     to_device(ddy.data, dy);
     const std::size_t ws_bytes = (1u << 16) * sizeof(float);
     const float one = 1.0f, zero = 0.0f;
-    const auto compare = [&](const std::vector<double>& reference) {
+    // Within 1e-5 of the im2col reference, and the same bits as the documented order's sums.
+    const auto compare = [&](const std::vector<double>& reference, const std::vector<float>& in_order) {
       const auto got = to_host(out.data, reference.size());
-      for (std::size_t i = 0; i < reference.size(); ++i) REQUIRE(got[i] == Approx(reference[i]).margin(1e-5));
+      for (std::size_t i = 0; i < reference.size(); ++i) {
+        REQUIRE(got[i] == Approx(reference[i]).margin(1e-5));
+        REQUIRE(got[i] == in_order[i]);
+      }
     };
     REQUIRE(cudnnConvolutionForward(handle, &one, xd, dx_in.data, fd, dw_in.data, cd,
                                     CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, ws.data, ws_bytes, &zero, yd,
                                     out.data) == CUDNN_STATUS_SUCCESS);
-    compare(want.y);
+    compare(want.y, ordered.y);
     REQUIRE(cudnnConvolutionBackwardData(handle, &one, fd, dw_in.data, yd, ddy.data, cd,
                                          CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, ws.data, ws_bytes, &zero, xd,
                                          out.data) == CUDNN_STATUS_SUCCESS);
-    compare(want.dx);
+    compare(want.dx, ordered.dx);
     REQUIRE(cudnnConvolutionBackwardFilter(handle, &one, xd, dx_in.data, yd, ddy.data, cd,
                                            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, ws.data, ws_bytes, &zero, fd,
                                            out.data) == CUDNN_STATUS_SUCCESS);
-    compare(want.dw);
+    compare(want.dw, ordered.dw);
   }
   cudnnDestroyTensorDescriptor(xd);
   cudnnDestroyTensorDescriptor(yd);
