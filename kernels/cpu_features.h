@@ -13,6 +13,7 @@
 
 namespace ember::kernels::cpu {
 
+bool cpu_has_avx512f();      // AVX512F: 16 f32 lanes, FMA, masks
 bool cpu_has_avx512bw();     // AVX512F and AVX512BW: 16-bit lanes, masked loads and stores
 bool cpu_has_avx512dq();     // AVX512F and AVX512DQ: 64-bit multiplies and conversions
 bool cpu_has_avx512_bf16();  // AVX512F and AVX512-BF16: VDPBF16PS

@@ -1,9 +1,24 @@
 // Matrix multiply C = α·op(A)·op(B) + β·C on row-major matrices, op = identity or transpose.
 // op(A) is [m, k], op(B) is [k, n], C is [m, n]; lda, ldb, ldc are the row strides of A, B, C
 // as stored (so A stored [k, m] with Transpose::yes has lda ≥ m).
-// CPU: OpenBLAS cblas_?gemm, or the builtin blocked GEMM when built with EMBER_BLAS=builtin;
-// float and double. CUDA: cuBLAS SGEMM on `stream`, exact fp32 unless TF32 is allowed.
+// CPU: float and double; float on a CPU with AVX512F in ember's own kernel (below), the rest in
+// OpenBLAS cblas_?gemm, or the builtin blocked GEMM when built with EMBER_BLAS=builtin. CUDA:
+// cuBLAS SGEMM on `stream`, exact fp32 unless TF32 is allowed.
 // β = 0 means C is not read (NaN in C does not propagate), as in BLAS.
+//
+// Note [f32 GEMM on AVX-512]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Where cpuid says AVX512F (and EMBER_NO_AVX512 is unset), every CPU f32 GEMM runs in ember's own
+// kernel (kernels/cpu/gemm_f32.cpp), not OpenBLAS's. Why: OpenBLAS picks its AVX-512 kernels only
+// on CPU models it knows, and sites pin older tables where its own pick misbehaves (this Zen 5
+// machine's environment forces Haswell's AVX2 kernels), while the dense layers' products are most
+// of an MLP's step. And the bits: each element of C is one sum in one order,
+//     s = 0;  for p = 0 … k−1:  s = fma(op(A)[i][p], op(B)[p][j], s)
+//     C[i][j] = β = 0 ? α·s : fma(β, C[i][j], α·s)          (each operation rounded to f32)
+// the same on every AVX512F CPU, at any thread count and however C is cut into pieces
+// (tests/kernels/test_gemm_f32.cpp compares it bit for bit with this loop in plain C++). Blocks
+// of 8 rows × 32 columns of C are summed in 16 registers; op(B) is read as stored, or packed into
+// panels of 16 columns where it is transposed; op(A) is read as stored in either layout.
 #pragma once
 
 #include <string>
@@ -20,6 +35,16 @@ namespace ember::kernels::cpu {
 template <class T>
 void gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda,
           const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc);
+// The f32 kernel of Note [f32 GEMM on AVX-512], for a CPU with AVX512F (cpu_has_avx512f()) and
+// k > 0; gemm() calls it there.
+void gemm_f32_avx512(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, float alpha,
+                     const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta, float* c,
+                     std::size_t ldc);
+// The library's GEMM (OpenBLAS, or the builtin one), cut as Note [parallel GEMM] says: what gemm()
+// runs for f64, and for f32 on a CPU without AVX512F; public so that benchmarks can compare.
+template <class T>
+void gemm_library(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
+                  std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc);
 // The builtin GEMM, always compiled, so that tests can compare it with OpenBLAS.
 template <class T>
 void gemm_builtin(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
@@ -30,6 +55,9 @@ void hold_library_threads();
 const char* blas_name();  // "openblas" or "builtin"
 // OpenBLAS's kernel table in use (Note [OpenBLAS core] in kernels/cpu/blas_library.cpp), and why.
 std::string blas_core();
+// What runs the products: blas_core(), or on a CPU with AVX512F "ember avx512 for f32, " and
+// OpenBLAS's table (or "builtin") for f64.
+std::string gemm_kernels();
 // Seconds this thread has spent inside gemm() since it started (ember::cpu_gemm_seconds). Two
 // clock reads per call, ~40 ns against the microseconds of even the smallest GEMM a layer makes.
 double gemm_seconds();

@@ -2,6 +2,7 @@
 #include "apps/bench/case.h"
 #include "core/ops/dispatch.h"
 #include "kernels/conv.h"
+#include "kernels/cpu_features.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_bf16.h"
 
@@ -156,7 +157,8 @@ void add_cudnn_convolutions(std::vector<Case>& cases, const Arena& arena) {
 
 }  // namespace
 
-// GEMMs of the MLP's shapes and a large square one; on the CPU, OpenBLAS (in use) and the builtin.
+// GEMMs of the MLP's shapes and a large square one; on the CPU, the kernel in use (ember's on a CPU
+// with AVX512F: Note [f32 GEMM on AVX-512]), the library's (OpenBLAS) beside it, and the builtin.
 void add_gemms(std::vector<Case>& cases, const Arena& arena, bool quick) {
   const bool gpu = arena.device().is_cuda();
   struct Shape3 {
@@ -195,9 +197,20 @@ void add_gemms(std::vector<Case>& cases, const Arena& arena, bool quick) {
                                    EMBER_BENCH_CALL(d, gemm, g.ta, g.tb, g.m, g.n, g.k, 1.0f, f32(g.a), g.lda, f32(g.b),
                                                     g.ldb, 0.0f, f32(g.c), g.n);
                                  },
-                             .version = gpu ? "cublas" : kc::blas_name(),
+                             .version = gpu                     ? "cublas"
+                                        : kc::cpu_has_avx512f() ? "ember_avx512"
+                                                                : kc::blas_name(),
                              .flops = flops};
     std::vector<Entry<Gemm>> table{in_use};
+    if (!gpu && kc::cpu_has_avx512f()) {
+      Entry<Gemm> library = in_use;
+      library.version = kc::blas_name();
+      library.in_use = false;
+      library.run = [](Device, const Gemm& g) {
+        kc::gemm_library(g.ta, g.tb, g.m, g.n, g.k, 1.0f, f32(g.a), g.lda, f32(g.b), g.ldb, 0.0f, f32(g.c), g.n);
+      };
+      table.push_back(library);
+    }
     if (!gpu && std::string(kc::blas_name()) != "builtin") {
       Entry<Gemm> builtin = in_use;
       builtin.version = "builtin";

@@ -12,6 +12,7 @@
 #include "core/cuda/runtime.h"
 #include "core/ops/ops.h"
 #include "core/tensor/autograd.h"
+#include "kernels/cpu_features.h"
 #include "kernels/gemm.h"
 #include "kernels/parallel.h"
 
@@ -117,8 +118,8 @@ Ceilings measure_ceilings(Device device, int repeat) {
       1, runs, device);
   c.gemm_gflop_per_s = 2.0 * s * s * s / (gus * 1e3);
   c.gemm_how = gpu ? std::string("cuBLAS SGEMM 4096³ (fp32)")
-                   : std::string(kernels::cpu::blas_name()) + " SGEMM 1024³, " +
-                         std::to_string(kernels::cpu::compute_threads()) + " thread(s)";
+                   : std::string(kernels::cpu::cpu_has_avx512f() ? "ember_avx512" : kernels::cpu::blas_name()) +
+                         " SGEMM 1024³, " + std::to_string(kernels::cpu::compute_threads()) + " thread(s)";
   return c;
 }
 

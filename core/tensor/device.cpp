@@ -65,7 +65,7 @@ std::string Device::best_reason() {
 void set_num_threads(int threads) { kernels::cpu::set_compute_threads(threads); }
 int num_threads() { return kernels::cpu::compute_threads(); }
 const char* cpu_gemm_library() { return kernels::cpu::blas_name(); }
-std::string cpu_gemm_kernels() { return kernels::cpu::blas_core(); }
+std::string cpu_gemm_kernels() { return kernels::cpu::gemm_kernels(); }
 double cpu_gemm_seconds() { return kernels::cpu::gemm_seconds(); }
 
 }  // namespace ember

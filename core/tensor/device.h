@@ -51,9 +51,10 @@ void set_num_threads(int threads);
 int num_threads();
 // The library behind CPU matrix products in this build: "openblas" or "builtin".
 const char* cpu_gemm_library();
-// OpenBLAS's kernel table in use, e.g. "Cooperlake", or "Haswell (set by OPENBLAS_CORETYPE; ...)"
-// with the faster choice where the environment forced a slower one; "builtin" without OpenBLAS
-// (Note [OpenBLAS core]).
+// The kernels behind CPU products: on a CPU with AVX512F "ember avx512 for f32, openblas Cooperlake
+// for f64" (Note [f32 GEMM on AVX-512]); elsewhere OpenBLAS's kernel table, e.g. "Haswell (set by
+// OPENBLAS_CORETYPE; ...)" with the faster choice where the environment forced a slower one, or
+// "builtin" without OpenBLAS (Note [OpenBLAS core]).
 std::string cpu_gemm_kernels();
 // Seconds the calling thread has spent in CPU matrix products (every Linear's and convolution's
 // GEMMs) since it started. The difference across a span of training steps, over the span's

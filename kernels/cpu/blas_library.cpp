@@ -6,7 +6,8 @@
 // OPENBLAS_CORETYPE names one. ember keeps that choice (an environment variable is the user's or
 // the site's word) but says what it is: a table without AVX-512 on a CPU with it (e.g. Haswell
 // forced on an AVX-512 machine) ran the MLP's f32 GEMMs 1.75× slower here
-// (docs/results/cpu-threads.md), so blas_core() names the faster choice beside it.
+// (docs/results/cpu-threads.md), so blas_core() names the faster choice beside it. On such a CPU
+// OpenBLAS now runs f64 products only: f32 ones run in ember's kernel (Note [f32 GEMM on AVX-512]).
 #include <array>
 #include <cstdlib>
 #include <mutex>
@@ -42,7 +43,7 @@ std::string describe_core() {
   const std::string core = openblas_get_corename();
   if (std::getenv("OPENBLAS_CORETYPE") == nullptr) return core;
   if (has_avx512_kernels(core) || !cpu_runs_skylakex_kernels()) return core + " (set by OPENBLAS_CORETYPE)";
-  return core + " (set by OPENBLAS_CORETYPE; this CPU has AVX-512: unset it, or set SkylakeX, for faster f32 GEMMs)";
+  return core + " (set by OPENBLAS_CORETYPE; this CPU has AVX-512: unset it, or set SkylakeX, for faster GEMMs)";
 }
 }  // namespace
 

@@ -15,6 +15,8 @@ bool avx512_allowed() {
 }
 }  // namespace
 
+bool cpu_has_avx512f() { return avx512_allowed(); }
+
 bool cpu_has_avx512bw() {
   static const bool has = avx512_allowed() && __builtin_cpu_supports("avx512bw");
   return has;

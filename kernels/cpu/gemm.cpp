@@ -1,4 +1,5 @@
-// CPU GEMM: OpenBLAS when ember is built with it, else a builtin blocked GEMM (slow, correct).
+// CPU GEMM: f32 on AVX512F in ember's kernel (Note [f32 GEMM on AVX-512] in kernels/gemm.h); the
+// rest in OpenBLAS when ember is built with it, else a builtin blocked GEMM (slow, correct).
 //
 // Note [parallel GEMM]
 // ~~~~~~~~~~~~~~~~~~~~
@@ -14,10 +15,14 @@
 // - Otherwise one call.
 #include <algorithm>
 #include <chrono>
+#include <string>
+#include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "core/base/config.h"
 #include "core/base/error.h"
+#include "kernels/cpu_features.h"
 #include "kernels/gemm.h"
 #include "kernels/parallel.h"
 
@@ -147,25 +152,46 @@ void split_gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::s
 }  // namespace
 
 template <class T>
-void gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda,
-          const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
+void gemm_library(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
+                  std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
   if (m == 0 || n == 0) return;
   hold_library_threads();
   // BLAS rejects k = 0 with lda = 0 in some builds; the builtin path just scales C by beta.
+  if (k == 0) return gemm_builtin(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  split_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+template <class T>
+void gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda,
+          const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
   const auto start = std::chrono::steady_clock::now();
-  if (k == 0)
-    gemm_builtin(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  else
-    split_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  if constexpr (std::is_same_v<T, float>) {
+    if (m > 0 && n > 0 && k > 0 && cpu_has_avx512f())  // Note [f32 GEMM on AVX-512]
+      gemm_f32_avx512(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    else
+      gemm_library(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  } else {
+    gemm_library(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
   seconds_in_gemm += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 double gemm_seconds() { return seconds_in_gemm; }
 
+std::string gemm_kernels() {
+  if (!cpu_has_avx512f()) return blas_core();
+  const std::string library = std::string_view(blas_name()) == "builtin" ? "builtin" : "openblas " + blas_core();
+  return "ember avx512 for f32, " + library + " for f64";
+}
+
 template void gemm<float>(Transpose, Transpose, std::size_t, std::size_t, std::size_t, float, const float*, std::size_t,
                           const float*, std::size_t, float, float*, std::size_t);
 template void gemm<double>(Transpose, Transpose, std::size_t, std::size_t, std::size_t, double, const double*,
                            std::size_t, const double*, std::size_t, double, double*, std::size_t);
+template void gemm_library<float>(Transpose, Transpose, std::size_t, std::size_t, std::size_t, float, const float*,
+                                  std::size_t, const float*, std::size_t, float, float*, std::size_t);
+template void gemm_library<double>(Transpose, Transpose, std::size_t, std::size_t, std::size_t, double, const double*,
+                                   std::size_t, const double*, std::size_t, double, double*, std::size_t);
 template void gemm_builtin<float>(Transpose, Transpose, std::size_t, std::size_t, std::size_t, float, const float*,
                                   std::size_t, const float*, std::size_t, float, float*, std::size_t);
 template void gemm_builtin<double>(Transpose, Transpose, std::size_t, std::size_t, std::size_t, double, const double*,

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "core/base/error.h"
+#include "kernels/cpu/transpose_avx512.h"
 #include "kernels/cpu_features.h"
 #include "kernels/parallel.h"
 
@@ -52,40 +53,6 @@ void gemm_scalar(std::size_t m, std::size_t n, std::size_t k, const bfloat16* a,
 constexpr std::size_t kRows = 8;
 constexpr std::size_t kPanel = 16;  // columns of one packed panel (one register of f32)
 
-// 16 rows of 16 32-bit words (row t: the 32 bf16 values at in + t·stride) transposed: vector w
-// (stored at out + 16·w) holds word w of every row. Four rounds of block swaps (8×8, 4×4, 2×2,
-// 1×1 blocks off the diagonal), each a two-source permute per pair of rows.
-__attribute__((target("avx512f"))) void transpose_16x16_words(const bfloat16* in, std::size_t stride,
-                                                              std::uint32_t* out) {
-  __m512i rows[16];
-  for (std::size_t t = 0; t < 16; ++t) rows[t] = _mm512_loadu_si512(in + t * stride);
-  // Row i (bit `size` clear) keeps its words c with c & size clear and takes row i+size's words
-  // c − size in the others (index 16 and up: the second source); row i+size gets the mirror image.
-  struct Indices {
-    alignas(64) std::int32_t low[16], high[16];
-  };
-  static constexpr auto kSwaps = [] {
-    std::array<Indices, 4> swaps{};
-    for (int round = 0, size = 8; round < 4; ++round, size /= 2)
-      for (int c = 0; c < 16; ++c) {
-        swaps[round].low[c] = (c & size) == 0 ? c : 16 + c - size;
-        swaps[round].high[c] = (c & size) == 0 ? c + size : 16 + c;
-      }
-    return swaps;
-  }();
-  for (int round = 0, size = 8; round < 4; ++round, size /= 2) {
-    const __m512i low_index = _mm512_load_si512(kSwaps[round].low);
-    const __m512i high_index = _mm512_load_si512(kSwaps[round].high);
-    for (int i = 0; i < 16; ++i) {
-      if (i & size) continue;
-      const __m512i a = rows[i], b = rows[i + size];
-      rows[i] = _mm512_permutex2var_epi32(a, low_index, b);
-      rows[i + size] = _mm512_permutex2var_epi32(a, high_index, b);
-    }
-  }
-  for (std::size_t w = 0; w < 16; ++w) _mm512_storeu_si512(out + 16 * w, rows[w]);
-}
-
 // B packed for VDPBF16PS: panels of 16 columns; in each, for each pair of rows p, 32 bf16 values
 // b[2p][j], b[2p+1][j] for j in the panel. Zeros past row k and column n. Each panel row is
 // written whole, in order (no zero-fill of the buffer first, no index arithmetic per element), so
@@ -105,7 +72,7 @@ __attribute__((target("avx512f,avx512bw"))) void pack_b(std::size_t n, std::size
         // Stored [n, k]: b[j][2p] and b[j][2p+1] are adjacent, already the word the layout wants.
         // A full panel's 16 rows by 16 whole pairs at once is a transpose of 32-bit words.
         if (width == kPanel && p % kPanel == 0 && 2 * (p + kPanel) <= k) {
-          transpose_16x16_words(b.b + j0 * b.ldb + 2 * p, b.ldb, out);
+          transpose_16x16_words(b.b + j0 * b.ldb + 2 * p, b.ldb * sizeof(bfloat16), out);
           p += kPanel - 1;  // the next 15 pairs' words are written too
           continue;
         }

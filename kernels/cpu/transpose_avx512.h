@@ -1,0 +1,48 @@
+// A 16×16 transpose of 32-bit words in AVX-512 registers, for the GEMMs' packing of a transposed
+// B (f32 values, or bf16 pairs as one word): kernels/cpu/gemm_bf16.cpp, kernels/cpu/gemm_f32.cpp.
+#pragma once
+
+#include <immintrin.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+namespace ember::kernels::cpu {
+
+// 16 rows of 16 32-bit words (row t at in + t·stride_bytes) transposed: vector w (stored at
+// out + 16·w words) holds word w of every row. Four rounds of block swaps (8×8, 4×4, 2×2, 1×1
+// blocks off the diagonal), each a two-source permute per pair of rows.
+__attribute__((target("avx512f"))) inline void transpose_16x16_words(const void* in, std::size_t stride_bytes,
+                                                                     std::uint32_t* out) {
+  __m512i rows[16];
+  const auto* bytes = static_cast<const unsigned char*>(in);
+  for (std::size_t t = 0; t < 16; ++t) rows[t] = _mm512_loadu_si512(bytes + t * stride_bytes);
+  // Row i (bit `size` clear) keeps its words c with c & size clear and takes row i+size's words
+  // c − size in the others (index 16 and up: the second source); row i+size gets the mirror image.
+  struct Indices {
+    alignas(64) std::int32_t low[16], high[16];
+  };
+  static constexpr auto kSwaps = [] {
+    std::array<Indices, 4> swaps{};
+    for (int round = 0, size = 8; round < 4; ++round, size /= 2)
+      for (int c = 0; c < 16; ++c) {
+        swaps[round].low[c] = (c & size) == 0 ? c : 16 + c - size;
+        swaps[round].high[c] = (c & size) == 0 ? c + size : 16 + c;
+      }
+    return swaps;
+  }();
+  for (int round = 0, size = 8; round < 4; ++round, size /= 2) {
+    const __m512i low_index = _mm512_load_si512(kSwaps[round].low);
+    const __m512i high_index = _mm512_load_si512(kSwaps[round].high);
+    for (int i = 0; i < 16; ++i) {
+      if (i & size) continue;
+      const __m512i a = rows[i], b = rows[i + size];
+      rows[i] = _mm512_permutex2var_epi32(a, low_index, b);
+      rows[i + size] = _mm512_permutex2var_epi32(a, high_index, b);
+    }
+  }
+  for (std::size_t w = 0; w < 16; ++w) _mm512_storeu_si512(out + 16 * w, rows[w]);
+}
+
+}  // namespace ember::kernels::cpu
