@@ -63,7 +63,7 @@ def limit_torch_threads(threads):
 
 def thousands(rate):
     """Images/s in thousands to three significant digits: 366k, 24.1k, 6.23k."""
-    return f"{rate / 1e3:.3g}k"
+    return f"{rate / 1e6:.3g}M" if rate >= 1e6 else f"{rate / 1e3:.3g}k"
 
 
 def build_references(out):
