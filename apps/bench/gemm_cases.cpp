@@ -169,10 +169,11 @@ void add_gemms(std::vector<Case>& cases, const Arena& arena, bool quick) {
   std::vector<Shape3> shapes{{128, 32, 784, Transpose::no, Transpose::yes, "x·W1ᵀ 784-32"},
                              {32, 784, 128, Transpose::yes, Transpose::no, "gᵀ·x 784-32"},
                              {128, 128, 784, Transpose::no, Transpose::yes, "x·W1ᵀ 784-128"},
-                             {128, 512, 784, Transpose::no, Transpose::yes, "x·W1ᵀ 784-512"},
-                             {512, 784, 128, Transpose::yes, Transpose::no, "gᵀ·x 784-512"},
-                             {128, 512, 256, Transpose::no, Transpose::no, "g·W2 512-256"}};
-  if (!quick) shapes.push_back({1024, 1024, 1024, Transpose::no, Transpose::no, "square"});
+                             {128, 512, 784, Transpose::no, Transpose::yes, "x·W1ᵀ 784-512"}};
+  if (!quick)  // the wide MLP's backward products, and a large square one
+    shapes.insert(shapes.end(), {{512, 784, 128, Transpose::yes, Transpose::no, "gᵀ·x 784-512"},
+                                 {128, 512, 256, Transpose::no, Transpose::no, "g·W2 512-256"},
+                                 {1024, 1024, 1024, Transpose::no, Transpose::no, "square"}});
   for (const Shape3& s : shapes) {
     const Gemm host{s.ta,
                     s.tb,
