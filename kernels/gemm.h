@@ -17,8 +17,9 @@
 //     C[i][j] = β = 0 ? α·s : fma(β, C[i][j], α·s)          (each operation rounded to f32)
 // the same on every AVX512F CPU, at any thread count and however C is cut into pieces
 // (tests/kernels/test_gemm_f32.cpp compares it bit for bit with this loop in plain C++). Blocks
-// of 8 rows × 32 columns of C are summed in 16 registers; op(B) is read as stored, or packed into
-// panels of 16 columns where it is transposed; op(A) is read as stored in either layout.
+// of 8 rows × 32 columns of C are summed in 16 registers; op(B) is packed into panels of 16
+// columns where it is transposed or read by 4 blocks of rows and more, else read as stored; op(A)
+// is read as stored in either layout.
 #pragma once
 
 #include <string>

@@ -33,6 +33,9 @@ namespace ember::kernels::cpu {
 // (and under 1.2× in some runs), 1.45× at 64K and 1.6–2.0× from 128K; a worker that has gone to
 // sleep costs 30–50 µs. Pieces of 32K split the loops of 64K elements and more.
 constexpr std::size_t kElementsPerPiece = 32 * 1024;
+// The fewest multiply-adds a piece of a CPU GEMM holds: ember's f32 kernel's tiles and OpenBLAS's
+// blocks (Note [parallel GEMM]) alike.
+constexpr double kGemmProductsPerPiece = 2.0 * 1024 * 1024;
 // Items (rows, planes, channels) of `elements` values each that make at least such a piece.
 constexpr std::size_t items_per_piece(std::size_t elements) {
   return elements >= kElementsPerPiece ? 1 : kElementsPerPiece / (elements > 0 ? elements : 1);

@@ -8,8 +8,9 @@
 // how a product is cut (its edge kernels sum k in other orders), so the blocks are a function of
 // the shape alone, and one thread runs the same blocks in turn: the same bits at any thread count.
 // - Blocks of C's longer side (rows or columns, whole multiples of 16), each of at least
-//   kMinPartProducts multiply-adds, at most kMaxBlocks: each block repacks the operand they share,
-//   so this cut is taken only while the repacking stays under 1/32 of the arithmetic.
+//   kGemmProductsPerPiece multiply-adds (kernels/parallel.h), at most kMaxBlocks: each block
+//   repacks the operand they share, so this cut is taken only while the repacking stays under 1/32
+//   of the arithmetic.
 // - Otherwise, where k is long (the CNN's dense layer: 64×128 from k = 9216), blocks of k: each
 //   computes a partial C, and the partials are added in block order afterwards.
 // - Otherwise one call.
@@ -88,12 +89,12 @@ void library_gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std:
 }
 #endif
 
-constexpr double kMinPartProducts = 2.0 * 1024 * 1024;
 constexpr std::size_t kMaxBlocks = 8;
 
-// Blocks along `side` elements, each of at least kMinPartProducts multiply-adds and `minimum` long.
+// Blocks along `side` elements, each of at least kGemmProductsPerPiece multiply-adds and `minimum`
+// long.
 std::size_t block_count(std::size_t side, double products_per_element, std::size_t minimum) {
-  const double by_work = products_per_element * static_cast<double>(side) / kMinPartProducts;
+  const double by_work = products_per_element * static_cast<double>(side) / kGemmProductsPerPiece;
   const std::size_t by_side = side / minimum;
   return std::max<std::size_t>(1, std::min({kMaxBlocks, by_side, static_cast<std::size_t>(by_work)}));
 }

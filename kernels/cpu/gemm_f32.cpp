@@ -16,8 +16,6 @@ namespace {
 // in flight to cover their latency on both FMA pipes.
 constexpr std::size_t kRows = 8;
 constexpr std::size_t kPanel = 16;  // columns of one panel (one register of f32)
-// A part of the parallel loop holds at least this many multiply-adds (as Note [parallel GEMM]).
-constexpr double kMinPieceProducts = 2.0 * 1024 * 1024;
 // B as stored is read in place by up to 3 blocks of rows, and packed (per chunk of columns) for 4
 // and more: packing costs a pass over B, and saves each block a strided walk through B's rows.
 // Measured at 1 thread: 512×784×128 from A transposed, 193–199 GFLOP/s in place, 228–231 packed;
@@ -128,8 +126,8 @@ std::size_t column_chunk(std::size_t k) {
 
 }  // namespace
 
-// Tiles (a chunk of columns × a block of kRows rows), chunk by chunk, are the parallel pieces; a
-// thread packs a transposed B's chunk when it starts on it. Each element of C is the sum the note
+// Tiles (a chunk of columns × a block of kRows rows), chunk by chunk, are the parallel pieces; where
+// B is packed, a thread packs a chunk of it when it starts on that chunk. Each element of C is the sum the note
 // gives whoever computes it.
 void gemm_f32_avx512(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, float alpha,
                      const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta, float* c,
@@ -138,7 +136,7 @@ void gemm_f32_avx512(Transpose ta, Transpose tb, std::size_t m, std::size_t n, s
   const bool packs = tb == Transpose::yes || row_blocks >= kMinRowBlocksPacking;
   const auto& blocks = ta == Transpose::yes ? kRowBlocks<true> : kRowBlocks<false>;
   const double tile_products = static_cast<double>(kRows * std::min(chunk, n)) * static_cast<double>(k);
-  const auto grain = static_cast<std::size_t>(std::max(1.0, kMinPieceProducts / tile_products));
+  const auto grain = static_cast<std::size_t>(std::max(1.0, kGemmProductsPerPiece / tile_products));
   parallel_for(
       chunks * row_blocks, grain,
       [&](std::size_t first, std::size_t last) {
