@@ -141,10 +141,10 @@ int main(int argc, char** argv) {
   std::string json, plot;
   app.add_option("--steps", steps, "timed training steps per model and device")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--batch-size", batch, "batch size")->capture_default_str()->check(CLI::PositiveNumber);
+      ->check(apps::positive);
+  app.add_option("--batch-size", batch, "batch size")->capture_default_str()->check(apps::positive);
   app.add_option("--cpu-budget", budget, "stop a CPU measurement after this many seconds")->capture_default_str();
-  app.add_option("--threads", threads, "CPU compute threads")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--threads", threads, "CPU compute threads")->capture_default_str()->check(apps::positive);
   app.add_option("--json", json, "write the table as JSON");
   app.add_option("--plot", plot, "write an SVG chart of speed (and speedup) against model size");
   return apps::run_cli(app, argc, argv, [&] { return run(steps, batch, budget, threads, json, plot); });

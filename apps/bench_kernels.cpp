@@ -50,12 +50,8 @@ int bench(const Settings& s, const std::string& sizes_text) {
   if (s.device == "all" || s.device == "cpu") devices.push_back(Device::cpu());
   if (s.device == "all" && cuda::is_available()) devices.push_back(Device::cuda(0));
   if (s.device != "all" && s.device != "cpu") {
-    try {
-      devices.push_back(Device::parse(s.device));
-      require_usable(devices.back());
-    } catch (const Error& e) {
-      throw apps::UsageError("--device " + s.device + ": " + e.what());
-    }
+    std::string reason;
+    devices.push_back(apps::choose_device("--device", s.device, reason));
   }
   std::regex filter;
   try {
@@ -157,7 +153,7 @@ int main(int argc, char** argv) {
   app.add_option("--sizes", sizes_text, "element counts, e.g. 65536,16777216 (default: a sweep per device)");
   app.add_option("--repeat", s.repeat, "timed runs per case (the median is reported)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(apps::positive);
   app.add_option("--json", s.json, "also write every result as JSON to this file");
   app.add_flag("--include-broken", s.include_broken,
                "add a deliberately wrong kernel version (self-test: it must be refused)");

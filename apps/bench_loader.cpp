@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "apps/common/program.h"
 #include "core/base/config.h"
 #include "core/cuda/runtime.h"
 #include "core/ops/ops.h"
@@ -155,19 +156,14 @@ int main(int argc, char** argv) {
   int epochs = 5;
   app.add_option("--data", data_dir, "MNIST folder")->capture_default_str();
   app.add_option("--device", device_text, "auto, cpu, cuda or cuda:N")->capture_default_str();
-  app.add_option("--batch-size", batch, "batch size")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--batch-size", batch, "batch size")->capture_default_str()->check(apps::positive);
   app.add_option("--epochs", epochs, "epochs per configuration (the median is reported)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(apps::positive);
   app.add_option("--json", json_path, "also write the results as JSON");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
-  try {
-    const Device device = device_text == "auto" ? Device::best() : Device::parse(device_text);
-    require_usable(device);
+  return apps::run_cli(app, argc, argv, [&] {
+    std::string reason;
+    const Device device = apps::choose_device("--device", device_text, reason);
     set_num_threads(1);
     auto dataset = std::make_shared<data::MnistDataset>(data_dir, data::Split::train);
     std::printf("bench_loader: %zu MNIST training images, batch %zu, %d epochs per row, device %s\n", dataset->size(),
@@ -195,14 +191,5 @@ int main(int argc, char** argv) {
         "for the overlap row)\n");
     if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
     return 0;
-  } catch (const ember::IoError& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
-  } catch (const ember::FormatError& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
-  }
+  });
 }

@@ -6,6 +6,7 @@
 #include <iostream>
 #include <vector>
 
+#include "apps/common/program.h"
 #include "core/base/config.h"
 #include "core/cuda/runtime.h"
 #include "core/ops/ops.h"
@@ -16,12 +17,7 @@ int main(int argc, char** argv) {
   CLI::App app{"ember_info: show the device ember computes on, and check it with a round trip"};
   std::string device_text = "auto";
   app.add_option("--device", device_text, "auto, cpu, cuda or cuda:N")->capture_default_str();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
-  try {
+  return ember::apps::run_cli(app, argc, argv, [&] {
     std::cout << "ember " << EMBER_VERSION << " (CUDA backend: " << (ember::cuda::built_with_cuda() ? "yes" : "no")
               << ", CPU GEMM: " << ember::cpu_gemm_library() << ")\n";
     std::cout << "CPU GEMM kernels: " << ember::cpu_gemm_kernels() << "\n";
@@ -30,9 +26,9 @@ int main(int argc, char** argv) {
     std::cout << "\n";
     for (int i = 0; i < ember::cuda::device_count(); ++i)
       std::cout << "  cuda:" << i << ": " << ember::cuda::device_description(i) << "\n";
-    const ember::Device device = device_text == "auto" ? ember::Device::best() : ember::Device::parse(device_text);
-    ember::require_usable(device);
-    std::cout << "device: " << (device_text == "auto" ? ember::Device::best_reason() : device.str()) << "\n";
+    std::string reason;
+    const ember::Device device = ember::apps::choose_device("--device", device_text, reason);
+    std::cout << "device: " << (device_text == "auto" ? reason : device.str()) << "\n";
 
     // Round trip: host → device → compute → host, and compare with the same computation on the host.
     const ember::Tensor host = ember::arange(1000).reshape({10, 100});
@@ -43,14 +39,5 @@ int main(int argc, char** argv) {
     std::cout << "round trip " << (same_data ? "ok" : "FAILED") << "; sum(relu(x - 500)) = " << result.item<double>()
               << " (expected " << expected << ")\n";
     return same_data && result.item<double>() == expected ? 0 : 1;
-  } catch (const ember::ValueError& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 2;
-  } catch (const ember::DeviceError& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 2;
-  } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 1;
-  }
+  });
 }

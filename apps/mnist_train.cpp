@@ -12,51 +12,33 @@
 #include <cstdio>
 
 #include "apps/common/model_card.h"
-#include "apps/common/plot.h"
 #include "apps/common/program.h"
+#include "apps/common/recipes.h"
+#include "apps/common/run_checks.h"
+#include "apps/common/run_outputs.h"
+#include "apps/common/stop_signals.h"
 #include "core/base/fusion.h"
 #include "data/classification_loaders.h"
 #include "distributed/dist.h"
 #include "layers/nn.h"
 #include "optim/optimizer.h"
 #include "optim/scheduler.h"
-#include "train/checkpoint.h"
 #include "train/data_parallel.h"
 #include "train/fused_mlp_step.h"
-#include "train/log.h"
 #include "train/loop.h"
+#include "train/run_checkpoints.h"
 
 using namespace ember;
 using apps::UsageError;
 
 namespace {
 
-// What each model trains with when no flag says otherwise: the MLP keeps the tutorials' settings;
-// the CNN gets the recipe that takes it past 98% on the digits in 5 epochs (docs/results/cnn.md).
-// Both opt into every fused path (core/base/fusion.h) unless EMBER_FUSION=0 turns them off.
-struct Recipe {
-  std::string optimizer;
-  double lr, lr_decay;
-  std::size_t batch_size;
-  bool normalize;
-};
-
-Recipe recipe_for(const std::string& model) {
-  return model == "cnn" ? Recipe{"adam", 0.002, 0.6, 64, true} : Recipe{"sgd", 0.5, 1.0, 128, false};
-}
-
-std::string describe(const Recipe& r) {
-  const char* name = r.optimizer == "sgd" ? "SGD" : r.optimizer == "adam" ? "Adam" : "AdamW";
-  return detail::concat(name, ", lr ", r.lr, r.lr_decay != 1.0 ? detail::concat(" ×", r.lr_decay, " per epoch") : "",
-                        ", batch ", r.batch_size, ", ", r.normalize ? "normalized inputs" : "[0, 1] inputs");
-}
-
 // The command line. The library's options structs hold what they name; the rest is this program's.
 struct Settings {
   std::string dataset = "mnist", data_dir, device = "auto", model = "mlp", hidden, channels = "32,64", step = "auto";
-  Recipe recipe = recipe_for("mlp");
+  apps::Recipe recipe = apps::recipe_for("mlp");
   std::string overridden;  // the recipe's flags given on the command line
-  int epochs = 5, threads = 1;
+  int epochs = 5, threads = 1, keep = 2;
   std::uint64_t seed = 0;
   long long val_size = -1;                   // -1: a sixth of the training images
   optim::GroupOptions optimizer;             // --momentum, --weight-decay (the rate is the recipe's)
@@ -67,12 +49,13 @@ struct Settings {
   bool distributed = false, log_step_losses = false;
   std::string json_log, save, resume, init, plot, precision = "f32";
   std::vector<std::int64_t> hidden_sizes, channel_sizes;  // --hidden and --channels, parsed by validate
+  std::vector<std::string> command;                       // as typed, for the line that resumes it
   bool is_cnn() const { return model == "cnn"; }
 };
 
 // ---- validate: every option checked before any file is touched ---------------------------------
 void validate(Settings& s) {
-  const Recipe& r = s.recipe;
+  const apps::Recipe& r = s.recipe;
   if (!std::isfinite(r.lr) || r.lr <= 0) throw UsageError("--lr must be a positive number");
   if (!(r.lr_decay > 0 && r.lr_decay <= 1)) throw UsageError("--lr-decay must be in (0, 1]");
   if (!(s.optimizer.momentum >= 0 && s.optimizer.momentum < 1)) throw UsageError("--momentum must be in [0, 1)");
@@ -85,6 +68,8 @@ void validate(Settings& s) {
     throw UsageError("--dataset " + s.dataset + " has no default folder: give --data FOLDER with its four IDX files");
   if (!s.plot.empty() && (s.plot.size() < 4 || s.plot.substr(s.plot.size() - 4) != ".svg"))
     throw UsageError("--plot " + s.plot + ": the picture is written as SVG; give a name ending in .svg");
+  for (const auto& [flag, path] : {std::pair{"--save", s.save}, {"--json-log", s.json_log}, {"--plot", s.plot}})
+    apps::check_output_path(flag, path);  // before any epoch is trained
   // Hidden widths default to the tutorials': 32 for the MLP, 128 for the CNN's dense layer.
   s.hidden_sizes =
       apps::parse_sizes("--hidden", s.hidden.empty() ? (s.is_cnn() ? "128" : "32") : s.hidden, "32 or 512,256");
@@ -105,7 +90,9 @@ struct Run {
   std::unique_ptr<data::ClassificationLoaders> loaders;
   std::unique_ptr<train::Step> step;
   bool fused = false;  // the fused MLP step (train::FusedMlpStep), else autograd
-  int start_epoch = 0, world = 1;
+  int world = 1;
+  std::string data_sha256;    // the images' and labels' content: a resume must see the same
+  train::ResumedRun resumed;  // where a resumed run continues, and its history
 };
 
 void build_model(const Settings& s, Run& run) {
@@ -115,7 +102,7 @@ void build_model(const Settings& s, Run& run) {
   Generator init(s.seed);
   run.model = apps::new_model(run.card, &init, FusionOptions::all());
   if (!s.init.empty()) try {
-      nn::load(*run.model, s.init);
+      apps::load_weights(*run.model, run.card, s.init);
     } catch (const Error& e) {
       throw UsageError(std::string("--init ") + e.what());
     }
@@ -142,17 +129,22 @@ train::Metadata run_settings(const Settings& s, const Run& run) {
           {"shuffle", text(s.loader.shuffle)}, {"step", s.step}, {"fused", text(run.fused)}, {"precision", s.precision},
           {"micro_batches", text(s.autograd.micro_batches)}, {"cuda_graph", text(s.fused_step.cuda_graph)},
           {"preload", text(s.loader.preload)}, {"device", run.device.is_cuda() ? "cuda" : "cpu"},
-          {"world_size", text(run.world)}, {"resume", text(!s.resume.empty())}, {"init", text(!s.init.empty())}};
+          {"world_size", text(run.world)}, {"resume", text(!s.resume.empty())}, {"init", text(!s.init.empty())},
+          {"data_sha256", run.data_sha256}, {"threads", text(s.threads)}};
   // clang-format on
 }
 
+// A resume continues the run bit for bit only with the same model, data, split, order and seed; a
+// stop mid-epoch also fixes the batches (and the ranks that share them). Other settings may change.
 void resume(const Settings& s, Run& run) {
   try {
-    const train::ResumedTraining resumed = train::resume_training_checkpoint(s.resume, *run.model, *run.optimizer);
-    run.start_epoch = resumed.start_epoch;
-    const train::SettingsCheck check{.must_match = {"model_kind", "dataset"}, .noted = {"world_size", "batch_size"}};
-    for (const std::string& note : train::compare_settings(resumed.checkpoint, run_settings(s, run), check))
-      std::printf("note: --resume: %s\n", note.c_str());
+    std::vector<std::string> notes;
+    auto compare = [&](const train::LoadedCheckpoint& saved) {  // before the shapes are compared
+      notes = train::compare_settings(saved, run_settings(s, run), apps::resume_settings_check(saved));
+    };
+    run.resumed = train::resume_run(s.resume, *run.model, *run.optimizer, compare);
+    std::printf("%s\n", run.resumed.report.c_str());
+    for (const std::string& note : notes) std::printf("note: --resume: %s\n", note.c_str());
   } catch (const Error& e) {
     throw UsageError(std::string("--resume ") + e.what());
   }
@@ -169,7 +161,7 @@ void build_step(const Settings& s, Run& run) {
     run.step = std::make_unique<train::AutogradStep>(*run.model, *run.optimizer, nullptr, s.autograd);
 }
 
-Run build_run(const Settings& s) {
+Run build_run(Settings& s) {
   Run run;
   run.world = s.distributed ? dist::world_size() : 1;
   run.device = s.distributed ? apps::choose_rank_device("--device", s.device, run.device_reason)
@@ -179,6 +171,14 @@ Run build_run(const Settings& s) {
   run.val_size = s.val_size < 0 ? n_all / 6 : static_cast<std::size_t>(s.val_size);
   if (run.val_size >= n_all)
     throw UsageError(detail::concat("--val-size ", run.val_size, ": must be below the ", n_all, " training images"));
+  if (s.recipe.batch_size > n_all - run.val_size) {  // one batch of them all, as PyTorch's loader gives
+    std::printf("note: --batch-size %zu: more than the %zu images trained on; using %zu\n", s.recipe.batch_size,
+                n_all - run.val_size, n_all - run.val_size);
+    s.recipe.batch_size = n_all - run.val_size;
+  }
+  const std::vector<Tensor> content{run.data.train->images(), run.data.train->labels(), run.data.test->images(),
+                                    run.data.test->labels()};
+  run.data_sha256 = train::tensors_sha256(content);
   const std::string fused_refused = train::fused_mlp_step_unsupported(s.autograd.precision, run.device);
   if (s.step == "fused" && !fused_refused.empty())
     throw UsageError("--step fused: " + fused_refused + " (--step auto)");
@@ -210,7 +210,7 @@ void print_header(const Settings& s, const Run& run) {
   std::printf("device: %s\n%s\n%s\nparameters: %lld\n", run.device_reason.c_str(),
               run.loaders->describe(run.data).c_str(), run.model->repr().c_str(),
               static_cast<long long>(run.model->parameter_count()));
-  std::printf("recipe: %s (%s)\n", describe(s.recipe).c_str(),
+  std::printf("recipe: %s (%s)\n", apps::describe(s.recipe).c_str(),
               s.overridden.empty() ? ("the " + s.model + " default").c_str() : ("set by" + s.overridden).c_str());
   const data::Normalization& norm = run.card.normalization;
   std::printf("optimizer: %s, momentum %g, weight decay %g; inputs %s; %d CPU thread%s, GEMM kernels %s\n",
@@ -223,74 +223,71 @@ void print_header(const Settings& s, const Run& run) {
 // ---- run_training: the library's loop, this program's report after every epoch ------------------
 int run_training(Settings& s) {
   validate(s);
+  s.threads = apps::capped_threads(s.threads, s.loader.workers);
   set_num_threads(s.threads);
   Run run = build_run(s);
+  const std::string title = run.data.spec.title + " " + s.model + " " + apps::join_sizes(s.hidden_sizes);
+  apps::RunOutputs outputs({s.json_log, s.plot, title, s.save, s.keep}, run.card.to_metadata(), run_settings(s, run));
   print_header(s, run);
+  outputs.start(s.resume.empty() ? nullptr : &run.resumed);
+  const train::Position start = run.resumed.at;
   // The rate of epoch e is lr·decay^e (StepLR with step 1), a resumed run picking up where it was.
   optim::StepLR schedule(*run.optimizer, 1, s.recipe.lr_decay);
-  schedule.set_last_epoch(run.start_epoch);
-  train::JsonLinesLog log(dist::is_main() ? s.json_log : std::string());
-  train::EpochCheckpoints checkpoints(s.save, *run.model, *run.optimizer, run.card.to_metadata(), run_settings(s, run),
-                                      run.start_epoch);
-  apps::TrainingCurves curves(dist::is_main() ? s.plot : "",
-                              run.data.spec.title + " " + s.model + " " + apps::join_sizes(s.hidden_sizes));
+  schedule.set_last_epoch(start.epoch);
   auto report = [&](const train::EpochReport& r) {
-    if (r.epoch == run.start_epoch)  // after a step: what the fused step captured is known then
+    if (r.epoch == start.epoch)  // after a step: what the fused step captured is known then
       std::printf("training step: %s\n", run.step->describe().c_str());
     std::printf("%s\n", train::epoch_line(r, s.distributed).c_str());
     std::fflush(stdout);
     train::LogFields extra = train::step_fields(*run.step);
     for (auto& field : train::replica_fields(*run.model, r.epoch, s.distributed)) extra.push_back(field);
-    log.add_epoch(r, extra);
-    log.write();
-    checkpoints.save(r.epoch + 1);
-    curves.add(r);
+    outputs.add_epoch(r, extra, *run.model, *run.optimizer);
   };
-  const train::FitOptions fit{
-      .epochs = s.epochs,
-      .start_epoch = run.start_epoch,
-      .schedule = &schedule,
-      .epoch = {.across_ranks = s.distributed,
-                .record_step_losses = s.log_step_losses,
-                .steps = run.loaders->train_order().batches_per_epoch(),
-                .on_step = apps::interactive_output(s.distributed) ? apps::progress_bar : nullptr},
-      .on_epoch = report};
+  const std::function<bool()> stop_requested = [&] {  // every rank stops at the same step
+    const bool here = apps::stop_signal() != 0;
+    return s.distributed ? !dist::all_agree(!here) : here;
+  };
+  const bool interactive = apps::interactive_output(s.distributed);
+  train::FitOptions fit;
+  fit.epochs = s.epochs;
+  fit.start_epoch = start.epoch;
+  fit.start_step = start.step;
+  fit.loss_sum_so_far = run.resumed.loss_sum;
+  fit.schedule = &schedule;
+  fit.epoch.across_ranks = s.distributed;
+  fit.epoch.record_step_losses = s.log_step_losses;
+  fit.epoch.steps = run.loaders->train_order().batches_per_epoch();
+  fit.epoch.on_step = interactive ? apps::progress_bar : nullptr;
+  fit.epoch.stop_requested = stop_requested;
+  fit.on_epoch = report;
+  train::FitResult where;
   try {
-    train::fit(*run.model, *run.step, run.loaders->train(), run.loaders->validation(),
-               run.loaders->validation_set()->size(), fit);
+    where = train::fit(*run.model, *run.step, run.loaders->train(), run.loaders->validation(),
+                       run.loaders->validation_set()->size(), fit);
   } catch (const train::NonFiniteLoss& e) {
-    throw std::runtime_error(detail::concat(e.what(), checkpoints.last_good(), ". Try a smaller --lr"));
+    throw std::runtime_error(detail::concat(e.what(), "; ", outputs.checkpoints().resumable(), ". Try a smaller --lr"));
+  }
+  if (where.stopped) {
+    outputs.save_stop({where.epoch, where.step}, *run.model, *run.optimizer, *run.step);
+    return apps::report_stop(where, outputs, s.command, interactive);
   }
   const train::Evaluation result =
       train::evaluate(*run.model, run.loaders->test(), run.data.test->size(), s.distributed);
   std::printf("test_loss: %.4f, test_acc: %.4f\n", result.loss, result.accuracy);
-  log.add({{"test_loss", result.loss}, {"test_acc", result.accuracy}, {"device", run.device.str()}});
-  log.write();
+  outputs.add_line({{"test_loss", result.loss}, {"test_acc", result.accuracy}, {"device", run.device.str()}});
   return 0;
-}
-
-// The recipe's flags override the model's recipe one by one; what they leave out comes from it.
-void apply_recipe(Settings& s, const CLI::App& app) {
-  auto pick = [&, base = recipe_for(s.model)](const char* flag, auto member) {
-    if (app.count(flag) == 0) s.recipe.*member = base.*member;
-    if (app.count(flag) > 0) s.overridden += std::string(" ") + flag;
-  };
-  pick("--optimizer", &Recipe::optimizer);
-  pick("--lr", &Recipe::lr);
-  pick("--lr-decay", &Recipe::lr_decay);
-  pick("--batch-size", &Recipe::batch_size);
-  pick(app.count("--no-normalize") ? "--no-normalize" : "--normalize", &Recipe::normalize);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  apps::install_stop_signals();  // first: before any thread starts (Note [stop signals])
   Settings s;
   CLI::App app{
       "mnist_train: train an image classifier (the tutorials' 784-32-10 MLP, or the CNN of PyTorch's MNIST "
       "example) on MNIST, Fashion-MNIST or other IDX files, on the best device"};
-  app.footer("Recipes (what each flag left out defaults to):\n  --model mlp: " + describe(recipe_for("mlp")) +
-             "\n  --model cnn: " + describe(recipe_for("cnn")) +
+  app.footer("Recipes (what each flag left out defaults to):\n  --model mlp: " +
+             apps::describe(apps::recipe_for("mlp")) + "\n  --model cnn: " + apps::describe(apps::recipe_for("cnn")) +
              "\nData: --dataset mnist reads --data, else $MNIST_DIR, else data/mnist; fashion-mnist reads --data, "
              "else /usr/share/datasets/fashion-mnist (Debian's dataset-fashion-mnist); idx needs --data.");
   // Options that show their default; the recipe's flags show the recipes' instead.
@@ -305,24 +302,22 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"mlp", "cnn"}));
   app.add_option("--hidden", s.hidden, "hidden widths: e.g. 32 or 512,256 (MLP, default 32); the CNN's dense (128)");
   option("--channels", s.channels, "the CNN's two convolution widths");
-  option("--epochs", s.epochs, "epochs to train")->check(CLI::PositiveNumber);
-  app.add_option("--batch-size", s.recipe.batch_size, "batch size (recipe: mlp 128, cnn 64)")
-      ->check(CLI::PositiveNumber);
-  option("--eval-batch-size", s.loader.eval_batch_size, "evaluation batch size")->check(CLI::PositiveNumber);
+  option("--epochs", s.epochs, "epochs to train")->check(apps::positive);
+  app.add_option("--batch-size", s.recipe.batch_size, "batch size (recipe: mlp 128, cnn 64)")->check(apps::positive);
+  option("--eval-batch-size", s.loader.eval_batch_size, "evaluation batch size")->check(apps::positive);
   app.add_option("--lr", s.recipe.lr, "learning rate (recipe: mlp 0.5, cnn 0.002)");
   app.add_option("--optimizer", s.recipe.optimizer, "sgd, adam or adamw (recipe: mlp sgd, cnn adam)")
       ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
   option("--momentum", s.optimizer.momentum, "SGD momentum");
-  option("--weight-decay", s.optimizer.weight_decay, "L2 weight decay")->check(CLI::NonNegativeNumber);
+  option("--weight-decay", s.optimizer.weight_decay, "L2 weight decay")->check(apps::non_negative);
   app.add_option("--lr-decay", s.recipe.lr_decay,
                  "the rate's factor after every epoch, StepLR (recipe: mlp 1, cnn 0.6)");
   option("--seed", s.seed, "seed of the initialization, the split and the data order");
   app.add_flag("--no-shuffle{false}", s.loader.shuffle, "keep the training data in file order");
   option("--workers", s.loader.workers, "data loader threads (0: load on the training thread)");
-  option("--threads", s.threads, "CPU compute threads (ember's pool: kernels and GEMM blocks)")
-      ->check(CLI::PositiveNumber);
+  option("--threads", s.threads, "CPU compute threads (ember's pool: kernels and GEMM blocks)")->check(apps::positive);
   app.add_option("--val-size", s.val_size, "validation images (default: a sixth; 0: the test set)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(apps::non_negative);
   app.add_flag("--normalize,!--no-normalize", s.recipe.normalize, "inputs by mean and std (recipe: cnn on, mlp off)");
   option("--step", s.step, "auto (fused MLPs), fused or autograd")->check(CLI::IsMember({"auto", "fused", "autograd"}));
   option("--cuda-graph", s.fused_step.cuda_graph, "on CUDA, capture the fused step in a CUDA graph and replay it");
@@ -330,15 +325,20 @@ int main(int argc, char** argv) {
   app.add_flag("--distributed", s.distributed, "one rank of a data-parallel run by mpirun (docs/distributed.md)");
   option("--precision", s.precision, "f32, or bf16/f16 autocast (f16 scales the loss)")
       ->check(CLI::IsMember({"f32", "bf16", "f16"}));
-  option("--micro-batches", s.autograd.micro_batches, "split batches, summing gradients")->check(CLI::PositiveNumber);
+  option("--micro-batches", s.autograd.micro_batches, "split batches, summing gradients")->check(apps::positive);
   app.add_flag("--log-step-losses", s.log_step_losses, "add each step's loss to the epoch's --json-log line");
   app.add_option("--json-log", s.json_log, "write one JSON object per epoch, then the test result, to this file");
-  app.add_option("--save", s.save, "save the model (PyTorch loads it) and the training state after every epoch");
-  app.add_option("--resume", s.resume, "continue from a checkpoint written by --save (model, optimizer, epoch, order)");
+  app.add_option("--save", s.save,
+                 "checkpoint after every epoch and at a stop (SIGINT, SIGTERM, SIGUSR1): PATH is the newest model "
+                 "(PyTorch loads it), PATH's folder holds numbered checkpoints (README: checkpoints)");
+  option("--keep", s.keep, "complete checkpoints --save keeps")->check(apps::positive);
+  app.add_option("--resume", s.resume,
+                 "continue from the newest complete checkpoint of a --save PATH (or one numbered file of it)");
   app.add_option("--init", s.init, "start from these weights (a safetensors state dict, e.g. exported from PyTorch)");
   app.add_option("--plot", s.plot, "write the loss and accuracy curves to this SVG file");
+  s.command.assign(argv, argv + argc);
   return apps::run_cli(app, argc, argv, [&] {
-    apply_recipe(s, app);
+    apps::apply_recipe(s.recipe, s.overridden, s.model, app);
     s.fused_step.reduce_across_ranks = s.autograd.reduce_across_ranks = s.distributed;
     s.fused_step.micro_batches = s.autograd.micro_batches;
     s.data_dir = data::data_folder(s.dataset, s.data_dir);

@@ -30,7 +30,7 @@ std::vector<DatasetSpec> make_specs() {
                       .preprocess = "article",
                       .default_folder = "/usr/share/datasets/fashion-mnist",
                       .how_to_get =
-                          "Install Debian's package dataset-fashion-mnist (scripts/train_mnist.sh --dataset "
+                          "install Debian's package dataset-fashion-mnist (scripts/train_mnist.sh --dataset "
                           "fashion-mnist does it), or point --data at a folder with the four Fashion-MNIST "
                           "files"};
   DatasetSpec idx{.name = "idx",
@@ -41,7 +41,7 @@ std::vector<DatasetSpec> make_specs() {
                   .preprocess = "plain",
                   .default_folder = "",
                   .how_to_get =
-                      "Give --data a folder with train-images-idx3-ubyte, train-labels-idx1-ubyte, "
+                      "give --data a folder with train-images-idx3-ubyte, train-labels-idx1-ubyte, "
                       "t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte (optionally .gz)"};
   return {mnist, fashion, idx};
 }

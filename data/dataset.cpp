@@ -13,7 +13,9 @@
 namespace ember::data {
 namespace {
 
-// The file for `stem` in `folder`, trying the plain and the ".gz" name; the error lists both.
+// The file for `stem` in `folder`, trying the plain and the ".gz" name. The error is one sentence:
+// what is wrong with the folder (missing, not a folder, or without the file), both names looked
+// for, then `how_to_get` with FOLDER replaced by the folder.
 std::string find_file(const std::string& folder, const std::string& stem, const std::string& how_to_get) {
   namespace fs = std::filesystem;
   for (const std::string& candidate : {stem, stem + ".gz"}) {
@@ -22,9 +24,13 @@ std::string find_file(const std::string& folder, const std::string& stem, const 
     if (fs::is_regular_file(p, ec)) return p.string();
   }
   std::error_code ec;
-  const std::string where = fs::is_directory(folder, ec) ? "in " + folder : folder + " does not exist";
-  throw IoError(
-      detail::concat("dataset file not found: looked for ", stem, " and ", stem, ".gz ", where, ". ", how_to_get));
+  const std::string problem = fs::is_directory(folder, ec) ? "has no " + stem
+                              : fs::exists(folder, ec)     ? "is not a folder"
+                                                           : "does not exist";
+  std::string fix = how_to_get;
+  if (const std::size_t at = fix.find("FOLDER"); at != std::string::npos) fix.replace(at, 6, folder);
+  throw IoError(detail::concat("the data folder ", folder, " ", problem, " (looked for ", stem, " and ", stem,
+                               ".gz in it): ", fix));
 }
 
 }  // namespace

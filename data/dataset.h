@@ -36,8 +36,8 @@ struct Normalization {
 // train-images-idx3-ubyte / train-labels-idx1-ubyte (or t10k-...), each raw or gzip-compressed,
 // with or without a ".gz" name. MNIST, Fashion-MNIST and any other set of such files: images of
 // any size, labels 0..255; counts and sizes come from the files. Errors: a missing folder or file
-// lists what was looked for, followed by `how_to_get`; an image/label count mismatch names both
-// files.
+// names the folder and what was looked for, followed by `how_to_get` (a clause that says how to get
+// the files; FOLDER in it stands for the folder); an image/label count mismatch names both files.
 class IdxDataset : public Dataset {
  public:
   IdxDataset(const std::string& folder, Split split, const std::string& how_to_get = kMnistHowToGet);
@@ -52,8 +52,8 @@ class IdxDataset : public Dataset {
   std::int32_t max_label() const { return max_label_; }  // -1 for an empty split
 
   static constexpr const char* kMnistHowToGet =
-      "Get the four MNIST files with scripts/fetch_mnist.sh FOLDER (or --from a local copy), or point --data / "
-      "MNIST_DIR at a folder that has them";
+      "get the four MNIST files with scripts/fetch_mnist.sh FOLDER (or --from a local copy), or point --data or "
+      "$MNIST_DIR at a folder that has them";
 
  private:
   Tensor images_, labels_;

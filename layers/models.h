@@ -22,9 +22,12 @@ std::shared_ptr<Sequential> mlp(std::int64_t in_features, const std::vector<std:
                                 std::int64_t out_features, Generator* generator = nullptr,
                                 const FusionOptions& fusion = {});
 
-// The CNN of PyTorch's MNIST example: Conv2d(1, c1, 3), ReLU, Conv2d(c1, c2, 3), ReLU,
-// MaxPool2d(2), Dropout(0.25), Flatten, Linear(c2·⌊(H−4)/2⌋·⌊(W−4)/2⌋, hidden), ReLU,
-// Dropout(0.5), Linear(hidden, classes) — parameters 0.*, 2.*, 7.*, 10.*, as in that example.
+// The CNN of PyTorch's MNIST example (pytorch/examples, mnist/main.py): Conv2d(1, c1, 3), ReLU,
+// Conv2d(c1, c2, 3), ReLU, MaxPool2d(2), Dropout(0.25), Flatten, Linear(c2·⌊(H−4)/2⌋·⌊(W−4)/2⌋,
+// hidden), ReLU, Dropout(0.5), Linear(hidden, classes), as a Sequential: its parameters are named
+// by index, 0.*, 2.*, 7.* and 10.*, where the example's class `Net` names the same four layers
+// conv1.*, conv2.*, fc1.* and fc2.* (conv1 → 0, conv2 → 2, fc1 → 7, fc2 → 10; the programs rename
+// a Net file's tensors so: Note [pytorch/examples' Net names] in apps/common/model_names.h).
 // Input [B, 1, H, W]; for MNIST's 28×28 the dense layer takes c2·12·12.
 struct CnnShape {
   std::int64_t c1 = 32, c2 = 64, hidden = 128;

@@ -84,29 +84,61 @@ std::string state_path_for(const std::string& model_path) {
 
 std::string file_sha256(const std::string& path) { return sha256_hex(read_bytes(path)); }
 
-void save_checkpoint(const std::string& path, const nn::Module& model, const optim::Optimizer& optimizer,
-                     const Metadata& model_metadata, const Metadata& state_metadata) {
+EncodedCheckpoint encode_checkpoint(const std::string& model_path, const nn::Module& model,
+                                    const optim::Optimizer& optimizer, const Metadata& model_metadata,
+                                    const Metadata& state_metadata) {
   Metadata model_meta = model_metadata;
   model_meta["format"] = "pt";  // the safetensors convention for PyTorch-layout tensors
   model_meta["ember_version"] = EMBER_VERSION;
   model_meta["model"] = model.repr();
-  const std::vector<std::uint8_t> model_bytes = encode_safetensors(model.state_dict(), model_meta);
+  EncodedCheckpoint out{encode_safetensors(model.state_dict(), model_meta), {}};
 
   const Checkpoint opt = optimizer.state_dict();
   Metadata state_meta = state_metadata;
   for (const auto& [key, value] : opt.metadata) state_meta[kOptimizerPrefix + key] = value;
   state_meta["format"] = kStateFormat;
   state_meta["ember_version"] = EMBER_VERSION;
-  state_meta["model_file"] = fs::path(path).filename().string();
-  state_meta["model_sha256"] = sha256_hex(model_bytes);
+  state_meta["model_file"] = fs::path(model_path).filename().string();
+  state_meta["model_sha256"] = sha256_hex(out.model);
   StateDict state_tensors;
   for (const auto& [name, t] : opt.tensors) state_tensors.emplace_back(kOptimizerPrefix + name, t);
-
-  save_safetensors(state_path_for(path), state_tensors, state_meta);  // first: see the header
-  write_file_atomically(path, model_bytes);
+  out.state = encode_safetensors(state_tensors, state_meta);
+  return out;
 }
 
-LoadedCheckpoint load_checkpoint(const std::string& path, nn::Module& model, optim::Optimizer& optimizer) {
+void save_checkpoint(const std::string& path, const nn::Module& model, const optim::Optimizer& optimizer,
+                     const Metadata& model_metadata, const Metadata& state_metadata) {
+  const EncodedCheckpoint encoded = encode_checkpoint(path, model, optimizer, model_metadata, state_metadata);
+  write_file_atomically(path, encoded.model);
+  write_file_atomically(state_path_for(path), encoded.state);  // last: it records the model's hash
+}
+
+std::string pair_problem(const std::string& state_path) {
+  std::error_code ec;
+  if (!fs::exists(state_path, ec)) return "its training state " + state_path + " is missing";
+  Checkpoint state;
+  try {
+    state = load_safetensors(state_path, Device::cpu());
+  } catch (const Error& e) {
+    return detail::concat("its training state is damaged: ", e.what());
+  }
+  const auto name = state.metadata.find("model_file");
+  if (!is_state_file(state) || name == state.metadata.end()) return state_path + " is not a training state of ember";
+  const std::string model_path = (fs::path(state_path).parent_path() / name->second).string();
+  if (!fs::exists(model_path, ec)) return "its model file " + model_path + " is missing";
+  std::string actual;
+  try {
+    actual = file_sha256(model_path);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  if (actual != state.metadata["model_sha256"])
+    return "its model file " + model_path + " is not the one its state was saved with (SHA-256 differs)";
+  return {};
+}
+
+LoadedCheckpoint load_checkpoint(const std::string& path, nn::Module& model, optim::Optimizer& optimizer,
+                                 const std::function<void(const LoadedCheckpoint&)>& before_restoring) {
   Checkpoint first = load_safetensors(path, Device::cpu());
   LoadedCheckpoint loaded;
   Checkpoint model_file, state_file;
@@ -123,8 +155,9 @@ LoadedCheckpoint load_checkpoint(const std::string& path, nn::Module& model, opt
     model_file = std::move(first);
     const Checkpoint single = optimizer_part(model_file);
     if (!single.metadata.empty()) {  // ember 0.1's single file: everything in one
-      restore(path, model, model_part(model_file), optimizer, single);
       loaded.metadata = model_file.metadata;
+      if (before_restoring) before_restoring(loaded);
+      restore(path, model, model_part(model_file), optimizer, single);
       return loaded;
     }
     loaded.state_path = state_path_for(path);
@@ -146,10 +179,11 @@ LoadedCheckpoint load_checkpoint(const std::string& path, nn::Module& model, opt
         "… (a state from another run, or a save interrupted between the two files). Resume from a matching pair, or "
         "start from the weights alone with --init ",
         loaded.model_path));
-  restore(loaded.model_path + " and " + loaded.state_path, model, model_part(model_file), optimizer,
-          optimizer_part(state_file));
   loaded.metadata = model_file.metadata;
   for (const auto& [key, value] : state_file.metadata) loaded.metadata[key] = value;
+  if (before_restoring) before_restoring(loaded);
+  restore(loaded.model_path + " and " + loaded.state_path, model, model_part(model_file), optimizer,
+          optimizer_part(state_file));
   return loaded;
 }
 
@@ -162,19 +196,25 @@ std::vector<nn::Dropout*> dropout_layers(nn::Module& model) {
   return out;
 }
 
-void save_training_checkpoint(const std::string& path, nn::Module& model, const optim::Optimizer& optimizer,
-                              int epochs_done, Metadata model_metadata, Metadata state_metadata) {
+Metadata training_position_metadata(nn::Module& model, int epochs_done, std::int64_t steps_done) {
   std::string offsets;
   for (nn::Dropout* d : dropout_layers(model)) offsets += (offsets.empty() ? "" : ",") + std::to_string(d->offset());
-  model_metadata["epoch"] = state_metadata["epoch"] = std::to_string(epochs_done);
-  state_metadata["dropout_offsets"] = offsets;
+  return {{"epoch", std::to_string(epochs_done)}, {"step", std::to_string(steps_done)}, {"dropout_offsets", offsets}};
+}
+
+void save_training_checkpoint(const std::string& path, nn::Module& model, const optim::Optimizer& optimizer,
+                              int epochs_done, Metadata model_metadata, Metadata state_metadata) {
+  for (const auto& [key, value] : training_position_metadata(model, epochs_done, 0)) state_metadata[key] = value;
+  model_metadata["epoch"] = std::to_string(epochs_done);
   save_checkpoint(path, model, optimizer, model_metadata, state_metadata);
 }
 
-ResumedTraining resume_training_checkpoint(const std::string& path, nn::Module& model, optim::Optimizer& optimizer) {
-  ResumedTraining resumed{load_checkpoint(path, model, optimizer)};
+ResumedTraining resume_training_checkpoint(const std::string& path, nn::Module& model, optim::Optimizer& optimizer,
+                                           const std::function<void(const LoadedCheckpoint&)>& before_restoring) {
+  ResumedTraining resumed{load_checkpoint(path, model, optimizer, before_restoring)};
   Metadata& meta = resumed.checkpoint.metadata;
   resumed.start_epoch = meta.count("epoch") ? std::atoi(meta["epoch"].c_str()) : 0;
+  resumed.start_step = meta.count("step") ? std::atoll(meta["step"].c_str()) : 0;
   if (meta.count("dropout_offsets")) {
     std::stringstream in(meta["dropout_offsets"]);
     std::string item;
@@ -194,35 +234,19 @@ std::vector<std::string> compare_settings(const LoadedCheckpoint& saved, const M
     return then != saved.metadata.end() && here != now.end() && then->second != here->second;
   };
   auto says = [&](const std::string& key) {
-    return detail::concat("the checkpoint was saved with ", key, " ", saved.metadata.at(key), ", this run has ",
-                          now.at(key));
+    auto cut = [](const std::string& v) { return v.size() > 24 ? v.substr(0, 16) + "…" : v; };
+    const auto name = check.names.find(key);
+    return detail::concat("the checkpoint was saved with ", name != check.names.end() ? name->second : key, " ",
+                          cut(saved.metadata.at(key)), ", this run has ", cut(now.at(key)));
   };
   for (const std::string& key : check.must_match)
-    if (differs(key)) throw ValueError(detail::concat(saved.model_path, ": ", says(key)));
+    if (differs(key))
+      throw ValueError(detail::concat(saved.model_path, ": ", says(key),
+                                      "; a resumed run must keep it (or start anew without --resume)"));
   std::vector<std::string> notes;
   for (const std::string& key : check.noted)
     if (differs(key)) notes.push_back(says(key));
   return notes;
-}
-
-EpochCheckpoints::EpochCheckpoints(std::string path, nn::Module& model, const optim::Optimizer& optimizer,
-                                   Metadata model_metadata, Metadata settings, int epochs_done)
-    : path_(std::move(path)),
-      model_(model),
-      optimizer_(optimizer),
-      model_metadata_(std::move(model_metadata)),
-      settings_(std::move(settings)),
-      last_saved_(epochs_done) {}
-
-void EpochCheckpoints::save(int epochs_done) {
-  if (path_.empty()) return;
-  last_saved_ = epochs_done;
-  if (dist::is_main()) save_training_checkpoint(path_, model_, optimizer_, epochs_done, model_metadata_, settings_);
-}
-
-std::string EpochCheckpoints::last_good() const {
-  if (path_.empty()) return {};
-  return detail::concat("; the last good checkpoint is ", path_, " (", last_saved_, " epochs)");
 }
 
 }  // namespace ember::train

@@ -3,6 +3,7 @@
 
 #include <iomanip>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "core/io/serialize.h"
 
@@ -39,20 +40,32 @@ void JsonLinesLog::add_epoch(const EpochReport& r, const LogFields& extra) {
   if (t.gemm_seconds > 0) fields.emplace_back("gemm_s", t.gemm_seconds);
   if (!t.step_losses.empty()) fields.emplace_back("step_losses", t.step_losses);
   fields.insert(fields.end(), extra.begin(), extra.end());
-  lines_.push_back(std::move(fields));
+  add(fields);
 }
 
-void JsonLinesLog::add(const LogFields& fields) { lines_.push_back(fields); }
+void JsonLinesLog::add(const LogFields& fields) {
+  nlohmann::json object = nlohmann::json::object();
+  for (const auto& [key, value] : fields) std::visit([&, &k = key](const auto& v) { object[k] = v; }, value);
+  lines_.push_back(object.dump());
+}
+
+std::string JsonLinesLog::text() const {
+  std::string text;
+  for (const std::string& line : lines_) text += line + "\n";
+  return text;
+}
+
+void JsonLinesLog::restore(const std::string& text) {
+  lines_.clear();
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) lines_.push_back(line);
+}
 
 void JsonLinesLog::write() const {
   if (path_.empty()) return;
-  std::string text;
-  for (const LogFields& line : lines_) {
-    nlohmann::json object = nlohmann::json::object();
-    for (const auto& [key, value] : line) std::visit([&, &k = key](const auto& v) { object[k] = v; }, value);
-    text += object.dump() + "\n";
-  }
-  write_file_atomically(path_, {reinterpret_cast<const std::uint8_t*>(text.data()), text.size()});
+  const std::string all = text();
+  write_file_atomically(path_, {reinterpret_cast<const std::uint8_t*>(all.data()), all.size()});
 }
 
 }  // namespace ember::train

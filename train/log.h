@@ -23,10 +23,14 @@ using LogFields = std::vector<std::pair<std::string, LogValue>>;
 LogFields step_fields(const Step& step);
 
 // The log's lines, rewritten whole (atomically) at every write so that a reader never sees half a
-// line. An empty path keeps the lines without writing.
+// line. An empty path keeps the lines without writing. A resumed run restores the lines its
+// checkpoint carried (text(), kept in the training state) and goes on from there.
 class JsonLinesLog {
  public:
   explicit JsonLinesLog(std::string path) : path_(std::move(path)) {}
+  // The lines so far, as the file holds them, and back.
+  std::string text() const;
+  void restore(const std::string& text);
   // An epoch's figures: epoch, train_loss, val_loss, val_acc, epoch_s, images_per_s, train_s,
   // input_wait_s, communication_wait_s, gemm_s (the CPU's GEMMs; absent where they ran on a GPU),
   // step_losses (when recorded) and `extra`.
@@ -37,7 +41,7 @@ class JsonLinesLog {
 
  private:
   std::string path_;
-  std::vector<LogFields> lines_;
+  std::vector<std::string> lines_;  // each a JSON object, without its newline
 };
 
 }  // namespace ember::train

@@ -56,9 +56,17 @@ EpochResult train_epoch(nn::Module& model, Step& step, data::BatchSource& batche
   model.train();
   batches.start_epoch(epoch);
   step.reset_loss_sum();
+  if (options.loss_sum_so_far.defined()) step.restore_loss_sum(options.loss_sum_so_far);
   step.reset_communication_seconds();
   EpochResult out;
   std::int64_t steps = 0, rows = 0;
+  for (; steps < options.first_step; ++steps) {  // done before the stop this epoch resumes from
+    const auto batch = batches.next();
+    if (!batch)
+      throw ValueError(detail::concat("resuming epoch ", epoch, " at step ", options.first_step,
+                                      ": the epoch has only ", steps, " steps"));
+    rows += batch->x.size(0);
+  }
   while (auto batch = batches.next()) {
     try {
       step.step(batch->x, batch->y);
@@ -72,7 +80,12 @@ EpochResult train_epoch(nn::Module& model, Step& step, data::BatchSource& batche
     rows += batch->x.size(0);
     ++steps;
     if (options.on_step) options.on_step(static_cast<std::size_t>(steps), options.steps);
+    if (options.stop_requested && options.stop_requested()) {
+      out.stopped = static_cast<std::size_t>(steps) != options.steps || batches.next().has_value();
+      break;
+    }
   }
+  out.steps = steps;
   // Every rank trains on an equal share (data::Shard pads the last), so the samples are this
   // rank's times the ranks.
   const int ranks = options.across_ranks ? dist::world_size() : 1;
@@ -97,17 +110,26 @@ EpochResult train_epoch(nn::Module& model, Step& step, data::BatchSource& batche
   return out;
 }
 
-void fit(nn::Module& model, Step& step, data::BatchSource& train, data::BatchSource& validation,
-         std::size_t validation_count, const FitOptions& options) {
+FitResult fit(nn::Module& model, Step& step, data::BatchSource& train, data::BatchSource& validation,
+              std::size_t validation_count, const FitOptions& options) {
   for (int epoch = options.start_epoch; epoch < options.epochs; ++epoch) {
     const auto t0 = Clock::now();
+    EpochOptions epoch_options = options.epoch;
+    if (epoch == options.start_epoch) {
+      epoch_options.first_step = options.start_step;
+      epoch_options.loss_sum_so_far = options.loss_sum_so_far;
+    }
     EpochReport report{
-        .epoch = epoch, .train = train_epoch(model, step, train, epoch, options.epoch), .validation = {}};
+        .epoch = epoch, .train = train_epoch(model, step, train, epoch, epoch_options), .validation = {}};
+    if (report.train.stopped) return {true, epoch, report.train.steps};
     report.validation = evaluate(model, validation, validation_count, options.epoch.across_ranks);
     report.seconds = seconds_since(t0);
     if (options.on_epoch) options.on_epoch(report);
     if (options.schedule) options.schedule->step();
+    const auto& stop = options.epoch.stop_requested;
+    if (epoch + 1 < options.epochs && stop && stop()) return {true, epoch + 1, 0};
   }
+  return {false, options.epochs, 0};
 }
 
 }  // namespace ember::train

@@ -42,7 +42,15 @@ struct EpochOptions {
   bool across_ranks = false;        // data-parallel: the loss summed over the ranks of dist::
   bool record_step_losses = false;  // keep each step's mean loss (reading it synchronizes)
   std::size_t steps = 0;            // steps per epoch, for on_step (0: unknown)
+  // A resumed epoch: its first `first_step` batches were trained before the stop and are drawn
+  // and skipped (the data order and the samples counted as an uninterrupted epoch's), and the
+  // loss sum starts from `loss_sum_so_far` (Step::loss_sum() at the stop; undefined: zero).
+  std::int64_t first_step = 0;
+  Tensor loss_sum_so_far = Tensor();
   std::function<void(std::size_t done, std::size_t steps)> on_step;  // after every step: progress
+  // After every step: true ends the epoch there (a stop asked for by a signal; in a data-parallel
+  // run every rank must answer alike, e.g. dist::all_agree).
+  std::function<bool()> stop_requested = {};
 };
 
 struct EpochResult {
@@ -53,6 +61,8 @@ struct EpochResult {
   double communication_seconds = 0;  // host seconds exchanging gradients (Step::communication_seconds)
   data::LoaderStats loader;          // how long the training waited for its input
   std::vector<double> step_losses;   // with record_step_losses (the mean over ranks)
+  std::int64_t steps = 0;            // steps done, skipped ones included
+  bool stopped = false;              // stop_requested ended it early: loss and samples are partial
 };
 
 // One pass over `batches`: the model in training mode, step.step() on every batch. Throws
@@ -69,15 +79,24 @@ struct EpochReport {
 
 struct FitOptions {
   int epochs = 1;
-  int start_epoch = 0;                               // a resumed run's next epoch (train/checkpoint.h)
-  optim::LRScheduler* schedule = nullptr;            // stepped after every epoch
-  EpochOptions epoch;                                // how each epoch runs
-  std::function<void(const EpochReport&)> on_epoch;  // after each epoch: log, checkpoint, plot
+  int start_epoch = 0;                                    // a resumed run's next epoch (train/checkpoint.h)
+  std::int64_t start_step = 0;                            // and the steps of it already done
+  Tensor loss_sum_so_far = Tensor();                      // with start_step: Step::loss_sum() then
+  optim::LRScheduler* schedule = nullptr;                 // stepped after every epoch
+  EpochOptions epoch = {};                                // how each epoch runs
+  std::function<void(const EpochReport&)> on_epoch = {};  // after each epoch: log, checkpoint, plot
+};
+
+struct FitResult {
+  bool stopped = false;   // epoch.stop_requested ended it before `epochs`
+  int epoch = 0;          // where it ended: epochs done,
+  std::int64_t step = 0;  // and steps done of the next (0 when it stopped at an epoch's end)
 };
 
 // Epochs start_epoch .. epochs-1: train_epoch, evaluate on `validation` (`validation_count`
-// samples), on_epoch, the schedule's step.
-void fit(nn::Module& model, Step& step, data::BatchSource& train, data::BatchSource& validation,
-         std::size_t validation_count, const FitOptions& options);
+// samples), on_epoch, the schedule's step. A stop request ends it after the step it arrived in
+// (an epoch cut short is neither evaluated nor reported), or after on_epoch at an epoch's end.
+FitResult fit(nn::Module& model, Step& step, data::BatchSource& train, data::BatchSource& validation,
+              std::size_t validation_count, const FitOptions& options);
 
 }  // namespace ember::train

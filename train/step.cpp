@@ -42,6 +42,12 @@ AutogradStep::AutogradStep(nn::Module& model, optim::Optimizer& optimizer, LossF
 
 AutogradStep::~AutogradStep() = default;
 
+void Step::restore_loss_sum(const Tensor& sum) {
+  NoGradGuard no_grad;
+  Tensor target = loss_sum();  // shares the step's storage
+  target.copy_(sum.to(target.device()));
+}
+
 void AutogradStep::reset_loss_sum() { loss_sum_ = zeros({}, {.device = device_of(model_)}); }
 
 // Forward, backward, the gradients averaged over the ranks (in buckets during backward), the

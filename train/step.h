@@ -33,6 +33,9 @@ class Step {
   virtual const Tensor& batch_loss() const = 0;
   virtual const Tensor& loss_sum() const = 0;
   virtual void reset_loss_sum() = 0;
+  // Sets loss_sum() in place to `sum` (a stopped epoch's, from its checkpoint), so that the resumed
+  // epoch's sum is the uninterrupted one's, bit for bit.
+  void restore_loss_sum(const Tensor& sum);
   // Host seconds spent in the exchange of gradients between ranks since the last reset (0 for a
   // step that does not reduce across ranks).
   virtual double communication_seconds() const { return 0; }

@@ -24,6 +24,11 @@ bool starts_with(std::span<const std::uint8_t> bytes, std::string_view magic) {
 // A byte of the file, or 0 past its end (as stb reads it).
 std::uint8_t at(std::span<const std::uint8_t> b, std::size_t i) { return i < b.size() ? b[i] : 0; }
 
+std::uint32_t be32(std::span<const std::uint8_t> b, std::size_t i) {
+  return static_cast<std::uint32_t>(at(b, i)) << 24 | static_cast<std::uint32_t>(at(b, i + 1)) << 16 |
+         static_cast<std::uint32_t>(at(b, i + 2)) << 8 | static_cast<std::uint32_t>(at(b, i + 3));
+}
+
 std::uint32_t le32(std::span<const std::uint8_t> b, std::size_t i) {
   return static_cast<std::uint32_t>(at(b, i)) | static_cast<std::uint32_t>(at(b, i + 1)) << 8 |
          static_cast<std::uint32_t>(at(b, i + 2)) << 16 | static_cast<std::uint32_t>(at(b, i + 3)) << 24;
@@ -94,6 +99,19 @@ const char* refused_format(std::span<const std::uint8_t> bytes) {
   if (bytes.size() >= 3 && bytes[0] == 'P' && bytes[1] >= '1' && bytes[1] <= '7' && std::isspace(bytes[2]))
     return "PNM (Netpbm)";
   return nullptr;
+}
+
+bool png_dimensions(std::span<const std::uint8_t> bytes, std::uint32_t& width, std::uint32_t& height) {
+  // The 8-byte signature, then the first chunk: its length (13 for IHDR), "IHDR", and 13 bytes that
+  // start with the width and the height. A truncated chunk, or a side over PNG's 2^31 - 1, is left
+  // for stb to call corrupt.
+  constexpr std::uint32_t kMaxSide = 0x7FFFFFFF;
+  if (bytes.size() < 8 + 8 + 13 || !starts_with(bytes, "\x89PNG\r\n\x1A\n") || be32(bytes, 8) != 13 ||
+      !starts_with(bytes.subspan(12), "IHDR") || be32(bytes, 16) > kMaxSide || be32(bytes, 20) > kMaxSide)
+    return false;
+  width = be32(bytes, 16);
+  height = be32(bytes, 20);
+  return true;
 }
 
 void check_jpeg(std::span<const std::uint8_t> bytes, const std::string& name) {

@@ -15,6 +15,12 @@ const char* read_format(std::span<const std::uint8_t> bytes);
 // may have ("GIF", "PNM (Netpbm)", "WebP", ...), else nullptr.
 const char* refused_format(std::span<const std::uint8_t> bytes);
 
+// The width and height a PNG's IHDR chunk claims, read from the bytes alone; false when the file
+// ends within it, its first chunk is not an IHDR, or a side is over PNG's limit of 2^31 - 1. stb
+// refuses some large sizes itself (more than 2^30 bytes of decoded pixels: a 20000×20000 RGB PNG)
+// as a corrupt header, before the pixel limit could name them; this lets the limit be checked first.
+bool png_dimensions(std::span<const std::uint8_t> bytes, std::uint32_t& width, std::uint32_t& height);
+
 // Throws FormatError naming the file for a JPEG whose markers do not reach its end-of-image marker
 // (truncated: stb would invent the missing blocks) or that holds more scans than any encoder
 // writes (each is a pass over the whole image).

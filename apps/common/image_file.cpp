@@ -125,8 +125,19 @@ GrayImage decode_gray_image(std::span<const std::uint8_t> bytes, const std::stri
     throw FormatError(detail::concat(name, ": the file is larger than 2 GiB"));
   const int len = static_cast<int>(bytes.size());
   if (std::string_view(format) == "JPEG") check_jpeg(bytes, name);
+  auto refuse_size = [&](std::uint64_t w, std::uint64_t h) {
+    throw FormatError(detail::concat(name, ": the ", format, " claims ", w, "×", h, " pixels (", w * h,
+                                     "), more than the limit of ", max_pixels,
+                                     "; refused before decoding (shrink it, or raise the limit with --max-pixels)"));
+  };
+  // A PNG's size is read here first: stb's header reader calls some sizes under its own limits a
+  // corrupt header (see png_dimensions).
+  std::uint32_t png_w = 0, png_h = 0;
+  if (std::string_view(format) == "PNG" && png_dimensions(bytes, png_w, png_h) &&
+      std::uint64_t{png_w} * png_h > static_cast<std::uint64_t>(std::max<std::int64_t>(max_pixels, 0)))
+    refuse_size(png_w, png_h);
 
-  // The dimensions first, from the header alone (stb's header readers allocate a few KiB).
+  // The dimensions, from the header alone (stb's header readers allocate a few KiB).
   int w = 0, h = 0, channels = 0;
   {
     BudgetScope scope(std::size_t{1} << 20);
@@ -138,10 +149,7 @@ GrayImage decode_gray_image(std::span<const std::uint8_t> bytes, const std::stri
   if (std::string_view(format) == "BMP" && h < 0 && h != INT_MIN) h = -h;
   const std::int64_t pixels = static_cast<std::int64_t>(w) * h;
   if (w <= 0 || h <= 0) throw FormatError(detail::concat(name, ": the image is empty (", w, "×", h, " pixels)"));
-  if (pixels > max_pixels)
-    throw FormatError(detail::concat(name, ": the ", format, " claims ", w, "×", h, " pixels (", pixels,
-                                     "), more than the limit of ", max_pixels,
-                                     "; refused before decoding (shrink it, or raise the limit with --max-pixels)"));
+  if (pixels > max_pixels) refuse_size(w, h);
   if (std::string_view(format) == "BMP") check_bmp(bytes, name, w, h);
 
   // PNG keeps its compressed stream (its buffer up to twice the file) and at most 17 bytes a pixel

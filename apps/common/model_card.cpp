@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "apps/common/model_names.h"
 #include "apps/common/program.h"
 #include "core/base/error.h"
 #include "layers/models.h"
@@ -30,14 +31,14 @@ float parse_float(const std::string& path, const std::string& key, const std::st
 }
 
 // The Linear layer at the end of either architecture: its row count is the class count.
-std::int64_t output_classes(const Checkpoint& file, const std::string& kind) {
+std::int64_t output_classes(const StateDict& tensors, const std::string& kind) {
   if (kind == "cnn") {
-    const Tensor* w = find_tensor(file.tensors, "10.weight");
+    const Tensor* w = find_tensor(tensors, "10.weight");
     return w && w->dim() == 2 ? w->size(0) : 0;
   }
   std::int64_t out = 0;
   int last = -1;
-  for (const auto& [name, t] : file.tensors) {
+  for (const auto& [name, t] : tensors) {
     const std::size_t dot = name.find('.');
     if (name.substr(dot + 1) != "weight" || t.dim() != 2) continue;
     const std::string index = name.substr(0, dot);
@@ -50,6 +51,26 @@ std::int64_t output_classes(const Checkpoint& file, const std::string& kind) {
   return out;
 }
 
+// The model's tensors under ember's names, checked finite: a Net's renamed for `height`×`width`
+// images (Note [pytorch/examples' Net names]), ember's as they are; FormatError naming `path` for
+// a file of neither naming, or one that is a Net where `kind` is not cnn.
+StateDict ember_tensors(const StateDict& file_tensors, const std::string& path, const std::string& kind,
+                        std::int64_t height, std::int64_t width) {
+  StateDict tensors = model_tensors(file_tensors);
+  check_finite(tensors, path);  // before renaming: the message names the file's tensor
+  switch (naming_of(tensors)) {
+    case Naming::ember:
+      return tensors;
+    case Naming::example_net:
+      if (kind != "cnn")
+        throw FormatError(
+            detail::concat(path, " holds ", example_net_text(), "; the model it is to load into is an ", kind));
+      return from_example_net(tensors, path, height, width);
+    case Naming::unknown:
+      break;
+  }
+  throw_unrecognised(tensors, path);
+}
 }  // namespace
 
 std::map<std::string, std::string> ModelCard::to_metadata() const {
@@ -74,6 +95,7 @@ ModelCard card_for(const data::ClassificationData& data, const std::string& kind
           .dataset = data.spec.name,
           .preprocess = data.spec.preprocess,
           .normalization = normalized ? data.normalization : data::Normalization{},
+          .normalization_assumed = {},
           .hidden = {},
           .channels = {}};
 }
@@ -100,8 +122,14 @@ ModelCard read_model_card(const Checkpoint& file, const std::string& path) {
     return it == meta.end() ? nullptr : &it->second;
   };
   ModelCard card;
-  const Tensor* first = find_tensor(file.tensors, "0.weight");
-  card.kind = get("model_kind") ? *get("model_kind") : (first && first->dim() == 4 ? "cnn" : "mlp");
+  const StateDict tensors = model_tensors(file.tensors);
+  const Naming naming = naming_of(tensors);
+  if (naming == Naming::unknown) throw_unrecognised(tensors, path);
+  const Tensor* first = find_tensor(tensors, "0.weight");
+  card.kind = get("model_kind")               ? *get("model_kind")
+              : naming == Naming::example_net ? "cnn"
+              : first && first->dim() == 4    ? "cnn"
+                                              : "mlp";
   if (card.kind != "mlp" && card.kind != "cnn")
     throw FormatError(detail::concat(path, ": model_kind '", card.kind, "' is neither mlp nor cnn"));
 
@@ -123,6 +151,9 @@ ModelCard read_model_card(const Checkpoint& file, const std::string& path) {
     card.height = card.width = side;
   }
 
+  // The Net's tensors renamed (and their shapes checked) once the image size is known.
+  const StateDict named =
+      naming == Naming::example_net ? ember_tensors(tensors, path, card.kind, card.height, card.width) : tensors;
   if (const std::string* classes = get("classes")) {
     try {
       card.classes = nlohmann::json::parse(*classes).get<std::vector<std::string>>();
@@ -130,9 +161,9 @@ ModelCard read_model_card(const Checkpoint& file, const std::string& path) {
       throw FormatError(detail::concat(path, ": metadata 'classes' is not a JSON list of names"));
     }
   } else {
-    for (std::int64_t c = 0; c < output_classes(file, card.kind); ++c) card.classes.push_back(std::to_string(c));
+    for (std::int64_t c = 0; c < output_classes(named, card.kind); ++c) card.classes.push_back(std::to_string(c));
   }
-  const std::int64_t outputs = output_classes(file, card.kind);
+  const std::int64_t outputs = output_classes(named, card.kind);
   if (static_cast<std::int64_t>(card.classes.size()) != outputs)
     throw FormatError(detail::concat(path, ": the metadata names ", card.classes.size(), " classes but the model has ",
                                      outputs, " outputs"));
@@ -146,16 +177,21 @@ ModelCard read_model_card(const Checkpoint& file, const std::string& path) {
     card.normalization = {parse_float(path, "input_mean", *get("input_mean")),
                           parse_float(path, "input_std", *get("input_std"))};
     if (!(card.normalization.std > 0)) throw FormatError(detail::concat(path, ": metadata input_std must be positive"));
-  } else if (get("normalize") && *get("normalize") == "1") {
-    card.normalization = {0.1307f, 0.3081f};  // ember 0.1's --normalize: MNIST's figures
+  } else if (get("normalize")) {
+    // ember 0.1's --normalize: MNIST's figures, else pixel/255.
+    if (*get("normalize") == "1") card.normalization = {0.1307f, 0.3081f};
+  } else if (naming == Naming::example_net) {
+    card.normalization = {0.1307f, 0.3081f};
+    card.normalization_assumed =
+        "pytorch/examples' Normalize((0.1307,), (0.3081,)), with which its script trains and tests the Net";
+  } else {
+    card.normalization_assumed = "pixel/255 (mean 0, std 1)";
   }
   return card;
 }
 
 std::shared_ptr<nn::Sequential> build_model(const ModelCard& card, const Checkpoint& file, const std::string& path) {
-  StateDict weights;
-  for (const auto& [name, t] : file.tensors)
-    if (name.rfind("optimizer.", 0) != 0) weights.emplace_back(name, t);
+  const StateDict weights = ember_tensors(file.tensors, path, card.kind, card.height, card.width);
   std::shared_ptr<nn::Sequential> model;
   if (card.kind == "cnn") {
     model = nn::cnn(nn::cnn_shape_of(weights, path, card.height, card.width));
@@ -172,6 +208,20 @@ std::shared_ptr<nn::Sequential> build_model(const ModelCard& card, const Checkpo
     throw FormatError(detail::concat(path, ": ", e.what()));
   }
   return model;
+}
+
+std::map<std::string, std::string> load_weights(nn::Module& model, const ModelCard& card, const std::string& path) {
+  const Checkpoint file = load_safetensors(path, Device::cpu());
+  const bool renamed = naming_of(model_tensors(file.tensors)) == Naming::example_net;
+  const StateDict weights = ember_tensors(file.tensors, path, card.kind, card.height, card.width);
+  try {
+    model.load_state_dict(weights);
+  } catch (const ValueError& e) {
+    // A renamed file's mismatches are reported under ember's names: say which of the file's they are.
+    throw ValueError(
+        detail::concat(path, renamed ? detail::concat(" (", example_net_text(), ")") : "", ": ", e.what()));
+  }
+  return file.metadata;
 }
 
 }  // namespace ember::apps

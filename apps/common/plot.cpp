@@ -8,6 +8,8 @@
 #include <iomanip>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "core/io/serialize.h"
 
 namespace ember::apps {
@@ -19,22 +21,19 @@ struct Series {
   std::function<double(const EpochRecord&)> value;
 };
 
+// What a panel's axis may show: a loss is never negative, an accuracy lies in [0, 1].
+struct Bounds {
+  double floor, ceiling;
+};
+
 // One panel at (x0, y0) of size w×h: axes, ticks, and the series.
 void panel(std::ostringstream& svg, double x0, double y0, double w, double h, const std::string& label,
-           const std::vector<EpochRecord>& epochs, const std::vector<Series>& series) {
-  double lo = 1e300, hi = -1e300;
+           const std::vector<EpochRecord>& epochs, const std::vector<Series>& series, Bounds bounds) {
+  std::vector<double> values;
   for (const auto& s : series)
-    for (const auto& e : epochs) {
-      lo = std::min(lo, s.value(e));
-      hi = std::max(hi, s.value(e));
-    }
-  if (!(hi > lo)) {
-    hi = lo + 1;
-    lo -= 1;
-  }
-  const double pad = (hi - lo) * 0.05;
-  lo -= pad;
-  hi += pad;
+    for (const auto& e : epochs) values.push_back(s.value(e));
+  const std::pair<double, double> range = axis_range(values, bounds.floor, bounds.ceiling);
+  const double lo = range.first, hi = range.second;
   const int first = epochs.front().epoch, last = std::max(epochs.back().epoch, first + 1);
   auto px = [&](double epoch) { return x0 + 50 + (epoch - first) / (last - first) * (w - 70); };
   auto py = [&](double v) { return y0 + h - 40 - (v - lo) / (hi - lo) * (h - 70); };
@@ -68,8 +67,40 @@ void panel(std::ostringstream& svg, double x0, double y0, double w, double h, co
 
 }  // namespace
 
+std::pair<double, double> axis_range(const std::vector<double>& values, double floor, double ceiling) {
+  double lo = HUGE_VAL, hi = -HUGE_VAL;
+  for (double v : values)
+    if (std::isfinite(v)) {
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+  if (lo > hi) return {floor, std::isfinite(ceiling) ? ceiling : floor + 1};  // nothing to show
+  // The widening and padding stop at the bounds; values beyond them (none, for a loss or an
+  // accuracy) stay in view.
+  const double bottom = std::min(lo, floor), top = std::max(hi, ceiling);
+  if (!(hi > lo)) {
+    const double half = std::max(0.1 * std::abs(lo), 0.05);
+    lo -= half;
+    hi += half;
+  }
+  const double pad = (hi - lo) * 0.05;
+  return {std::max(lo - pad, bottom), std::min(hi + pad, top)};
+}
+
 void TrainingCurves::add(const train::EpochReport& r) {
   epochs_.push_back({r.epoch, r.train.loss, r.validation.loss, r.validation.accuracy});
+  if (!path_.empty()) write_svg_plot(path_, epochs_, title_);
+}
+
+void TrainingCurves::restore(const std::string& log_lines) {
+  epochs_.clear();
+  std::istringstream in(log_lines);
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("epoch") && j.contains("val_acc"))
+      epochs_.push_back({j["epoch"].get<int>(), j["train_loss"].get<double>(), j["val_loss"].get<double>(),
+                         j["val_acc"].get<double>()});
+  }
   if (!path_.empty()) write_svg_plot(path_, epochs_, title_);
 }
 
@@ -82,9 +113,10 @@ void write_svg_plot(const std::string& path, const std::vector<EpochRecord>& epo
       << title << "</text>\n";
   panel(svg, 0, 20, 450, 360, "loss", epochs,
         {{"train", "#d62728", [](const EpochRecord& e) { return e.train_loss; }},
-         {"validation", "#1f77b4", [](const EpochRecord& e) { return e.val_loss; }}});
+         {"validation", "#1f77b4", [](const EpochRecord& e) { return e.val_loss; }}},
+        {0.0, HUGE_VAL});
   panel(svg, 450, 20, 450, 360, "validation accuracy", epochs,
-        {{"accuracy", "#2ca02c", [](const EpochRecord& e) { return e.val_acc; }}});
+        {{"accuracy", "#2ca02c", [](const EpochRecord& e) { return e.val_acc; }}}, {0.0, 1.0});
   svg << "</svg>\n";
   const std::string text = svg.str();
   write_file_atomically(path, {reinterpret_cast<const std::uint8_t*>(text.data()), text.size()});

@@ -15,7 +15,13 @@ struct EpochRecord {
 };
 
 // Two panels side by side, axes with ticks, one polyline per series. Written atomically.
+// The loss axis starts at 0 or above, the accuracy axis stays within [0, 1].
 void write_svg_plot(const std::string& path, const std::vector<EpochRecord>& epochs, const std::string& title);
+
+// The range [lo, hi] an axis shows for `values`: theirs padded by 5%, within [floor, ceiling]. A
+// single value (one epoch, or the first after a resume) or equal ones get a window of ±10% of the
+// value (at least ±0.05) around them, so that the axis still reads as numbers near the value.
+std::pair<double, double> axis_range(const std::vector<double>& values, double floor, double ceiling);
 
 // The curves of a training run as it goes: each epoch added rewrites the picture (an empty path
 // keeps the records without writing).
@@ -23,6 +29,9 @@ class TrainingCurves {
  public:
   TrainingCurves(std::string path, std::string title) : path_(std::move(path)), title_(std::move(title)) {}
   void add(const train::EpochReport& report);
+  // A resumed run's earlier epochs, from the JSON-lines log its checkpoint carried
+  // (train::JsonLinesLog::text): the picture is rewritten with them at once.
+  void restore(const std::string& log_lines);
 
  private:
   std::string path_, title_;

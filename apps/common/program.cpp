@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -13,6 +14,44 @@
 #include "distributed/dist.h"
 
 namespace ember::apps {
+namespace {
+
+// A validator of numbers: "" when `text` is a finite number that `ok` accepts, else the reason,
+// which CLI11 prefixes with the option's name. The empty description keeps --help as it was.
+CLI::Validator number_check(const char* name, bool (*ok)(double), const char* refusal) {
+  return CLI::Validator(
+      [ok, refusal](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (text.empty() || *end != '\0') return text + " is not a number";
+        if (!std::isfinite(v)) return text + " is not a finite number";
+        return ok(v) ? std::string() : text + refusal;
+      },
+      "", name);
+}
+
+// require_usable for a program's user: the library's message suggests Device::best(), which only
+// a caller of the API can take; a person running a program needs the option's other values.
+void require_usable_option(const std::string& option, const std::string& value, const Device& device) {
+  if (device.is_cpu()) return;
+  std::string why;
+  if (!cuda::is_available())
+    why = cuda::unavailable_reason();
+  else if (device.index >= cuda::device_count())
+    why = detail::concat("only ", cuda::device_count(),
+                         " CUDA device(s) found (cuda:0 to cuda:", cuda::device_count() - 1, ")");
+  else
+    return;
+  throw UsageError(detail::concat(option, " ", value, ": cannot use ", device, ": ", why, "; use ", option, " auto or ",
+                                  option, " cpu"));
+}
+
+}  // namespace
+
+const CLI::Validator positive = number_check(
+    "POSITIVE", [](double v) { return v > 0; }, " is not a positive number");
+const CLI::Validator non_negative = number_check(
+    "NONNEGATIVE", [](double v) { return v >= 0; }, " is negative (expected 0 or more)");
 
 int run_program(const std::function<int()>& body) {
   auto report = [](const std::exception& e, int code) {
@@ -64,14 +103,15 @@ Device choose_device(const std::string& option, const std::string& value, std::s
     reason = Device::best_reason();
     return Device::best();
   }
+  Device device = Device::cpu();
   try {
-    const Device device = Device::parse(value);
-    require_usable(device);
-    reason = device.str() + " (" + option + " " + value + ")";
-    return device;
+    device = Device::parse(value);
   } catch (const Error& e) {
     throw UsageError(option + " " + value + ": " + e.what());
   }
+  require_usable_option(option, value, device);
+  reason = device.str() + " (" + option + " " + value + ")";
+  return device;
 }
 
 void start_distributed(const std::string& option) {
@@ -88,7 +128,7 @@ Device choose_rank_device(const std::string& option, const std::string& value, s
   if (value != "auto" && value != "cuda") return choose_device(option, value, reason);
   const Device device =
       value == "cuda" ? Device::cuda(dist::local_rank() % std::max(1, cuda::device_count())) : dist::default_device();
-  if (device.is_cuda()) require_usable(device);
+  require_usable_option(option, value, device);
   reason = detail::concat(device.str(), " (rank ", dist::rank(), " of ", dist::world_size(), ", local rank ",
                           dist::local_rank(), ")");
   return device;

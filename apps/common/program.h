@@ -28,8 +28,15 @@ int run_program(const std::function<int()>& body);
 // "error: ..." and returns 2), then run_program(body).
 int run_cli(CLI::App& app, int argc, char** argv, const std::function<int()>& body);
 
+// Checks for numeric options, as `->check(apps::positive)`. CLI11's own (PositiveNumber, ...)
+// print their bounds as 309-digit numbers; these say "--epochs: 0 is not a positive number".
+// Both take finite numbers only.
+extern const CLI::Validator positive;      // > 0
+extern const CLI::Validator non_negative;  // >= 0
+
 // The device a --device option names: "auto" is Device::best() (and `reason` says why), else
-// cpu, cuda or cuda:N, checked usable. UsageError naming the option otherwise.
+// cpu, cuda or cuda:N, checked usable. UsageError naming the option and its alternatives
+// (`option` auto or cpu) otherwise.
 Device choose_device(const std::string& option, const std::string& value, std::string& reason);
 
 // A data-parallel program's start (mpirun launches it once per rank): dist::init (a UsageError

@@ -15,6 +15,8 @@
 //                                 no AVX512-BF16 (Note [CPU dispatch] in kernels/cpu_features.h)
 //   EMBER_NUM_THREADS=N           CPU compute threads when set_num_threads was not called (1 if
 //                                 unset; Note [CPU threads] in kernels/parallel.h)
+//   EMBER_FAULT_AT=N[:enospc]     kill the process (or fail with ENOSPC) at its N-th file operation,
+//   EMBER_FILE_TRACE=PATH         and trace them: Note [file fault hook] in core/io/durable_file.h
 // A flag is off when unset, empty or "0" (EMBER_FUSION: on unless "0"). Each is read once, when
 // first needed, and a setter in the header named beside it overrides it. kernels/ reads none of
 // them but EMBER_NO_AVX512, read where cpuid is, and EMBER_NUM_THREADS, read where the pool is

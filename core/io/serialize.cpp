@@ -1,9 +1,6 @@
 // safetensors reading and writing, and atomic file replacement.
 #include "core/io/serialize.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <bit>
 #include <cerrno>
@@ -257,48 +254,6 @@ std::vector<std::uint8_t> encode_safetensors(const StateDict& tensors,
 void save_safetensors(const std::string& path, const StateDict& tensors,
                       const std::map<std::string, std::string>& metadata) {
   write_file_atomically(path, encode_safetensors(tensors, metadata));
-}
-
-void write_file_atomically(const std::string& path, std::span<const std::uint8_t> bytes) {
-  namespace fs = std::filesystem;
-  const fs::path target(path);
-  const fs::path folder = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  // Built by appending: GCC 12 warns falsely (-Wrestrict) about chained string concatenation.
-  std::string tmp_name(".");
-  tmp_name.append(target.filename().string()).append(".tmp.").append(std::to_string(::getpid()));
-  const std::string tmp = (folder / tmp_name).string();
-  auto fail = [&](const char* what) {
-    const std::string reason = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    throw IoError(detail::concat(path, ": cannot write (", what, ": ", reason, ")"));
-  };
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    throw IoError(detail::concat(path, ": cannot write (creating a temporary file in ", folder.string(), ": ",
-                                 std::strerror(errno), ")"));
-  }
-  std::size_t written = 0;
-  while (written < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      ::close(fd);
-      fail("write");
-    }
-    written += static_cast<std::size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    ::close(fd);
-    fail("fsync");
-  }
-  if (::close(fd) != 0) fail("close");
-  if (::rename(tmp.c_str(), path.c_str()) != 0) fail("rename");
-  // The rename is durable only once the folder's entry is on disk.
-  const int dir = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir >= 0) {
-    ::fsync(dir);
-    ::close(dir);
-  }
 }
 
 }  // namespace ember

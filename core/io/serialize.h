@@ -3,8 +3,9 @@
 // then the raw little-endian data. A PyTorch user opens ember's files with the `safetensors`
 // package (or a few lines of Python), and ember opens a PyTorch state_dict saved that way.
 //
-// Saving is atomic and durable: a temporary file in the same folder, fsync, rename over the old
-// file, fsync of the folder — a crash mid-save never destroys the previous checkpoint.
+// Saving is atomic and durable (io::write_file_atomically: a temporary file in the same folder,
+// fsync, rename over the old file, fsync of the folder) — a crash mid-save never destroys the
+// previous file.
 // Loading treats the file as untrusted input: every header field is checked against the file's
 // real size before anything is allocated, and each problem is a FormatError naming the file.
 #pragma once
@@ -17,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/io/durable_file.h"
 #include "core/tensor/tensor.h"
 
 namespace ember {
@@ -46,7 +48,6 @@ Checkpoint load_safetensors(const std::string& path, Device map_location = Devic
 Checkpoint parse_safetensors(std::span<const std::uint8_t> bytes, const std::string& name,
                              Device map_location = Device::cpu());
 
-// Writes `bytes` to `path` atomically and durably (temporary file, fsync, rename, fsync folder).
-void write_file_atomically(const std::string& path, std::span<const std::uint8_t> bytes);
+using io::write_file_atomically;
 
 }  // namespace ember

@@ -2,10 +2,11 @@
 // the same order (scripts/check_docs.py checks it), then the trained model is scored on the test
 // images. The tests build it and run it from a folder whose data/mnist is the MNIST files
 // (tests/CMakeLists.txt: mnist_mlp_example); it trains 5 epochs of the tutorials' MLP, about a
-// second on one CPU core with the 10,000-image training prefix.
+// second on one CPU core with the 10,000-image training prefix. Its include is an installed
+// ember's (<prefix>/include/ember/...); install_example builds it against a moved installation.
 #include <cstdio>
 
-#include "ember.h"
+#include <ember/ember.h>
 using namespace ember;
 
 int main() {

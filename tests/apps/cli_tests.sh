@@ -15,23 +15,7 @@ if [ ! -f "$mnist/train-images-idx3-ubyte.gz" ]; then
   exit 77
 fi
 rm -rf "$work" && mkdir -p "$work"
-failures=0
-pass() { echo "ok   $1"; }
-fail() { echo "FAIL $1"; failures=$((failures + 1)); }
-
-# expect CODE PATTERN DESCRIPTION -- COMMAND...: exit code CODE and PATTERN on stderr.
-expect() {
-  local code=$1 pattern=$2 what=$3
-  shift 4
-  "$@" >"$work/out.txt" 2>"$work/err.txt"
-  local got=$?
-  if [ $got -ne "$code" ]; then fail "$what: exit $got, expected $code ($(head -c 300 "$work/err.txt"))"; return; fi
-  if [ -n "$pattern" ] && ! grep -q -- "$pattern" "$work/err.txt"; then
-    fail "$what: stderr lacks '$pattern': $(head -c 300 "$work/err.txt")"
-    return
-  fi
-  pass "$what"
-}
+source "$here/expect.sh"
 
 quick=(--epochs 1 --workers 0 --hidden 16)
 save="$work/should-not-exist.safetensors" log="$work/should-not-exist.jsonl"
@@ -59,7 +43,7 @@ expect 2 "--resume .*not a valid safetensors checkpoint" "corrupt --resume file"
 "$train" --data "$mnist" "${quick[@]}" --save "$work/h16.safetensors" >/dev/null || fail "training a small model"
 expect 2 "size mismatch for 0.weight" "--init of another architecture" -- \
   "$train" --data "$mnist" --hidden 32 --init "$work/h16.safetensors" --save "$save"
-expect 2 "size mismatch for 0.weight" "--resume of another architecture" -- \
+expect 2 "the checkpoint was saved with --hidden 16, this run has 64" "--resume of another architecture" -- \
   "$train" --data "$mnist" --hidden 64 --resume "$work/h16.safetensors" --save "$save" --epochs 2
 expect 2 "--precision: f64 not in {f32,bf16,f16}" "unknown precision" -- "$train" --data "$mnist" --precision f64 --save "$save"
 expect 2 "--step fused: bf16 runs on CUDA" "--precision bf16 with the fused step on the CPU" -- \
@@ -99,6 +83,56 @@ if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi >/dev/null 2>&1; then :; 
 fi
 [ ! -e "$save" ] && [ ! -e "$log" ] && pass "nothing written on bad input" || fail "a file was written on bad input"
 ls "$work"/.*.tmp.* >/dev/null 2>&1 && fail "temporary files left behind" || pass "no temporary files left behind"
+
+# ---- what a person reads: ranges, --device, a PNG's claimed size, a missing data folder ---------
+# Ranges name the option and the value in words (CLI11's own checks print their bounds as 309-digit
+# numbers), in every program; no program keeps CLI11's range checks.
+expect 2 "^error: --epochs: 0 is not a positive number$" "--epochs 0, in words" -- "$train" --data "$mnist" --epochs 0 --save "$save"
+expect 2 "^error: --val-size: -1 is negative (expected 0 or more)$" "--val-size -1, in words" -- \
+  "$train" --data "$mnist" --val-size -1 --save "$save"
+expect 2 "^error: --weight-decay: -0.5 is negative (expected 0 or more)$" "--weight-decay -0.5, in words" -- \
+  "$train" --data "$mnist" --weight-decay -0.5 --save "$save"
+programs=$(dirname "$train")
+for check in "bench_devices --threads" "bench_loader --batch-size" "bench_kernels --repeat"; do
+  program=${check%% *} option=${check#* }
+  if [ -x "$programs/$program" ]; then
+    expect 2 "^error: $option: 0 is not a positive number$" "$program $option 0, in words" -- "$programs/$program" "$option" 0
+  else
+    echo "skip $program $option 0: $programs/$program is not built"
+  fi
+done
+if grep -n "CLI::\(PositiveNumber\|NonNegativeNumber\|Range\|Bound\)" "$here"/../../apps/*.cpp >"$work/ranges.txt"; then
+  fail "CLI11's range checks print 309-digit bounds; use apps::positive or apps::non_negative: $(cat "$work/ranges.txt")"
+else
+  pass "no program uses CLI11's range checks"
+fi
+# --device cuda without a usable GPU: the options to give instead, not the library's Device::best().
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi >/dev/null 2>&1; then :; else
+  expect 2 "^error: --device cuda: cannot use cuda:0: .*; use --device auto or --device cpu$" \
+    "--device cuda without a GPU: says to use --device auto or cpu" -- "$train" --data "$mnist" --device cuda --save "$save"
+  grep -q "Device::best" "$work/err.txt" && fail "--device cuda: the message names a library call" ||
+    pass "--device cuda: no library call in the message"
+fi
+# A 20000×20000 RGB or palette PNG: stb_image's header reader calls it corrupt (over its own 2^30
+# bytes), so the size is read first and the pixel limit named, as for 30000×30000.
+for color in 2 3; do
+  python3 -c 'import struct, sys, zlib
+def chunk(kind, body): return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+sys.stdout.buffer.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 20000, 20000, 8, int(sys.argv[1]), 0, 0, 0)) +
+                        chunk(b"IDAT", zlib.compress(b"")) + chunk(b"IEND", b""))' $color >"$work/big$color.png"
+  expect 2 "big$color.png: the PNG claims 20000×20000 pixels (400000000), more than the limit of 16777216" \
+    "a 20000×20000 PNG of colour type $color: the pixel limit, not a corrupt header" -- \
+    "$predict" --model "$work/h16.safetensors" "$work/big$color.png"
+done
+# A missing data folder: one sentence naming the folder, what was looked for, and how to get the files.
+missing="^error: the data folder $work/no-such-folder does not exist (looked for train-images-idx3-ubyte and \
+train-images-idx3-ubyte.gz in it): get the four MNIST files with scripts/fetch_mnist.sh $work/no-such-folder (or \
+--from a local copy), or point --data or \$MNIST_DIR at a folder that has them$"
+expect 2 "$missing" "missing --data folder: one sentence naming it and the fix" -- \
+  "$train" --data "$work/no-such-folder" --save "$save"
+[ "$(wc -l <"$work/err.txt")" = 1 ] && pass "missing --data folder: one line" || fail "missing --data folder: $(cat "$work/err.txt")"
+expect 2 "$missing" "missing \$MNIST_DIR folder: the same sentence" -- \
+  env MNIST_DIR="$work/no-such-folder" "$train" --save "$save"
 
 # ---- mnist_predict -----------------------------------------------------------------------------
 expect 2 "--model is required" "predict without --model" -- "$predict" "$work/x.png"
@@ -162,6 +196,48 @@ expect 2 "good.png: the PNG claims 28×28 pixels (784), more than the limit of 7
   "$predict" --model "$work/h16.safetensors" --max-pixels 783 "$work/good.png"
 expect 2 "--max-pixels must be positive" "--max-pixels 0" -- "$predict" --model "$work/h16.safetensors" --max-pixels 0 "$work/good.png"
 
+# ---- mnist_predict: model files it refuses, and what --index and --count reach -----------------
+# Weights with a NaN, weights whose products overflow float, and a file of no model ember builds:
+# exit 2, naming the file and the tensor or input (not "0 (nan)"); a range past an IDX file's end
+# is named as typed; --normalize takes MEAN,STD.
+if /usr/bin/python3 -c "import numpy" 2>/dev/null; then
+  /usr/bin/python3 - "$here/../interop" "$work/h16.safetensors" "$work" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+import safetensors_lite
+tensors, meta = safetensors_lite.load(sys.argv[2])
+work = sys.argv[3]
+nan = dict(tensors, **{"0.weight": tensors["0.weight"].copy()})
+nan["0.weight"][3, 5] = np.nan
+safetensors_lite.save(f"{work}/nan.safetensors", nan, meta)
+safetensors_lite.save(f"{work}/overflow.safetensors", dict(tensors, **{"0.weight": np.full_like(tensors["0.weight"], 3e38)}), meta)
+safetensors_lite.save(f"{work}/foreign.safetensors", {"features.0.weight": np.zeros((4, 1, 3, 3), np.float32),
+                                                      "classifier.weight": np.zeros((10, 16), np.float32)}, {})
+PY
+  expect 2 "^error: --model .*/nan.safetensors: tensor 0.weight holds NaN or infinite values$" \
+    "predict refuses NaN weights, naming the tensor" -- "$predict" --model "$work/nan.safetensors" "$work/good.png"
+  expect 2 "overflow.safetensors: the model's outputs for .*good.png are not finite (NaN or infinite)" \
+    "predict refuses non-finite outputs, naming the input" -- "$predict" --model "$work/overflow.safetensors" "$work/good.png"
+  grep -q "(nan)" "$work/out.txt" && fail "non-finite outputs: a prediction was printed" || pass "non-finite outputs: no prediction printed"
+  expect 2 "foreign.safetensors: not a model ember can build: the file holds features.0.weight \[4, 1, 3, 3\], classifier.weight \[10, 16\] (2 tensors)\. ember builds an MLP .*pytorch/examples' MNIST Net" \
+    "an unrecognised model file: what it holds and what ember reads" -- "$predict" --model "$work/foreign.safetensors" "$work/good.png"
+else
+  fail "numpy (python3-numpy) is needed to write the refused model files"
+fi
+t10k="$mnist/t10k-images-idx3-ubyte.gz"
+expect 2 "^error: --index 9999 with --count 2 reaches image 10000, past the last of .*'s 10000 images (9999): the last start for --count 2 is 9998$" \
+  "--index and --count past the end: the values typed, and the last start" -- \
+  "$predict" --model "$work/h16.safetensors" --idx "$t10k" --index 9999 --count 2
+expect 0 "" "--index 9998 --count 2: the last two images" -- "$predict" --model "$work/h16.safetensors" --idx "$t10k" --index 9998 --count 2
+[ "$(grep -c "ubyte.gz\[999[89]\]" "$work/out.txt")" = 2 ] && pass "--index 9998 --count 2 classifies images 9998 and 9999" ||
+  fail "--index 9998 --count 2: $(cat "$work/out.txt")"
+grep -q "^warning:" "$work/err.txt" && fail "a warning for a file that records its scaling" || pass "no scaling warning for mnist_train's file"
+expect 2 "^error: --count 10001 with --index 0: .* has only 10000 images; give --count 10000 at most$" "--count past the file" -- \
+  "$predict" --model "$work/h16.safetensors" --idx "$t10k" --count 10001
+expect 2 "^error: --normalize 0,0: expected MEAN,STD with STD positive" "--normalize with a zero std" -- \
+  "$predict" --model "$work/h16.safetensors" --normalize 0,0 "$work/good.png"
+
 # ---- --help documents every option -------------------------------------------------------------
 "$train" --help >"$work/help.txt"
 missing=""
@@ -180,15 +256,24 @@ common=(--data "$mnist" --hidden 32 --workers 2 --momentum 0.9 --lr 0.1)
   fail "resume runs"
 cmp -s "$work/straight.safetensors" "$work/resumed.safetensors" && pass "resume after epoch 2 gives bit-identical weights" ||
   fail "resumed run differs from the uninterrupted one"
-[ -f "$work/half.state.safetensors" ] && pass "--save writes the training state beside the model" ||
-  fail "no training state beside the model file"
-# The same from the state file's name.
-"$train" "${common[@]}" --epochs 4 --resume "$work/half.state.safetensors" --save "$work/resumed2.safetensors" >/dev/null &&
-  cmp -s "$work/straight.safetensors" "$work/resumed2.safetensors" && pass "resume from the state file's name" ||
-  fail "resume from the state file's name"
-# ember 0.1's single file (model, "optimizer." tensors, all metadata) still resumes, bit for bit.
+[ -f "$work/half.epoch-2.safetensors" ] && [ -f "$work/half.epoch-2.state.safetensors" ] &&
+  [ "$work/half.safetensors" -ef "$work/half.epoch-2.safetensors" ] &&
+  pass "--save keeps numbered pairs, the stable name linked to the newest" || fail "--save's files: $(ls "$work" | grep half)"
+# One numbered checkpoint by its name (the state's, or the model's).
+"$train" "${common[@]}" --epochs 4 --resume "$work/half.epoch-1.state.safetensors" --save "$work/resumed2.safetensors" \
+  >"$work/out.txt" && grep -q "resuming from half.epoch-1.safetensors (epoch 1)" "$work/out.txt" &&
+  "$train" "${common[@]}" --epochs 4 --resume "$work/resumed2.safetensors" --save "$work/resumed2.safetensors" >/dev/null &&
+  cmp -s "$work/straight.safetensors" "$work/resumed2.safetensors" && pass "resume from a numbered checkpoint's name" ||
+  fail "resume from a numbered checkpoint: $(head -3 "$work/out.txt")"
+# ember 0.2's pair (m and m.state beside it) and ember 0.1's single file (model, "optimizer." tensors,
+# all metadata) still resume, bit for bit.
+cp "$work/half.epoch-2.safetensors" "$work/pair.safetensors"
+cp "$work/half.epoch-2.state.safetensors" "$work/pair.state.safetensors"
+"$train" "${common[@]}" --epochs 4 --resume "$work/pair.safetensors" --save "$work/resumed-pair.safetensors" >/dev/null &&
+  cmp -s "$work/straight.safetensors" "$work/resumed-pair.safetensors" && pass "an ember 0.2 pair resumes bit-identically" ||
+  fail "ember 0.2 pair resume"
 if /usr/bin/python3 -c "import numpy" 2>/dev/null; then
-  /usr/bin/python3 - "$here/../interop" "$work/half.safetensors" "$work/half.state.safetensors" "$work/single.safetensors" <<'PY'
+  /usr/bin/python3 - "$here/../interop" "$work/pair.safetensors" "$work/pair.state.safetensors" "$work/single.safetensors" <<'PY'
 import sys
 sys.path.insert(0, sys.argv[1])
 import safetensors_lite
@@ -208,15 +293,15 @@ else
 fi
 # Another run's state beside this model: refused, naming both files; nothing is overwritten.
 "$train" "${common[@]}" --epochs 3 --seed 5 --save "$work/other.safetensors" >/dev/null || fail "other run"
-cp "$work/other.state.safetensors" "$work/half.state.safetensors"
-cp "$work/half.safetensors" "$work/half-before.safetensors"
-expect 2 "half.safetensors and .*half.state.safetensors do not belong together" "a state from another run" -- \
-  "$train" "${common[@]}" --epochs 4 --resume "$work/half.safetensors" --save "$work/half.safetensors"
-cmp -s "$work/half.safetensors" "$work/half-before.safetensors" && pass "the refused pair is left as it was" ||
+cp "$work/other.epoch-3.state.safetensors" "$work/pair.state.safetensors"
+cp "$work/pair.safetensors" "$work/pair-before.safetensors"
+expect 2 "pair.safetensors and .*pair.state.safetensors do not belong together" "a state from another run" -- \
+  "$train" "${common[@]}" --epochs 4 --resume "$work/pair.safetensors" --save "$work/pair.safetensors"
+cmp -s "$work/pair.safetensors" "$work/pair-before.safetensors" && pass "the refused pair is left as it was" ||
   fail "the refused pair was overwritten"
-rm "$work/half.state.safetensors"
+rm "$work/pair.state.safetensors"
 expect 2 "no training state beside it.*use --init" "a model file without its state" -- \
-  "$train" "${common[@]}" --epochs 4 --resume "$work/half.safetensors"
+  "$train" "${common[@]}" --epochs 4 --resume "$work/pair.safetensors"
 
 # ---- one seed, one run: the per-epoch figures repeat exactly ------------------------------------
 "$train" "${common[@]}" --epochs 4 --json-log "$work/run2.jsonl" >/dev/null || fail "second run"
@@ -233,15 +318,17 @@ grep -q '"test_acc":0\.[7-9]' "$work/bf16.jsonl" && pass "bf16 without AVX512-BF
   fail "bf16 without AVX512-BF16: $(grep test_acc "$work/bf16.jsonl")"
 
 # ---- a non-finite loss stops training, names the epoch and step, keeps the last good checkpoint -
-cp "$work/h16.safetensors" "$work/good.safetensors"
-cp "$work/h16.state.safetensors" "$work/good.state.safetensors"
+"$train" --data "$mnist" "${quick[@]}" --save "$work/good.safetensors" >/dev/null || fail "a checkpoint to go wrong from"
+cp "$work/good.epoch-1.safetensors" "$work/good-before.safetensors"
 expect 1 "non-finite training loss.* in epoch 1, step" "non-finite loss" -- \
   "$train" --data "$mnist" --hidden 16 --workers 0 --epochs 3 --lr 1e30 --resume "$work/good.safetensors" \
   --save "$work/good.safetensors"
-grep -q "the last good checkpoint is" "$work/err.txt" && pass "the message points at the last good checkpoint" ||
-  fail "no checkpoint hint"
-cmp -s "$work/h16.safetensors" "$work/good.safetensors" && pass "the last good checkpoint is intact" ||
+grep -q "the newest complete checkpoint is good.epoch-1.safetensors (epoch 1): resume with --resume" "$work/err.txt" &&
+  pass "the message points at the last good checkpoint" || fail "no checkpoint hint: $(cat "$work/err.txt")"
+cmp -s "$work/good-before.safetensors" "$work/good.epoch-1.safetensors" && pass "the last good checkpoint is intact" ||
   fail "the checkpoint was overwritten"
+expect 1 "non-finite training loss.*nothing was saved (no --save)" "non-finite loss without --save names no file" -- \
+  "$train" --data "$mnist" --hidden 16 --workers 0 --epochs 1 --lr 1e30
 
 # ---- any IDX dataset: 10×12 images, three named classes, both models -----------------------------
 mkdir -p "$work/tiny"

@@ -1,15 +1,20 @@
-// What the programs share: model cards and preparing photos like each dataset (checkpoints:
-// tests/train/test_checkpoint.cpp).
+// What the programs share: model cards, preparing photos like each dataset, the curves' axes, and
+// the checks of options and devices (checkpoints: tests/train/test_checkpoint.cpp).
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 
 #include "apps/common/images.h"
 #include "apps/common/model_card.h"
 #include "apps/common/plot.h"
+#include "apps/common/program.h"
+#include "core/cuda/runtime.h"
 #include "core/ops/ops.h"
 #include "layers/models.h"
 #include "layers/nn.h"
@@ -30,6 +35,7 @@ TEST_CASE("model cards travel with the model and rebuild it") {
                        .dataset = "idx",
                        .preprocess = "plain",
                        .normalization = {0.25f, 0.5f},
+                       .normalization_assumed = {},
                        .hidden = {4},
                        .channels = {2, 3}};
   // A new model from the card is the one its architecture names, initialized alike.
@@ -87,6 +93,76 @@ TEST_CASE("a new MLP from its card, and the training curves drawn as epochs come
   CHECK_THAT(text, Contains("<svg") && Contains("a run") && Contains("</svg>"));
   fs::remove(svg);
   apps::TrainingCurves("", "nowhere").add(report);  // an empty path writes nothing
+}
+
+TEST_CASE("the curves' axes: accuracy within [0, 1], loss from 0 up, also for a single epoch") {
+  using Range = std::pair<double, double>;
+  // One epoch (or the first after a resume): a window around the value, not -0.14 to 2.06.
+  const Range accuracy = apps::axis_range({0.96}, 0.0, 1.0);
+  CHECK((accuracy.first > 0.8 && accuracy.first < 0.96 && accuracy.second == 1.0));
+  const Range loss = apps::axis_range({0.3, 0.3}, 0.0, HUGE_VAL);
+  CHECK((loss.first > 0.2 && loss.first < 0.3 && loss.second > 0.3 && loss.second < 0.4));
+  CHECK(apps::axis_range({0.0}, 0.0, HUGE_VAL).first == 0.0);
+  CHECK(apps::axis_range({1.0}, 0.0, 1.0).second == 1.0);
+  // Several epochs: their range padded by 5%, the padding stopping at the bounds.
+  const Range rising = apps::axis_range({0.90, 0.999}, 0.0, 1.0);
+  CHECK((std::abs(rising.first - 0.89505) < 1e-12 && rising.second == 1.0));
+  const Range falling = apps::axis_range({0.02, 2.0}, 0.0, HUGE_VAL);
+  CHECK((falling.first == 0.0 && std::abs(falling.second - 2.099) < 1e-12));
+  // Nothing finite to show: the bounds, or [floor, floor + 1] when there is no ceiling.
+  CHECK(apps::axis_range({NAN}, 0.0, 1.0) == Range{0.0, 1.0});
+  CHECK(apps::axis_range({}, 0.0, HUGE_VAL) == Range{0.0, 1.0});
+
+  // The picture of one epoch: no tick below 0 or above 1 on the accuracy axis.
+  const auto svg = fs::temp_directory_path() / ("ember_one_epoch_" + std::to_string(::getpid()) + ".svg");
+  apps::write_svg_plot(svg.string(), {{.epoch = 0, .train_loss = 0.4, .val_loss = 0.3, .val_acc = 0.96}}, "one");
+  std::ifstream in(svg);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  fs::remove(svg);
+  const std::regex tick("text-anchor='end' font-size='10'>([^<]*)<");  // the values' axes' labels
+  int ticks = 0;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), tick); it != std::sregex_iterator(); ++it, ++ticks) {
+    const double v = std::stod((*it)[1].str());
+    INFO("tick " << v);
+    CHECK((v >= 0.0 && v <= 1.0));
+  }
+  CHECK(ticks == 10);  // five on each axis
+}
+
+TEST_CASE("options: ranges and devices are refused in words that name the option and the way out") {
+  CLI::App app;
+  int epochs = 1;
+  double decay = 0;
+  app.add_option("--epochs", epochs)->check(apps::positive);
+  app.add_option("--weight-decay", decay)->check(apps::non_negative);
+  auto refusal = [&](std::vector<std::string> args) -> std::string {
+    std::reverse(args.begin(), args.end());  // CLI11 takes the arguments last first
+    try {
+      app.parse(args);
+    } catch (const CLI::ParseError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  CHECK(refusal({"--epochs", "0"}) == "--epochs: 0 is not a positive number");
+  CHECK(refusal({"--epochs", "-3"}) == "--epochs: -3 is not a positive number");
+  CHECK(refusal({"--epochs", "many"}) == "--epochs: many is not a number");
+  CHECK(refusal({"--weight-decay", "-0.5"}) == "--weight-decay: -0.5 is negative (expected 0 or more)");
+  CHECK(refusal({"--weight-decay", "inf"}) == "--weight-decay: inf is not a finite number");
+  CHECK(refusal({"--epochs", "2", "--weight-decay", "0"}).empty());
+  CHECK((epochs == 2 && decay == 0.0));
+
+  std::string reason;
+  CHECK_THAT(message_of<apps::UsageError>([&] { apps::choose_device("--device", "tpu", reason); }),
+             Contains("--device tpu: invalid device 'tpu'"));
+  if (!cuda::is_available()) {
+    // The library's DeviceError suggests Device::best(); a program's user is told the option's values.
+    const std::string why = message_of<apps::UsageError>([&] { apps::choose_device("--device", "cuda", reason); });
+    CHECK(why ==
+          "--device cuda: cannot use cuda:0: " + cuda::unavailable_reason() + "; use --device auto or --device cpu");
+    CHECK_THAT(message_of<DeviceError>([] { require_usable(Device::cuda(0)); }), Contains("Device::best()"));
+  }
+  CHECK(apps::choose_device("--device", "cpu", reason) == Device::cpu());
 }
 
 TEST_CASE("photos are prepared the way each dataset was made") {

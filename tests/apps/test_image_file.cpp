@@ -77,6 +77,20 @@ TEST_CASE("image files: the size the header claims is checked against the limit 
   CHECK_THAT(refusal("poc_png_30000x30000.png"),
              Contains("poc_png_30000x30000.png: the PNG claims 30000×30000 pixels (900000000), more than the "
                       "limit of 16777216; refused before decoding"));
+  // stb's header reader refuses a 20000×20000 RGB or palette PNG itself (over 2^30 bytes of pixels)
+  // as a corrupt header; the size is read first, so the limit names it as it names 30000×30000.
+  // (IHDR's CRC is left stale: neither stb nor the check reads it.)
+  for (const int color_type : {2, 3}) {
+    std::vector<std::uint8_t> big = seed("png_rgb8.png");
+    const std::uint8_t side[4] = {0x00, 0x00, 0x4E, 0x20};  // 20000, big-endian
+    std::copy(side, side + 4, big.begin() + 16);
+    std::copy(side, side + 4, big.begin() + 20);
+    big[25] = static_cast<std::uint8_t>(color_type);
+    INFO("colour type " << color_type);
+    CHECK_THAT(message_of<FormatError>([&] { decode(big); }),
+               Contains("x: the PNG claims 20000×20000 pixels (400000000), more than the limit of 16777216; "
+                        "refused before decoding"));
+  }
   // The limit is inclusive, and it is the caller's.
   CHECK_THAT(refusal("png_gray8.png", 783), Contains("claims 28×28 pixels (784), more than the limit of 783"));
   CHECK(decode(seed("png_gray8.png"), 784).pixels.size() == 784);

@@ -139,10 +139,19 @@ TEST_CASE("IdxDataset finds files with or without .gz and checks counts") {
   CHECK(sample[0] == 32);
 
   const std::string missing = message_of<IoError>([&] { data::IdxDataset(dir.string(), data::Split::test); });
-  CHECK_THAT(missing, Contains("looked for t10k-images-idx3-ubyte and t10k-images-idx3-ubyte.gz in"));
-  CHECK_THAT(missing, Contains("scripts/fetch_mnist.sh"));
-  CHECK_THAT(message_of<IoError>([] { data::IdxDataset("/nonexistent/mnist", data::Split::train, "Install X."); }),
-             Contains("/nonexistent/mnist does not exist. Install X."));
+  CHECK_THAT(missing, Contains("the data folder " + dir.string() +
+                               " has no t10k-images-idx3-ubyte (looked for "
+                               "t10k-images-idx3-ubyte and t10k-images-idx3-ubyte.gz in it): get the four MNIST "
+                               "files with scripts/fetch_mnist.sh " +
+                               dir.string()));
+  // A missing folder, and a file where the folder should be: one sentence naming it, then the fix.
+  CHECK_THAT(message_of<IoError>([] { data::IdxDataset("/nonexistent/mnist", data::Split::train, "install X"); }),
+             Contains("the data folder /nonexistent/mnist does not exist (looked for train-images-idx3-ubyte and "
+                      "train-images-idx3-ubyte.gz in it): install X"));
+  CHECK_THAT(message_of<IoError>([&] {
+               data::IdxDataset((dir / "train-images-idx3-ubyte").string(), data::Split::train, "install X");
+             }),
+             Contains("train-images-idx3-ubyte is not a folder (looked for"));
 
   data::write_idx((dir / "train-labels-idx1-ubyte.gz").string(), from_vector<std::uint8_t>({1, 2, 3, 4, 5}, {5}), true);
   CHECK_THAT(message_of<FormatError>([&] { data::IdxDataset(dir.string(), data::Split::train); }),

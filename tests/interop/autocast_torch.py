@@ -5,10 +5,13 @@ autocast to bf16 on the CPU, its floating inputs in f32 and then in bf16, and re
 dtype; this script evaluates each spelling on the same inputs under torch.autocast("cpu",
 dtype=torch.bfloat16) and compares the dtypes at every op's boundary.
 
-CUDA, by reading PyTorch's lists: where the installed PyTorch ships ATen/autocast_mode.h (PyPI's
-wheels do; the CUDA lists are its AT_FORALL_* macros), ember's CUDA policy of each op (ops_tool
---autocast-policy) is compared with the list the op's PyTorch name is on. The CPU of this machine
-cannot run CUDA autocast, so this half reads what PyTorch registers rather than running it.
+CUDA, by reading PyTorch's lists: where the installed PyTorch's ATen/autocast_mode.h holds them
+(its AT_FORALL_* macros, in recent PyTorch 2.x as PyPI's wheels ship it), ember's CUDA policy of
+each op (ops_tool --autocast-policy) is compared with the list the op's PyTorch name is on. The CPU
+of this machine cannot run CUDA autocast, so this half reads what PyTorch registers rather than
+running it. Older headers (PyTorch 1.x, such as Debian's libtorch-dev 1.13, and early 2.x) keep
+the lists in autocast_mode.cpp, which is not installed: there the CUDA half is skipped, saying so,
+and the CPU half still runs. --header reads another copy of the header instead.
 
 Deviations ember documents (docs/ops.md, "Autocast") are listed below with their reasons and
 reported as such, not as failures. Exits 77 (skipped) where PyTorch is missing."""
@@ -46,27 +49,42 @@ DEVIATIONS = {
 }
 
 
+# The CUDA lists of ATen/autocast_mode.h, each macro's policy; all four are needed to read a policy.
+LISTS = {"AT_FORALL_LOWER_PRECISION_FP": "lower_precision", "AT_FORALL_FP32": "fp32",
+         "AT_FORALL_FP32_SET_OPT_DTYPE": "fp32", "AT_FORALL_PROMOTE": "promote"}
+
+
+def macro_body(text, macro):
+    """The body of `#define MACRO(_) ...`, its continued lines joined; None where it is not defined."""
+    match = re.search(r"^[ \t]*#[ \t]*define[ \t]+" + macro + r"\(_\)((?:[^\n]*\\\n)*[^\n]*)", text, re.M)
+    return match.group(1).replace("\\\n", " ") if match else None
+
+
 def cuda_lists(header):
-    """{PyTorch op: policy} from the AT_FORALL_* macros of ATen/autocast_mode.h."""
-    text = open(header).read()
-    lists = {"AT_FORALL_LOWER_PRECISION_FP": "lower_precision", "AT_FORALL_FP32": "fp32",
-             "AT_FORALL_FP32_SET_OPT_DTYPE": "fp32", "AT_FORALL_PROMOTE": "promote"}
+    """({PyTorch op: policy}, None) from the AT_FORALL_* macros of ATen/autocast_mode.h, or (None, why
+    not) where the header does not define them all."""
+    text = open(header, encoding="utf-8", errors="replace").read()
+    bodies = {macro: macro_body(text, macro) for macro in LISTS}
+    missing = [macro for macro, body in bodies.items() if body is None]
+    if len(missing) == len(LISTS):
+        return None, ("predates the AT_FORALL_* lists (PyTorch 1.x and early 2.x keep CUDA's lists in "
+                      "autocast_mode.cpp, which is not installed)")
+    if missing:
+        return None, f"has some AT_FORALL_* lists but not {', '.join(missing)}"
     policy = {}
-    for macro, name in lists.items():
-        match = re.search(r"#define " + macro + r"\(_\)(.*?)\n\s*\n", text, re.S)
-        if not match:
-            raise SystemExit(f"autocast_torch: {header} has no {macro}")
-        for op in re.findall(r"_\((\w+)", match.group(1)):
+    for macro, name in LISTS.items():
+        for op in re.findall(r"\b_\(\s*(\w+)", bodies[macro]):
             policy.setdefault(op, name)
-    return policy
+    return policy, None
 
 
-def compare_cuda(tool):
-    header = os.path.join(os.path.dirname(torch.__file__), "include", "ATen", "autocast_mode.h")
+def compare_cuda(tool, header):
+    """(failures, ops compared, why not compared)."""
     if not os.path.exists(header):
-        print(f"CUDA: not compared: PyTorch {torch.__version__} here ships no ATen/autocast_mode.h")
-        return [], 0
-    lists = cuda_lists(header)
+        return [], 0, "does not exist"
+    lists, why_not = cuda_lists(header)
+    if lists is None:
+        return [], 0, why_not
     failures, compared = [], 0
     policies = subprocess.run([tool, "--autocast-policy"], check=True, capture_output=True, text=True).stdout
     for line in policies.splitlines():
@@ -80,7 +98,7 @@ def compare_cuda(tool):
             print(f"deviation: {op} on CUDA: ember {cuda}, PyTorch {theirs}: {reason}")
         else:
             failures.append(f"{op} on CUDA: ember {cuda}, PyTorch's list says {theirs}")
-    return failures, compared
+    return failures, compared, None
 
 
 def compare_cpu(ember, metadata):
@@ -109,18 +127,23 @@ def compare_cpu(ember, metadata):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--tool", required=True, help="path of the ops_tool program")
+    parser.add_argument("--header", default=os.path.join(os.path.dirname(torch.__file__), "include", "ATen",
+                                                         "autocast_mode.h"),
+                        help="the ATen/autocast_mode.h whose CUDA lists are read (default: the installed PyTorch's)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as work:
         out_path = os.path.join(work, "out.safetensors")
         subprocess.run([args.tool, out_path], check=True)
         ember, metadata = safetensors_lite.load(out_path)
     cpu_failures, cpu_compared = compare_cpu(ember, metadata)
-    cuda_failures, cuda_compared = compare_cuda(args.tool)
+    cuda_failures, cuda_compared, cuda_skipped = compare_cuda(args.tool, args.header)
     for failure in cpu_failures + cuda_failures:
         print(f"FAIL {failure}")
+    cuda = (f"not compared: {args.header} {cuda_skipped}" if cuda_skipped else
+            f"{cuda_compared} ops' policies compared with the lists of {args.header}")
     print(f"autocast_torch: CPU: {cpu_compared} result dtypes under bf16 autocast compared with PyTorch "
-          f"{torch.__version__} ({len(cpu_failures)} differ); CUDA: {cuda_compared} ops' policies compared with "
-          f"its lists: {'FAILED' if cpu_failures or cuda_failures else 'ok'}")
+          f"{torch.__version__} ({len(cpu_failures)} differ); CUDA: {cuda}: "
+          f"{'FAILED' if cpu_failures or cuda_failures else 'ok'}")
     return 1 if cpu_failures or cuda_failures else 0
 
 

@@ -3,9 +3,12 @@
 
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <optional>
 #include <random>
 #include <sstream>
@@ -108,6 +111,14 @@ std::vector<float> state_values(const Module& m) {
   for (const auto& [name, t] : m.state_dict())
     for (float v : t.template to_vector<float>()) out.push_back(v);
   return out;
+}
+
+// An empty folder of this test process's own under the system's temporary folder: `area`/`name`.
+inline std::filesystem::path fresh_dir(const std::string& area, const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() / ("ember_" + area + "_" + std::to_string(::getpid())) / name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
 }
 
 // Runs `fn` and returns the message of the ExceptionType it throws; fails the test otherwise.

@@ -28,10 +28,21 @@ set_tests_properties(op_table_docs_catches PROPERTIES PASS_REGULAR_EXPRESSION
   "frobnicate is in .*op_docs_planted.md but not in the op table.*sigmoid is in the op table but not in .*op_docs_planted.md.*says 99 ops, the table has [0-9]+")
 
 # Autocast's policy against PyTorch's, op by op (interop/autocast_torch.py): the result dtypes of
-# every sample under bf16 autocast on the CPU, and the CUDA lists where PyTorch ships its header.
+# every sample under bf16 autocast on the CPU, and the CUDA lists where the installed PyTorch's
+# header holds them (its CUDA half is skipped, saying why, where the header predates them). Then
+# the two header layouts whatever PyTorch is installed: PyTorch 1.x's, without lists (the CUDA
+# half skipped, the test passing), and recent 2.x's, with them (every op's CUDA policy compared).
 add_test(NAME autocast_torch COMMAND ${EMBER_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/interop/autocast_torch.py
                                      --tool $<TARGET_FILE:ops_tool>)
-set_tests_properties(autocast_torch PROPERTIES SKIP_RETURN_CODE 77)
+add_test(NAME autocast_torch_header_1x COMMAND ${EMBER_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/interop/autocast_torch.py
+         --tool $<TARGET_FILE:ops_tool> --header ${CMAKE_CURRENT_SOURCE_DIR}/interop/autocast_mode_1x.h)
+add_test(NAME autocast_torch_header_2x COMMAND ${EMBER_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/interop/autocast_torch.py
+         --tool $<TARGET_FILE:ops_tool> --header ${CMAKE_CURRENT_SOURCE_DIR}/interop/autocast_mode_2x_lists.h)
+set_tests_properties(autocast_torch autocast_torch_header_1x autocast_torch_header_2x PROPERTIES SKIP_RETURN_CODE 77)
+set_tests_properties(autocast_torch_header_1x PROPERTIES PASS_REGULAR_EXPRESSION
+  "CUDA: not compared: .*autocast_mode_1x.h predates the AT_FORALL_\\* lists .*: ok")
+set_tests_properties(autocast_torch_header_2x PROPERTIES PASS_REGULAR_EXPRESSION
+  "CUDA: [1-9][0-9]* ops' policies compared with the lists of .*autocast_mode_2x_lists.h: ok")
 
 # bf16 on the CPU as without AVX512-BF16 (EMBER_NO_AVX512_BF16=1: products and convolutions in
 # f32): every op in bf16 against the f32 op, rounded once.

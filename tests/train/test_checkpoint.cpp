@@ -12,6 +12,7 @@
 #include "optim/optimizer.h"
 #include "support/helpers.h"
 #include "train/checkpoint.h"
+#include "train/run_checkpoints.h"
 
 using namespace ember;
 using Catch::Matchers::Contains;
@@ -21,12 +22,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path work_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("ember_apps_" + std::to_string(::getpid())) / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+fs::path work_dir(const std::string& name) { return ember::testing::fresh_dir("apps", name); }
 
 // A model and an optimizer with state: two SGD steps with momentum on random data.
 struct Trained {
@@ -113,25 +109,30 @@ TEST_CASE("a run's settings travel with its checkpoints: saved every epoch, comp
   const std::string path = (dir / "run.safetensors").string();
   Trained a = trained(7);
   const train::Metadata settings{{"model_kind", "mlp"}, {"dataset", "mnist"}, {"batch_size", "128"}};
-  train::EpochCheckpoints checkpoints(path, *a.model, *a.sgd, {{"model_kind", "mlp"}}, settings, 0);
-  CHECK(checkpoints.last_good() == "; the last good checkpoint is " + path + " (0 epochs)");
-  checkpoints.save(2);
-  CHECK(checkpoints.last_good() == "; the last good checkpoint is " + path + " (2 epochs)");
-  CHECK(train::EpochCheckpoints("", *a.model, *a.sgd, {}, {}, 3).last_good().empty());
+  train::RunCheckpoints checkpoints(path, 2);
+  CHECK_THAT(checkpoints.resumable(), Contains("no checkpoint of " + path + " was saved yet"));
+  checkpoints.save({2, 0}, *a.model, *a.sgd, {{{"model_kind", "mlp"}}, settings, "{\"epoch\":1}\n", Tensor()});
+  CHECK(checkpoints.resumable() ==
+        "the newest complete checkpoint is run.epoch-2.safetensors (epoch 2): resume with "
+        "--resume " +
+            path);
+  CHECK(train::RunCheckpoints("", 2).resumable() == "nothing was saved (no --save)");
 
   Trained b = trained(8);
-  const train::ResumedTraining resumed = train::resume_training_checkpoint(path, *b.model, *b.sgd);
-  CHECK(resumed.start_epoch == 2);
+  const train::ResumedRun run = train::resume_run(path, *b.model, *b.sgd);
+  CHECK(run.at == train::Position{2, 0});
+  CHECK(run.history == "{\"epoch\":1}\n");
+  CHECK(run.report == "resuming from run.epoch-2.safetensors (epoch 2)");
   CHECK(state_values(*b.model) == state_values(*a.model));
   const train::SettingsCheck check{.must_match = {"model_kind", "dataset"}, .noted = {"batch_size", "world_size"}};
   // The same settings: nothing to say. A changed batch: a note. Another dataset: refused.
-  CHECK(train::compare_settings(resumed.checkpoint, settings, check).empty());
+  CHECK(train::compare_settings(run.checkpoint, settings, check).empty());
   train::Metadata now = settings;
   now["batch_size"] = "64";
   now["world_size"] = "2";  // not in the checkpoint: nothing to compare
-  CHECK(train::compare_settings(resumed.checkpoint, now, check) ==
+  CHECK(train::compare_settings(run.checkpoint, now, check) ==
         std::vector<std::string>{"the checkpoint was saved with batch_size 128, this run has 64"});
   now["dataset"] = "fashion-mnist";
-  CHECK_THAT(message_of<ValueError>([&] { train::compare_settings(resumed.checkpoint, now, check); }),
-             Contains(path + ": the checkpoint was saved with dataset mnist, this run has fashion-mnist"));
+  CHECK_THAT(message_of<ValueError>([&] { train::compare_settings(run.checkpoint, now, check); }),
+             Contains(": the checkpoint was saved with dataset mnist, this run has fashion-mnist"));
 }

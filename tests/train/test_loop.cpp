@@ -257,3 +257,50 @@ TEST_CASE("a training checkpoint resumes at the next epoch with the dropout stre
   CHECK(parameters_of(*second) == parameters_of(*whole));  // bit for bit
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("a stop mid-epoch resumes at its step and ends as the uninterrupted run, loss sum included") {
+  Batches train_batches(5, 8, 12), val_batches(1, 8, 13);
+  auto build = [] {
+    Generator g(14);
+    auto model = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(8, 16, true, &g),
+                                                  std::make_shared<nn::ReLU>(), std::make_shared<nn::Dropout>(0.3, 6),
+                                                  std::make_shared<nn::Linear>(16, 3, true, &g));
+    model->to(device_under_test());
+    return model;
+  };
+  std::vector<double> losses;
+  auto on_epoch = [&](const train::EpochReport& r) { losses.push_back(r.train.loss); };
+  auto whole = build();
+  optim::Adam adam_whole(whole->parameters(), {.lr = 0.01});
+  train::AutogradStep step_whole(*whole, adam_whole);
+  train::fit(*whole, step_whole, train_batches, val_batches, 8, {.epochs = 3, .on_epoch = on_epoch});
+
+  // Stopped after the 2nd step of epoch 1: the state saved there, a new model resumed from it.
+  auto first = build();
+  optim::Adam adam_first(first->parameters(), {.lr = 0.01});
+  train::AutogradStep step_first(*first, adam_first);
+  int steps = 0;
+  train::FitOptions stopping{.epochs = 3, .on_epoch = on_epoch};
+  // Asked after each step and at each epoch's end: 5 steps and the end of epoch 0, then 2 steps.
+  stopping.epoch.stop_requested = [&] { return ++steps == 8; };
+  const train::FitResult where = train::fit(*first, step_first, train_batches, val_batches, 8, stopping);
+  CHECK((where.stopped && where.epoch == 1 && where.step == 2));
+  const Tensor loss_sum = step_first.loss_sum().clone();
+  const Checkpoint optimizer_state = adam_first.state_dict();
+  const std::uint64_t dropout_offset = train::dropout_layers(*first).at(0)->offset();
+
+  auto second = build();
+  optim::Adam adam_second(second->parameters(), {.lr = 0.01});
+  second->load_state_dict(first->state_dict());
+  adam_second.load_state_dict(optimizer_state);
+  train::dropout_layers(*second).at(0)->set_offset(dropout_offset);
+  train::AutogradStep step_second(*second, adam_second);
+  train::FitOptions resuming{.epochs = 3, .start_epoch = 1, .start_step = 2, .loss_sum_so_far = loss_sum};
+  resuming.on_epoch = on_epoch;
+  CHECK_FALSE(train::fit(*second, step_second, train_batches, val_batches, 8, resuming).stopped);
+  CHECK(parameters_of(*second) == parameters_of(*whole));  // bit for bit
+  // Epochs 1 and 2 of the resumed run report the uninterrupted run's losses exactly (epoch 1's
+  // only with the stopped run's loss sum: the skipped steps' losses are in it).
+  REQUIRE(losses.size() == 6);  // 3 whole, 1 before the stop, 2 resumed
+  CHECK((losses[4] == losses[1] && losses[5] == losses[2]));
+}

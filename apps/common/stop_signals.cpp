@@ -1,0 +1,48 @@
+// Stop signals: a handler that sets a flag (Note [stop signals]).
+#include "apps/common/stop_signals.h"
+
+#include <signal.h>
+
+#include <atomic>
+
+namespace ember::apps {
+namespace {
+
+std::atomic<int> received{0};
+static_assert(std::atomic<int>::is_always_lock_free, "the handler may only touch a lock-free flag");
+
+void on_stop_signal(int s) {
+  int none = 0;
+  if (received.compare_exchange_strong(none, s)) return;
+  // The second: the default action, raised again (delivered once this handler returns).
+  ::signal(s, SIG_DFL);
+  ::raise(s);
+}
+
+}  // namespace
+
+void install_stop_signals() {
+  ::signal(SIGXFSZ, SIG_IGN);
+  struct sigaction action = {};
+  action.sa_handler = on_stop_signal;
+  action.sa_flags = SA_RESTART;  // a thread the signal lands in goes on with its system call
+  sigemptyset(&action.sa_mask);
+  for (int s : {SIGINT, SIGTERM, SIGUSR1}) ::sigaction(s, &action, nullptr);
+}
+
+int stop_signal() { return received.load(); }
+
+const char* signal_name(int signal) {
+  switch (signal) {
+    case SIGINT:
+      return "SIGINT";
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGUSR1:
+      return "SIGUSR1";
+    default:
+      return "a signal";
+  }
+}
+
+}  // namespace ember::apps
