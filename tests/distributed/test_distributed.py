@@ -119,6 +119,31 @@ def resume(opts, work):
                          f"(worst {worst:.2g})")
 
 
+def stop_and_resume(opts, work):
+    """SIGUSR1 to mpirun, which forwards it to every rank as it is: the ranks agree on the step to
+    stop at (Note [stop signals]), rank 0 saves there, every rank exits 138; resumed on 2 ranks, the
+    run ends bit-identical to the uninterrupted one."""
+    extra = RECIPES["adam"] + ["--step", "autograd", "--batch-size", "32", "--epochs", "3"]
+    _, straight = train(opts, work, "stop-straight", 2, extra)
+    save = os.path.join(work, "stopped.safetensors")
+    args = ["mpirun", "-np", "2", "--bind-to", "none", opts.train, "--distributed", "--data", opts.data, "--save",
+            save] + COMMON + extra
+    job = subprocess.Popen(args, env={**os.environ, **MPI_ENV}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and job.poll() is None and not os.path.exists(save):
+        time.sleep(0.01)
+    time.sleep(0.03)  # into epoch 1, most likely mid-epoch (either way the resume must be exact)
+    job.send_signal(signal.SIGUSR1)
+    output = job.communicate(timeout=120)[0]
+    stopped = re.search(r"stopped by SIGUSR1 at (epoch \d+(, step \d+)?)", output)
+    check(job.returncode == 138 and stopped is not None,
+          f"SIGUSR1 to mpirun: exit {job.returncode}, {stopped.group(0) if stopped else output[-500:]}")
+    _, resumed = train(opts, work, "stopped", 2, extra + ["--resume", save])
+    check(same_bits(resumed, straight), f"resumed from {stopped.group(1) if stopped else '?'} on 2 ranks, the run "
+                                        "ends bit-identical to the uninterrupted one")
+
+
 def failures_and_refusals(opts, work):
     # A rank killed mid-epoch: the run must end, non-zero, within 60 s (Open MPI's launcher ends
     # the job when a rank dies; a rank that throws ends it with MPI_Abort).
@@ -175,6 +200,7 @@ def main():
     os.makedirs(opts.work)
     equivalence(opts, opts.work)
     resume(opts, opts.work)
+    stop_and_resume(opts, opts.work)
     failures_and_refusals(opts, opts.work)
     print("test_distributed:", "FAILED" if failures else "ok")
     return 1 if failures else 0
