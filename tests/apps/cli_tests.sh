@@ -220,11 +220,17 @@ PY
   expect 2 "overflow.safetensors: the model's outputs for .*good.png are not finite (NaN or infinite)" \
     "predict refuses non-finite outputs, naming the input" -- "$predict" --model "$work/overflow.safetensors" "$work/good.png"
   grep -q "(nan)" "$work/out.txt" && fail "non-finite outputs: a prediction was printed" || pass "non-finite outputs: no prediction printed"
+  expect 2 "^error: --init .*/nan.safetensors: tensor 0.weight holds NaN or infinite values$" \
+    "--init refuses NaN weights, naming the tensor (not 'Try a smaller --lr')" -- \
+    "$train" --data "$mnist" "${quick[@]}" --init "$work/nan.safetensors"
   expect 2 "foreign.safetensors: not a model ember can build: the file holds features.0.weight \[4, 1, 3, 3\], classifier.weight \[10, 16\] (2 tensors)\. ember builds an MLP .*pytorch/examples' MNIST Net" \
     "an unrecognised model file: what it holds and what ember reads" -- "$predict" --model "$work/foreign.safetensors" "$work/good.png"
 else
   fail "numpy (python3-numpy) is needed to write the refused model files"
 fi
+"$train" --data "$mnist" "${quick[@]}" --batch-size 10000000 --val-size 5000 >"$work/out.txt" 2>&1 &&
+  grep -q "note: --batch-size 10000000: more than the 5000 images trained on; using 5000" "$work/out.txt" &&
+  pass "--batch-size 10000000: one batch of the 5000 images, said" || fail "--batch-size 10000000: $(tail -2 "$work/out.txt")"
 t10k="$mnist/t10k-images-idx3-ubyte.gz"
 expect 2 "^error: --index 9999 with --count 2 reaches image 10000, past the last of .*'s 10000 images (9999): the last start for --count 2 is 9998$" \
   "--index and --count past the end: the values typed, and the last start" -- \
