@@ -228,9 +228,9 @@ PY
 else
   fail "numpy (python3-numpy) is needed to write the refused model files"
 fi
-"$train" --data "$mnist" "${quick[@]}" --batch-size 10000000 --val-size 5000 >"$work/out.txt" 2>&1 &&
-  grep -q "note: --batch-size 10000000: more than the 5000 images trained on; using 5000" "$work/out.txt" &&
-  pass "--batch-size 10000000: one batch of the 5000 images, said" || fail "--batch-size 10000000: $(tail -2 "$work/out.txt")"
+"$train" --data "$mnist" "${quick[@]}" --batch-size 10000000 --val-size 9000 >"$work/out.txt" 2>&1 &&
+  grep -q "note: --batch-size 10000000: more than the 1000 images trained on; using 1000" "$work/out.txt" &&
+  pass "--batch-size 10000000: one batch of the 1000 images, said" || fail "--batch-size 10000000: $(tail -2 "$work/out.txt")"
 t10k="$mnist/t10k-images-idx3-ubyte.gz"
 expect 2 "^error: --index 9999 with --count 2 reaches image 10000, past the last of .*'s 10000 images (9999): the last start for --count 2 is 9998$" \
   "--index and --count past the end: the values typed, and the last start" -- \
@@ -268,7 +268,6 @@ cmp -s "$work/straight.safetensors" "$work/resumed.safetensors" && pass "resume 
 # One numbered checkpoint by its name (the state's, or the model's).
 "$train" "${common[@]}" --epochs 4 --resume "$work/half.epoch-1.state.safetensors" --save "$work/resumed2.safetensors" \
   >"$work/out.txt" && grep -q "resuming from half.epoch-1.safetensors (epoch 1)" "$work/out.txt" &&
-  "$train" "${common[@]}" --epochs 4 --resume "$work/resumed2.safetensors" --save "$work/resumed2.safetensors" >/dev/null &&
   cmp -s "$work/straight.safetensors" "$work/resumed2.safetensors" && pass "resume from a numbered checkpoint's name" ||
   fail "resume from a numbered checkpoint: $(head -3 "$work/out.txt")"
 # ember 0.2's pair (m and m.state beside it) and ember 0.1's single file (model, "optimizer." tensors,
