@@ -243,10 +243,7 @@ int run_training(Settings& s) {
     for (auto& field : train::replica_fields(*run.model, r.epoch, s.distributed)) extra.push_back(field);
     outputs.add_epoch(r, extra, *run.model, *run.optimizer);
   };
-  const std::function<bool()> stop_requested = [&] {  // every rank stops at the same step
-    const bool here = apps::stop_signal() != 0;
-    return s.distributed ? !dist::all_agree(!here) : here;
-  };
+  const std::function<bool()> stop_requested = [&] { return apps::stop_requested(s.distributed); };
   const bool interactive = apps::interactive_output(s.distributed);
   train::FitOptions fit;
   fit.epochs = s.epochs;

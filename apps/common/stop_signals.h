@@ -22,6 +22,13 @@ void install_stop_signals();
 // The first stop signal received (SIGINT, SIGTERM or SIGUSR1), or 0.
 int stop_signal();
 
+// Whether to stop now, for train::EpochOptions::stop_requested (called after every step and at
+// every epoch's end, the same number of times on every rank). In a data-parallel run the ranks
+// must agree, which takes a collective (dist::all_agree): it is asked only at every 16th call, so
+// that a step does not pay a round trip between the ranks for a flag that is almost never set;
+// a stop then comes at most 15 steps later (milliseconds).
+bool stop_requested(bool distributed);
+
 // "SIGTERM" and the like.
 const char* signal_name(int signal);
 
