@@ -109,7 +109,8 @@ Row overlap(Device device, std::size_t batch, int steps) {
   // waits for the copy stream (Note [stream ownership of device memory] in core/tensor/storage.h).
   cuda::order_after(copy_stream.handle(), compute, device);
   dev.record_stream(copy_stream.handle());
-  cuda::Event base(device), c0(device), c1(device), k0(device), k1(device);
+  const auto timed = cuda::EventTiming::on;
+  cuda::Event base(device, timed), c0(device, timed), c1(device, timed), k0(device, timed), k1(device, timed);
   // Calibrate: how many GEMMs take about as long as one copy.
   base.record(copy_stream.handle());
   CUDA_CHECK(

@@ -158,6 +158,8 @@ namespace ember::kernels::cuda {
 // cores allowed: products of 16-bit values are exact in f32, the sums f32 in cuDNN's order, each
 // result rounded once. With `accumulate` the forward adds into y (β = 1): the caller writes the
 // channel bias there first, so that sum and bias round once together, as on the CPU.
+// That math type is what the algorithms are asked for; each direction then runs under the math
+// type its chosen algorithm reported, on a descriptor of its own (cudnn_conv.cpp's Plan).
 template <class T>
 void conv2d_forward(const T* x, const T* w, T* y, const ConvGeometry& g, cudaStream_t stream, bool accumulate = false);
 template <class T>

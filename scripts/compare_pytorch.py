@@ -161,8 +161,11 @@ def run_torch_cuda(mode, x, y, xt, yt, hidden, epochs, lr):
                                              num_workers=2, pin_memory=True, persistent_workers=True)
     rates = []
     for _ in range(epochs):
+        # CUDA events around the epoch, which ends on a read of the loss (a synchronization), as
+        # ember's epoch timer does: the two measure the same span.
         torch.cuda.synchronize()
-        start = time.perf_counter()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
         total = torch.zeros((), device=dev)
         if loader is not None:
             batches = ((bx.to(dev, non_blocking=True), by.to(dev, non_blocking=True)) for bx, by in loader)
@@ -176,10 +179,30 @@ def run_torch_cuda(mode, x, y, xt, yt, hidden, epochs, lr):
             opt.step()
             total += loss.detach() * bx.shape[0]
         total.item()
-        rates.append(n / (time.perf_counter() - start))
+        end.record()
+        end.synchronize()
+        rates.append(n / (start.elapsed_time(end) / 1e3))
     with torch.no_grad():
         acc = (model(xt.to(dev)).argmax(1) == yt.to(dev)).float().mean().item()
     return rates, acc
+
+
+def partial(args, images, hidden, name, rates, acc):
+    """One configuration's figures, appended to --partial as soon as they exist: a run cut short
+    keeps what it measured. The first epoch is the warm-up (for torch.compile, the compilation):
+    what it took beyond a median epoch is reported apart."""
+    line = f"784-{hidden}-10 {name}: "
+    if len(rates) > 1:
+        median = statistics.median(rates[1:])
+        warmup_s = images / rates[0] - images / median
+        line += (f"{median / 1e3:.0f}k images/s (median of {len(rates) - 1} epochs after the first), "
+                 f"first epoch {warmup_s:+.2f} s beyond a median one, test acc {acc:.4f}")
+    else:
+        line += f"{len(rates)} epoch(s): too few to report"
+    print(line, flush=True)
+    if args.partial:
+        with open(args.partial, "a") as f:
+            f.write(line + "\n")
 
 
 def run_cuda(args, train):
@@ -196,7 +219,9 @@ def run_cuda(args, train):
     yt = torch.from_numpy(read_idx(args.data, "t10k-labels-idx1-ubyte").astype(np.int64))
     ember_modes = {"ember graph": [], "ember graph preloaded": ["--preload"], "ember eager step": ["--cuda-graph", "0"],
                    "ember autograd": ["--step", "autograd"]}
-    torch_modes = {"PyTorch preloaded": "preloaded", "PyTorch DataLoader": "dataloader", "torch.compile": "compile"}
+    torch_modes = {"PyTorch preloaded": "preloaded", "PyTorch DataLoader": "dataloader",
+                   "torch.compile": "compile"}
+    torch_modes = {k: v for k, v in torch_modes.items() if v in args.torch_modes.split(",")}
     rows = []
     with tempfile.TemporaryDirectory() as work:
         for hidden in args.models.split(","):
@@ -207,10 +232,12 @@ def run_cuda(args, train):
                     r, acc[name] = run_ember(train, args.data, hidden, args.epochs, args.lr, 1, work, "cuda", extra,
                                              with_accuracy=True)
                     rates[name] += r[1:]
+                    partial(args, n, hidden, name, r, acc[name])
                 for name, mode in torch_modes.items():
                     try:
                         r, acc[name] = run_torch_cuda(mode, x, y, xt, yt, hidden, args.epochs, args.lr)
                         rates[name] += r[1:]
+                        partial(args, n, hidden, name, r, acc[name])
                     except Exception as e:  # torch.compile needs a working Triton toolchain
                         print(f"compare_pytorch: {name} failed ({type(e).__name__}: {str(e)[:200]})", flush=True)
             med = {k: statistics.median(v) for k, v in rates.items() if v}
@@ -247,6 +274,9 @@ def main():
     parser.add_argument("--rounds", type=int, help="default 3 on the CPU, 1 on cuda")
     parser.add_argument("--lr", type=float, default=0.1)
     parser.add_argument("--report", help="write the table (markdown) to this file")
+    parser.add_argument("--torch-modes", default="preloaded,dataloader,compile",
+                        help="on cuda, PyTorch's configurations to run: preloaded (eager), dataloader, compile")
+    parser.add_argument("--partial", help="append each configuration's line to this file as it is measured")
     args = parser.parse_args()
     try:
         import torch

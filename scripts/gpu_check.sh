@@ -1,76 +1,165 @@
 #!/usr/bin/env bash
-# The full GPU check: on a Linux machine with an NVIDIA GPU, the CUDA toolkit and Python with
-# PyTorch, but no package registry (run scripts/prepare_gpu_check.sh beforehand where there is
-# one). Prints the machine's facts, builds Release for sm_90 against the unpacked .deps, runs
-# every test including the GPU binary, runs compute-sanitizer on the GPU binary, and writes a
-# report and logs under $OUT (or ./gpu-report), with a summary table printed last.
+# The GPU check, made for one call of about 10 minutes on a machine with an NVIDIA GPU, the CUDA
+# toolkit and Python with PyTorch but no package registry (scripts/prepare_gpu_check.sh fetches
+# .deps and data/mnist beforehand). Sections run in the order of what matters most:
 #
-#   scripts/gpu_check.sh [--dry-run] [--only SECTION[,SECTION...]] [--list]
+#   facts        the GPU, the driver's CUDA version against the toolkit's (the build adapts or stops)
+#   build        Release for sm_90 against the unpacked .deps: the library, the GPU tests, 4 programs
+#   test         test_cuda, then every *_cuda device test: correctness first
+#   train        mnist_train --device cuda: MLP (against the CPU), bf16, the CNN, a stop and resume
+#   bench        bench_kernels against the copy and GEMM ceilings (the owed kernel figures)
+#   compare      the fused, graph-replayed step next to PyTorch eager; torch.compile after, if time is left
+#   mixed        f32, bf16 and f16 next to PyTorch eager and bf16 autocast
+#   loader       bench_loader: pinned staging, copies hidden behind compute
+#   devices      bench_devices: when the GPU beats the CPU
+#   sanitize     compute-sanitizer memcheck and racecheck on test_cuda, ember's kernels only
+#   distributed  two GPUs through mpirun (skipped on one)
 #
-# --dry-run does everything up to running on a GPU: unpacks .deps and configures and builds
-# against it exactly as the GPU machine will. CI runs it, so a broken device build shows there.
-# Sections run in order, each within its time budget; the whole run stays under 6 minutes.
+# Each section writes its part of report.md when it starts (a header) and when it ends (status,
+# figures), and a comparison's lines as they are measured: a timeout, a kill or a failure keeps
+# everything before it, and the report says what did not finish or did not run.
+#
+#   scripts/gpu_check.sh [--dry-run] [--only S,S] [--skip S,S] [--budget S=SECONDS]... [--deadline SECONDS] [--list]
+#
+# --dry-run (CI): unpacks .deps and builds exactly as the GPU machine will, then walks every other
+# section's path (its command lines, printed instead of run, its report writer, its timeout).
+# --budget overrides one section's budget (a second call, or a test: --budget test=1 must leave
+# "did not finish"). --deadline: seconds from the start after which no section starts and a running
+# one is cut (default 560, for a 600-second call). Output: $OUT (else ./gpu-report), at most 8 files.
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-# name:budget-seconds, in order
-# The budgets add up to 6 minutes.
-all_sections=(facts:10 build:90 test:50 sanitize:40 train:45 compare:45 mixed:30 loader:15 bench:30 devices:15 distributed:20)
+# Budgets in seconds, and why each is that size. "est." marks an estimate that this run measures
+# and records in the report ("took"), for the next call's budgets.
+declare -A budget=(
+  [facts]=20         # nvidia-smi, nvcc --version, importing torch (about 5 s)
+  [build]=210        # est.: configure plus the library, test_cuda, the device tests and 4 programs on 16 cores
+  [test]=150         # est.: test_cuda at full sizes (cuDNN's and cuBLASLt's first loads included), then 5 device tests
+  [train]=70         # five short runs of mnist_train (10,000 images each epoch) and a stop and resume
+  [bench]=45         # bench_kernels at 1M and 64M elements, 10 timed repeats per kernel
+  [compare]=100      # eager rows about 5 s each; torch.compile's cold compile est. 30-60 s per model, so last
+  [mixed]=50         # the MLP in 3 precisions on both sides, one round
+  [loader]=15        # 5 epochs of streaming, pinned and pageable
+  [devices]=25       # 20 steps per model on each device
+  [sanitize]=150     # est.: start-up of the tool (measured first), then memcheck and racecheck in halves
+  [distributed]=30   # two 2-epoch runs
+)
+order=(facts build test train bench compare mixed loader devices sanitize distributed)
+
 dry_run=0
 only=""
+skip=""
+deadline=560
 while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run) dry_run=1 ;;
     --only) only=${2:-}; shift ;;
-    --only=*) only=${1#--only=} ;;
-    --list) for s in "${all_sections[@]}"; do echo "${s%%:*} (budget ${s##*:} s)"; done; exit 0 ;;
-    -h | --help) sed -n '2,12p' "$0"; exit 0 ;;
+    --skip) skip=${2:-}; shift ;;
+    --deadline) deadline=${2:-}; shift ;;
+    --budget)
+      entry=${2:-}
+      shift
+      [[ "$entry" =~ ^([a-z]+)=([0-9]+)$ ]] && [ -n "${budget[${BASH_REMATCH[1]}]:-}" ] ||
+        { echo "gpu_check: --budget takes SECTION=SECONDS with a section of --list, not '$entry'" >&2; exit 2; }
+      budget[${BASH_REMATCH[1]}]=${BASH_REMATCH[2]}
+      ;;
+    --list) for s in "${order[@]}"; do echo "$s (budget ${budget[$s]} s)"; done; exit 0 ;;
+    -h | --help) sed -n '2,28p' "$0"; exit 0 ;;
     *) echo "gpu_check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
-for s in ${only//,/ }; do
-  printf '%s\n' "${all_sections[@]}" | grep -q "^$s:" || { echo "gpu_check: unknown section '$s' (see --list)" >&2; exit 2; }
+for s in ${only//,/ } ${skip//,/ }; do
+  [ -n "${budget[$s]:-}" ] || { echo "gpu_check: unknown section '$s' (see --list)" >&2; exit 2; }
 done
+[[ "$deadline" =~ ^[0-9]+$ ]] || { echo "gpu_check: --deadline takes seconds, not '$deadline'" >&2; exit 2; }
 
 out=${OUT:-$root/gpu-report}
 mkdir -p "$out"
+report=$out/report.md
+runs=$out/runs.log   # every section's short output; the build, the tests and the sanitizer have their own logs
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
 deps=$root/.deps/root
 build=$root/build-gpu$([ $dry_run = 1 ] && echo -dryrun)
 jobs=$(nproc)
 started=$(date +%s)
+: >"$runs"
+
+elapsed() { echo $(($(date +%s) - started)); }
+log() { echo "[gpu_check $(elapsed)s] $*"; }
+wanted() { { [ -z "$only" ] || [[ ",$only," == *",$1,"* ]]; } && [[ ",$skip," != *",$1,"* ]]; }
+# A line of the report, written at once.
+say() { printf '%s\n' "$*" >>"$report"; }
+# A section's one-line note, for its status line and the summary table.
+note() { printf '%s' "$*" >"$work/note"; }
+# A GPU command: run it, or in a dry run print it and take a second (so that a 1-second budget
+# times out as a real command would).
+gpu() {
+  if [ $dry_run = 1 ]; then
+    echo "[dry run] $*"
+    sleep 1
+  else
+    "$@"
+  fi
+}
+# The section's own log lines in the report, fenced.
+quote() { [ -s "$1" ] && { say '```'; grep -E "${2:-.}" "$1" | head -${3:-40} >>"$report"; say '```'; }; }
+
+# Runs section NAME under its budget, capped by the deadline: its header goes into the report
+# first, its status line after. A section over budget is killed with its whole process group.
 declare -a summary=()
-
-log() { echo "[gpu_check $(($(date +%s) - started))s] $*"; }
-record() { summary+=("$(printf '%-9s %-5s %5ss  %s' "$1" "$2" "$3" "$4")"); }
-wanted() { [ -z "$only" ] || [[ ",$only," == *",$1,"* ]]; }
-
-# Runs a section function under its time budget; the function prints its own log lines and
-# sets NOTE. Status: PASS, FAIL or SKIP (function returns 0, 1, 3); TIMEOUT when over budget.
 run_section() {
-  local name=$1 budget=$2 t0 status rc
+  local name=$1 b=${budget[$1]} t0 rc status left
+  left=$((deadline - $(elapsed)))
+  if [ "$left" -lt 5 ]; then
+    say "## $name: not run (the ${deadline}-s deadline was reached)"
+    summary+=("$name|NOT RUN|0|deadline reached")
+    return
+  fi
+  [ "$b" -gt "$left" ] && b=$left
+  say ""
+  say "## $name (budget $b s; started at +$(elapsed) s)"
+  log "section $name (budget ${b}s)"
+  : >"$work/note"
   t0=$(date +%s)
-  NOTE=""
-  log "section $name (budget ${budget}s)"
-  "section_$name" "$budget"
+  set -m
+  ( "section_$name" "$b" ) &
+  local pid=$!
+  ( sleep "$b"; kill -TERM -- -"$pid" 2>/dev/null; sleep 3; kill -KILL -- -"$pid" 2>/dev/null ) >/dev/null 2>&1 &
+  local watchdog=$!
+  set +m
+  wait "$pid"
   rc=$?
+  kill -- -"$watchdog" 2>/dev/null
+  wait "$watchdog" 2>/dev/null
+  local took=$(($(date +%s) - t0))
   case $rc in
     0) status=PASS ;;
     3) status=SKIP ;;
-    124) status=TIMEOUT ;;
-    *) status=FAIL ;;
+    *) if [ "$took" -ge "$b" ]; then status=TIMEOUT; else status=FAIL; fi ;;
   esac
-  record "$name" "$status" "$(($(date +%s) - t0))" "$NOTE"
+  local text
+  text=$(cat "$work/note")
+  [ $status = TIMEOUT ] && text="did not finish within its $b s${text:+; $text}"
+  say "**$status** in $took s. $text"
+  summary+=("$name|$status|$took|$text")
 }
 
 # ---- facts -------------------------------------------------------------------------------------
-find_cudnn() {
+# cuDNN's root (include/ and lib/): the toolkit's, else a Python environment's nvidia/cudnn package.
+find_cudnn_root() {
   local dir
+  for dir in /usr/local/cuda /usr $(python3 -c 'import nvidia.cudnn, os; print(os.path.dirname(nvidia.cudnn.__file__))' 2>/dev/null); do
+    [ -f "$dir/include/cudnn_version.h" ] && { echo "$dir"; return; }
+  done
+}
+find_cudnn() {
+  local dir v
   for dir in /usr/local/cuda/include /usr/include $(python3 -c 'import nvidia.cudnn, os; print(os.path.dirname(nvidia.cudnn.__file__) + "/include")' 2>/dev/null); do
     if [ -f "$dir/cudnn_version.h" ]; then
-      local v
       v=$(awk '/#define CUDNN_MAJOR/{a=$3}/#define CUDNN_MINOR/{b=$3}/#define CUDNN_PATCHLEVEL/{c=$3}END{print a"."b"."c}' "$dir/cudnn_version.h")
       echo "$v at $dir"
       return
@@ -85,28 +174,67 @@ find_nccl_root() {
   python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null || true
 }
 
+nvcc_version() { "$1" --version 2>/dev/null | sed -n 's/.*release \([0-9]*\.[0-9]*\).*/\1/p'; }
+# major*100 + minor, for comparing versions.
+version_number() { awk -F. '{ print $1 * 100 + $2 }' <<<"$1"; }
+
+# The toolkit to build with: the one on the PATH if the driver runs its code, else another
+# installed one that it does (/usr/local/cuda-*), else none. A driver runs code from a toolkit of
+# its own CUDA major version or older (within a major version, minor-version compatibility; the
+# build is SASS for sm_90, so no PTX has to be compiled by an older driver).
+choose_toolkit() {
+  local driver=$1 candidate v best="" best_v=0
+  for candidate in "$(command -v nvcc)" /usr/local/cuda/bin/nvcc /usr/local/cuda-*/bin/nvcc; do
+    [ -x "$candidate" ] || continue
+    v=$(nvcc_version "$candidate")
+    [ -n "$v" ] || continue
+    [ "${v%%.*}" -le "${driver%%.*}" ] || continue
+    if [ "$(version_number "$v")" -gt "$best_v" ]; then best=$candidate; best_v=$(version_number "$v"); fi
+  done
+  echo "$best"
+}
+
 section_facts() {
   {
     echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "commit: $(git rev-parse HEAD 2>/dev/null || cat .deps/commit 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
-    echo "host: $(uname -srm), $(nproc) cores"
+    echo "host: $(uname -srm), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
     if command -v nvidia-smi >/dev/null; then
-      nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>&1 | sed 's/^/gpu: /'
+      nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.sm --format=csv,noheader 2>&1 |
+        sed 's/^/gpu: /'
     else
       echo "gpu: nvidia-smi not found"
     fi
     echo "nvcc: $(nvcc --version 2>/dev/null | tail -1 || echo 'not on PATH')"
-    echo "cublas: $(ls /usr/local/cuda/lib64/libcublas.so* 2>/dev/null | head -1 || echo 'not in /usr/local/cuda')"
     echo "cudnn: $(find_cudnn)"
     echo "nccl: $(find_nccl_root | grep . || echo 'not found')"
-    echo "mpi: $(mpirun --version 2>/dev/null | head -1 | grep . || echo 'not found (distributed tests run a world of one)')"
-    echo "compute-sanitizer: $(compute-sanitizer --version 2>/dev/null | head -1 || echo 'not found')"
-    echo "cmake: $(cmake --version | head -1)"
+    echo "mpi: $(mpirun --version 2>/dev/null | head -1 | grep . || echo 'not found')"
+    echo "compute-sanitizer: $(compute-sanitizer --version 2>/dev/null | grep -m1 -i version || echo 'not found')"
+    echo "cmake: $(cmake --version | head -1); ninja: $(ninja --version 2>/dev/null || echo none)"
     echo "c++: $(c++ --version | head -1)"
     echo "python3: $(python3 -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.cuda.is_available())' 2>&1 | tail -1)"
-  } | tee "$out/facts.txt"
-  NOTE=$(grep '^gpu:' "$out/facts.txt" | head -1 | cut -c6-)
-  return 0
+  } >"$work/facts"
+  local driver toolkit chosen
+  driver=$(nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9]*\.[0-9]*\).*/\1/p' | head -1)
+  toolkit=$(nvcc_version nvcc)
+  echo "driver's CUDA version: ${driver:-unknown}; toolkit on the PATH: ${toolkit:-none}" >>"$work/facts"
+  say '```'
+  cat "$work/facts" >>"$report"
+  say '```'
+  cat "$work/facts"
+  if [ -z "$driver" ]; then
+    [ $dry_run = 1 ] && { note "no driver (dry run): building with the toolkit on the PATH"; return 0; }
+    note "no NVIDIA driver answered (nvidia-smi): nothing can run on a GPU"
+    return 1
+  fi
+  chosen=$(choose_toolkit "$driver")
+  if [ -z "$chosen" ]; then
+    note "STOP: the driver runs CUDA $driver code at most, and no installed toolkit is that old (the PATH's is $toolkit): install CUDA ${driver%%.*}.x or a driver for CUDA $toolkit"
+    echo stop >"$out/.stop"
+    return 1
+  fi
+  echo "$chosen" >"$work/nvcc"
+  note "$(grep -m1 '^gpu:' "$work/facts" | cut -c6-); driver CUDA $driver, building with $chosen (CUDA $(nvcc_version "$chosen"))"
 }
 
 # ---- build -------------------------------------------------------------------------------------
@@ -138,233 +266,281 @@ check_deps_used() {
   return $bad
 }
 
+# What the GPU sections run: no CPU-only test binary is built here.
+gpu_targets=(test_cuda device_tests mnist_train bench_kernels bench_loader bench_devices)
+
 section_build() {
-  local budget=$1 generator=()
+  local generator=() nvcc_path t0
   command -v ninja >/dev/null && generator=(-G Ninja)
-  unpack_deps >"$out/build.log" 2>&1 || { NOTE="unpacking .deps failed"; cat "$out/build.log"; return 1; }
-  timeout "$budget" bash -c '
-    cmake -S "$0" -B "$1" "${@:3}" &&
-    cmake --build "$1" -j "$2"' "$root" "$build" "$jobs" "${generator[@]}" \
-    -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90-real -DEMBER_CUDA=ON \
-    -DEMBER_DEPS_ROOT="$deps" -DCMAKE_PREFIX_PATH="$deps/usr" -DEMBER_NCCL_ROOT="$(find_nccl_root)" \
-    >>"$out/build.log" 2>&1
+  nvcc_path=$(cat "$work/nvcc" 2>/dev/null || command -v nvcc)
+  unpack_deps >"$out/build.log" 2>&1 || { note "unpacking .deps failed (build.log)"; return 1; }
+  t0=$(date +%s)
+  cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90-real \
+    -DEMBER_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc_path" -DEMBER_DEPS_ROOT="$deps" -DCMAKE_PREFIX_PATH="$deps/usr" \
+    -DEMBER_NCCL_ROOT="$nccl_root" -DEMBER_CUDNN_ROOT="$cudnn_root" >>"$out/build.log" 2>&1 &&
+    cmake --build "$build" -j "$jobs" --target "${gpu_targets[@]}" >>"$out/build.log" 2>&1
   local rc=$?
-  grep -E "ember: |error|Error" "$out/build.log" | grep -v "ptxas info" | head -20
   if [ $rc -ne 0 ]; then
-    NOTE="build failed (rc $rc; build.log)"
-    tail -30 "$out/build.log"
+    note "build failed (rc $rc; build.log)"
+    quote "$out/build.log" "error|Error" 20
     return $rc
   fi
-  check_deps_used | tee -a "$out/build.log" || { NOTE="dependencies not taken from .deps"; return 1; }
-  NOTE="Release, sm_90, $(grep -c 'bytes spill stores' "$out/build.log") kernels compiled without spills"
-  return 0
+  quote "$out/build.log" "^-- ember|ember: |WARNING" 12
+  check_deps_used >>"$out/build.log" 2>&1 || { note "dependencies not taken from .deps (build.log)"; return 1; }
+  note "Release, sm_90, with $nvcc_path: took $(($(date +%s) - t0)) s on $jobs cores (configure and build of ${gpu_targets[*]})"
 }
 
 # ---- test --------------------------------------------------------------------------------------
-export LD_LIBRARY_PATH="$deps/usr/lib/x86_64-linux-gnu:$deps/usr/lib/x86_64-linux-gnu/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# cuDNN 9 opens its engine libraries by name, so its folder must be on the path, as NCCL's.
+cudnn_root=$(find_cudnn_root)
+nccl_root=$(find_nccl_root)
+export LD_LIBRARY_PATH="$deps/usr/lib/x86_64-linux-gnu:$deps/usr/lib/x86_64-linux-gnu/openblas-pthread${cudnn_root:+:$cudnn_root/lib}${nccl_root:+:$nccl_root/lib}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export MNIST_DIR=${MNIST_DIR:-$root/data/mnist}
-# The CNN with its default recipe (docs/results/cnn.md): 5 epochs on the 10,000-image training prefix.
-CNN_ARGS=${CNN_ARGS:-"--epochs 5 --val-size 0"}
 
 section_test() {
-  local budget=$1
-  [ -x "$build/tests/test_cuda" ] || { NOTE="not built"; return 1; }
-  (cd "$build" && timeout "$budget" ctest --output-on-failure -j 4) >"$out/test.log" 2>&1
-  local rc=$?
-  tail -25 "$out/test.log"
-  # On a GPU machine the GPU tests must run, not skip.
-  if grep -qE "_cuda .*Skipped" "$out/test.log"; then
-    NOTE="the GPU test binary was skipped: $(grep -m1 'skipped:' "$out/test.log")"
-    return 1
-  fi
-  NOTE=$(grep -E "tests passed" "$out/test.log" | tail -1)
-  return $rc
-}
-
-# ---- sanitize ----------------------------------------------------------------------------------
-section_sanitize() {
-  local budget=$1 rc=0 tool
-  command -v compute-sanitizer >/dev/null || { NOTE="compute-sanitizer not found"; return 3; }
-  [ -x "$build/tests/test_cuda" ] || { NOTE="not built"; return 1; }
-  : >"$out/sanitize.log"
-  for tool in memcheck racecheck; do
-    echo "== compute-sanitizer --tool $tool" >>"$out/sanitize.log"
-    EMBER_TEST_SIZES=small timeout $((budget / 2)) compute-sanitizer --tool "$tool" --error-exitcode 99 \
-      "$build/tests/test_cuda" >>"$out/sanitize.log" 2>&1
-    local r=$?
-    echo "== $tool exit $r" >>"$out/sanitize.log"
-    [ $r -ne 0 ] && rc=$r
-  done
-  grep -E "^== |ERROR SUMMARY|RACECHECK SUMMARY|test cases" "$out/sanitize.log"
-  NOTE=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$out/sanitize.log" | tr '\n' ' ')
-  return $rc
+  local b=$1 rc=0 t0
+  [ $dry_run = 1 ] || [ -x "$build/tests/test_cuda" ] || { note "not built"; return 1; }
+  # test_cuda first, with each test case's time (the next budgets come from them), at most 70% of
+  # the budget so that the device tests run too.
+  t0=$(date +%s)
+  gpu timeout $((b * 7 / 10)) "$build/tests/test_cuda" --durations yes >"$out/test.log" 2>&1 || rc=$?
+  local tail_line
+  tail_line=$(grep -E "^(All tests passed|test cases:)" "$out/test.log" | tail -1)
+  say "- test_cuda ($(($(date +%s) - t0)) s, exit $rc): ${tail_line:-no summary line}"
+  grep -qE "skipped|no usable CUDA" "$out/test.log" && grep -m1 -E "skipped|no usable CUDA" "$out/test.log" | sed 's/^/  - /' >>"$report"
+  [ $rc -eq 0 ] || quote "$out/test.log" "FAILED|REQUIRE|CHECK|with expansion|due to unexpected|CUDA error" 40
+  # Then the device tests written once per device, on this one.
+  t0=$(date +%s)
+  local rc2=0
+  echo "==== ctest -R _cuda\$" >>"$out/test.log"
+  (cd "$build" && gpu timeout $((b - $(date +%s) + t0 > 5 ? b - $(date +%s) + t0 : 5)) \
+    ctest -R '_cuda$' -E '^test_cuda$' -j 4 --output-on-failure --timeout 120) >>"$out/test.log" 2>&1 || rc2=$?
+  local summary_line
+  summary_line=$(grep -E "tests passed|tests failed" "$out/test.log" | tail -1)
+  say "- device tests ($(($(date +%s) - t0)) s, exit $rc2): ${summary_line:-no summary line}"
+  grep -E "^\s+[0-9]+ - .*(Failed|Timeout|Not Run|Skipped)" "$out/test.log" | sed 's/^ */  - /' >>"$report"
+  note "test_cuda: ${tail_line:-none}; device tests: ${summary_line:-none}"
+  [ $rc -eq 0 ] && [ $rc2 -eq 0 ]
 }
 
 # ---- train -------------------------------------------------------------------------------------
-# MNIST on the GPU and on the CPU with the same settings: the accuracies must agree within a point.
+# One training run: its test accuracy and last epoch's images/s into the report at once.
+train_run() {  # LABEL ARGS...
+  local label=$1 t0 rc=0
+  shift
+  t0=$(date +%s)
+  echo "==== mnist_train $*" >>"$runs"
+  gpu "$build/apps/mnist_train" --data "$MNIST_DIR" "$@" --json-log "$work/run.jsonl" >>"$runs" 2>&1 || rc=$?
+  local acc ips
+  acc=$(grep -o '"test_acc":[0-9.]*' "$work/run.jsonl" 2>/dev/null | tail -1 | cut -d: -f2)
+  ips=$(grep -o '"images_per_s":[0-9.]*' "$work/run.jsonl" 2>/dev/null | tail -1 | cut -d: -f2)
+  rm -f "$work/run.jsonl"
+  say "- $label: test accuracy ${acc:-?}, last epoch ${ips%.*} images/s ($(($(date +%s) - t0)) s, exit $rc)"
+  echo "${acc:-0}" >"$work/acc-$label"
+  return $rc
+}
+
 section_train() {
-  local budget=$1
-  [ -f "$MNIST_DIR/train-images-idx3-ubyte.gz" ] || { NOTE="no MNIST files in $MNIST_DIR"; return 3; }
-  local args=(--data "$MNIST_DIR" --epochs 10 --lr 0.1 --val-size 0 --hidden 32)
-  : >"$out/train.log"
-  local dev
-  for dev in cuda cpu; do
-    echo "== mnist_train --device $dev" >>"$out/train.log"
-    timeout $((budget / 2)) "$build/apps/mnist_train" "${args[@]}" --device "$dev" --json-log "$out/train-$dev.jsonl" \
-      >>"$out/train.log" 2>&1 || { NOTE="mnist_train --device $dev failed"; tail -5 "$out/train.log"; return 1; }
-  done
-  grep -E "^(== |training step|Epoch \[9\]|test_)" "$out/train.log"
-  local acc_gpu acc_cpu ips_gpu ips_cpu
-  acc_gpu=$(grep -o '"test_acc":[0-9.]*' "$out/train-cuda.jsonl" | cut -d: -f2)
-  acc_cpu=$(grep -o '"test_acc":[0-9.]*' "$out/train-cpu.jsonl" | cut -d: -f2)
-  ips_gpu=$(grep -o '"images_per_s":[0-9.]*' "$out/train-cuda.jsonl" | tail -1 | cut -d: -f2)
-  ips_cpu=$(grep -o '"images_per_s":[0-9.]*' "$out/train-cpu.jsonl" | tail -1 | cut -d: -f2)
-  rm -f "$out/train-cuda.jsonl" "$out/train-cpu.jsonl"
-  # The CNN on CUDA, with the settings docs/results/cnn.md records for the CPU.
-  echo "== mnist_train --model cnn --device cuda" >>"$out/train.log"
-  timeout $((budget / 2)) "$build/apps/mnist_train" --data "$MNIST_DIR" --model cnn $CNN_ARGS --device cuda \
-    --json-log "$out/train-cnn.jsonl" >>"$out/train.log" 2>&1 || { NOTE="CNN training on cuda failed"; return 1; }
-  local acc_cnn
-  acc_cnn=$(grep -o '"test_acc":[0-9.]*' "$out/train-cnn.jsonl" | cut -d: -f2)
-  rm -f "$out/train-cnn.jsonl"
-  NOTE="MLP test accuracy cuda $acc_gpu, cpu $acc_cpu; images/s cuda ${ips_gpu%.*}, cpu ${ips_cpu%.*}; CNN on cuda $acc_cnn"
-  awk -v a="$acc_gpu" -v b="$acc_cpu" -v c="$acc_cnn" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.01 && c >= 0.98) }'
+  [ -f "$MNIST_DIR/train-images-idx3-ubyte.gz" ] || { note "no MNIST files in $MNIST_DIR"; return 3; }
+  local mlp=(--epochs 10 --lr 0.1 --val-size 0 --hidden 32) rc=0
+  train_run mlp-cuda "${mlp[@]}" --device cuda || rc=1
+  train_run mlp-cpu "${mlp[@]}" --device cpu || rc=1
+  train_run mlp-cuda-bf16 "${mlp[@]}" --device cuda --precision bf16 || rc=1
+  train_run cnn-cuda --model cnn --epochs 5 --val-size 0 --device cuda || rc=1
+  train_run cnn-cuda-bf16 --model cnn --epochs 2 --val-size 0 --device cuda --precision bf16 || rc=1
+  # A stop mid-epoch on the GPU, then the resume: the bytes must equal an unbroken run's.
+  local resume=(--epochs 2 --val-size 0 --hidden 32 --device cuda)
+  if [ $dry_run = 0 ]; then
+    "$build/apps/mnist_train" --data "$MNIST_DIR" "${resume[@]}" --save "$work/whole.safetensors" >>"$runs" 2>&1 &&
+      EMBER_SIGTERM_AT_CHECK=30 "$build/apps/mnist_train" --data "$MNIST_DIR" "${resume[@]}" \
+        --save "$work/cut.safetensors" >>"$runs" 2>&1
+    local stopped=$?
+    "$build/apps/mnist_train" --data "$MNIST_DIR" "${resume[@]}" --save "$work/cut.safetensors" \
+      --resume "$work/cut.safetensors" >>"$runs" 2>&1
+    if cmp -s "$work/whole.safetensors" "$work/cut.safetensors"; then
+      say "- SIGTERM at check 30 (exit $stopped) and --resume on cuda: byte-identical to the unbroken run"
+    else
+      say "- SIGTERM at check 30 (exit $stopped) and --resume on cuda: NOT identical to the unbroken run"
+      rc=1
+    fi
+  else
+    gpu "$build/apps/mnist_train" "${resume[@]}" --save "$work/cut.safetensors" --resume "$work/cut.safetensors"
+  fi
+  local gpu_acc cpu_acc cnn_acc
+  gpu_acc=$(cat "$work/acc-mlp-cuda")
+  cpu_acc=$(cat "$work/acc-mlp-cpu")
+  cnn_acc=$(cat "$work/acc-cnn-cuda")
+  note "MLP test accuracy cuda $gpu_acc, cpu $cpu_acc; CNN on cuda $cnn_acc"
+  [ $dry_run = 1 ] && return $rc
+  awk -v a="$gpu_acc" -v b="$cpu_acc" -v c="$cnn_acc" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.01 && c >= 0.98) }' || rc=1
+  return $rc
+}
+
+# ---- bench -------------------------------------------------------------------------------------
+# Every kernel family at 1M and 64M elements (256 MB of f32) against the measured device-to-device
+# copy and cuBLAS SGEMM; host-device copies and launch overhead.
+section_bench() {
+  local b=$1 rc=0
+  gpu timeout "$b" "$build/apps/bench_kernels" --device cuda --sizes 1048576,67108864 --repeat 10 \
+    --json "$out/bench.json" >"$work/bench.log" 2>&1 || rc=$?
+  cat "$work/bench.log" >>"$runs"
+  quote "$work/bench.log" "^== |%|GB/s|TFLOP|REFUSED" 80
+  local refused
+  refused=$(grep -c "REFUSED" "$work/bench.log")
+  note "$(grep -c '(in use)' "$work/bench.log") timed, $refused refused"
+  [ "$refused" = 0 ] && [ $rc = 0 ]
 }
 
 # ---- compare -----------------------------------------------------------------------------------
-# ember's fused, graph-replayed MLP step next to PyTorch eager (data preloaded), the tutorials'
-# pinned DataLoader and torch.compile, on the same GPU; goal: ≥ 10× PyTorch eager preloaded.
+# ember's fused, graph-replayed MLP step next to PyTorch on the same GPU, both timed per epoch
+# from a synchronized start to the loss read (CUDA events on PyTorch's side), the first epoch a
+# warm-up. Eager and the tutorials' DataLoader first; torch.compile (mode reduce-overhead) last,
+# its compilation reported apart as the first epoch's excess.
 section_compare() {
-  local budget=$1
-  python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null || { NOTE="no PyTorch with CUDA"; return 3; }
-  timeout "$budget" python3 scripts/compare_pytorch.py --device cuda --build "$build" --data "$MNIST_DIR" \
-    --models 32,512-256 --epochs 3 --rounds 1 --report "$out/compare.md" >"$out/compare.log" 2>&1
-  local rc=$?
-  cat "$out/compare.log"
-  NOTE="ember graph / PyTorch preloaded: $(grep '^| 784' "$out/compare.md" 2>/dev/null | awk -F'|' '{printf "%s ×%s (streaming cost %s); ", $2, $10, $13}')"
-  rm -f "$out/compare.md"  # the table is in the log too; few files come back from the GPU machine
+  local b=$1 t0 rc=0
+  [ $dry_run = 1 ] || python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null ||
+    { note "no PyTorch with CUDA"; return 3; }
+  local common=(--device cuda --build "$build" --data "$MNIST_DIR" --epochs 3 --rounds 1 --partial "$report")
+  t0=$(date +%s)
+  say "- eager (PyTorch preloaded and DataLoader) against ember's modes:"
+  PYTHONUNBUFFERED=1 gpu timeout "$b" python3 scripts/compare_pytorch.py "${common[@]}" --models 32,512-256 \
+    --torch-modes preloaded,dataloader >>"$runs" 2>&1 || rc=$?
+  local left=$((b - ($(date +%s) - t0)))
+  if [ "$left" -gt 20 ]; then
+    say "- torch.compile (reduce-overhead), ${left} s left:"
+    PYTHONUNBUFFERED=1 gpu timeout "$left" python3 scripts/compare_pytorch.py "${common[@]}" --models 32 \
+      --torch-modes compile >>"$runs" 2>&1 || rc=$?
+  else
+    say "- torch.compile: not run (${left} s left)"
+  fi
+  note "$(grep -c '^784-.*images/s' "$report") configurations measured (lines above)"
   return $rc
 }
 
 # ---- mixed -------------------------------------------------------------------------------------
-# Mixed precision on the GPU: the MLP 784-512-256-10 in f32, bf16 and f16 (mnist_train --precision)
-# next to PyTorch eager, torch.compile and bf16 autocast, one round (scripts/compare/mixed_precision.py).
 section_mixed() {
-  local budget=$1
-  python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null || { NOTE="no PyTorch with CUDA"; return 3; }
-  timeout "$budget" python3 scripts/compare/mixed_precision.py --device cuda --train "$build/apps/mnist_train" \
-    --data "$MNIST_DIR" --python python3 --models mlp --rounds 1 --epochs 3 >"$out/mixed.log" 2>&1
-  local rc=$?
-  cat "$out/mixed.log"
-  NOTE="$(grep -E '^\| (ember bf16|PyTorch bf16 autocast) ' "$out/mixed.log" | awk -F'|' '{printf "%s %s/s; ", $2, $3}')"
+  local b=$1 rc=0
+  [ $dry_run = 1 ] || python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null ||
+    { note "no PyTorch with CUDA"; return 3; }
+  PYTHONUNBUFFERED=1 gpu timeout "$b" python3 scripts/compare/mixed_precision.py --device cuda \
+    --train "$build/apps/mnist_train" --data "$MNIST_DIR" --python python3 --models mlp --rounds 1 --epochs 3 \
+    >"$work/mixed.log" 2>&1 || rc=$?
+  cat "$work/mixed.log" >>"$runs"
+  quote "$work/mixed.log" '^\|' 20
+  note "$(grep -E '^\| (ember bf16|PyTorch bf16 autocast) ' "$work/mixed.log" | awk -F'|' '{printf "%s %s/s; ", $2, $3}')"
   return $rc
 }
 
 # ---- loader ------------------------------------------------------------------------------------
 section_loader() {
-  local budget=$1
-  [ -f "$MNIST_DIR/train-images-idx3-ubyte.gz" ] || { NOTE="no MNIST files in $MNIST_DIR"; return 3; }
-  timeout "$budget" "$build/apps/bench_loader" --data "$MNIST_DIR" --device cuda --epochs 5 >"$out/loader.log" 2>&1
-  local rc=$?
-  cat "$out/loader.log"
-  NOTE=$(grep "copy hidden" "$out/loader.log" | tr -s ' ' | cut -c1-120)
-  return $rc
-}
-
-# ---- bench -------------------------------------------------------------------------------------
-# Every kernel family on the GPU, at 1M and 64M elements (256 MB of f32), against the measured
-# device-to-device copy and cuBLAS SGEMM; plus host-device copies and launch overhead.
-section_bench() {
-  local budget=$1
-  timeout "$budget" "$build/apps/bench_kernels" --device cuda --sizes 1048576,67108864 --repeat 10 \
-    --json "$out/bench.json" >"$out/bench.log" 2>&1
-  local rc=$?
-  cat "$out/bench.log"
-  local refused
-  refused=$(grep -c "REFUSED" "$out/bench.log")
-  NOTE="$(grep -c '(in use)' "$out/bench.log") timed, $refused refused; $(grep -m1 '^== ' "$out/bench.log" | cut -c4-120)"
-  [ "$refused" = 0 ] || return 1
+  local b=$1 rc=0
+  gpu timeout "$b" "$build/apps/bench_loader" --data "$MNIST_DIR" --device cuda --epochs 5 >"$work/loader.log" 2>&1 || rc=$?
+  cat "$work/loader.log" >>"$runs"
+  quote "$work/loader.log" . 20
+  note "$(grep "copy hidden" "$work/loader.log" | tr -s ' ' | cut -c1-120)"
   return $rc
 }
 
 # ---- devices -----------------------------------------------------------------------------------
-# When does the GPU help: the same training steps on the CPU and the GPU across model sizes.
 section_devices() {
-  local budget=$1
-  timeout "$budget" "$build/apps/bench_devices" --steps 20 --cpu-budget 1.5 --threads "$(nproc)" \
-    --json "$out/devices.json" --plot "$out/devices.svg" >"$out/devices.log" 2>&1
-  local rc=$?
-  cat "$out/devices.log"
-  NOTE="speedup $(grep -E '^(MLP 784-32-10|CNN 64-128-256)' "$out/devices.log" | awk '{print $NF}' | tr '\n' ' ')(smallest MLP, largest CNN)"
+  local b=$1 rc=0
+  gpu timeout "$b" "$build/apps/bench_devices" --steps 20 --cpu-budget 1.5 --threads "$(nproc)" \
+    >"$work/devices.log" 2>&1 || rc=$?
+  cat "$work/devices.log" >>"$runs"
+  quote "$work/devices.log" . 30
+  note "speedup $(grep -E '^(MLP 784-32-10|CNN 64-128-256)' "$work/devices.log" | awk '{print $NF}' | tr '\n' ' ')(smallest MLP, largest CNN)"
+  return $rc
+}
+
+# ---- sanitize ----------------------------------------------------------------------------------
+# memcheck and racecheck instrument ember's kernels only (--kernel-name kns=ember: its kernels live
+# in namespace ember), so the time does not depend on cuDNN's and cuBLAS's. The tool's start-up is
+# measured first, on one small test case, and recorded.
+section_sanitize() {
+  local b=$1 rc=0 tool t0
+  [ $dry_run = 1 ] || command -v compute-sanitizer >/dev/null || { note "compute-sanitizer not found"; return 3; }
+  local filter=(--kernel-name kns=ember)
+  : >"$out/sanitize.log"
+  t0=$(date +%s)
+  gpu timeout $((b / 4)) compute-sanitizer --tool memcheck "${filter[@]}" "$build/tests/test_cuda" \
+    "device-to-device copies, clone, copy_ and fill_ on the GPU" >>"$out/sanitize.log" 2>&1
+  local startup=$(($(date +%s) - t0))
+  say "- start-up with one test case: $startup s"
+  for tool in memcheck racecheck; do
+    local share=1
+    [ $tool = memcheck ] && share=2  # memcheck takes half of what is left, racecheck the rest
+    local left=$(((b - ($(date +%s) - t0)) / share))
+    [ "$left" -gt 5 ] || { say "- $tool: not run (no time left)"; continue; }
+    local t0_tool
+    t0_tool=$(date +%s)
+    echo "==== compute-sanitizer --tool $tool" >>"$out/sanitize.log"
+    EMBER_TEST_SIZES=small gpu timeout "$left" compute-sanitizer --tool "$tool" "${filter[@]}" --error-exitcode 99 \
+      "$build/tests/test_cuda" -# "[#test_cuda_kernels],[#test_cuda_half_kernels],[#test_cuda_streams]" \
+      >>"$out/sanitize.log" 2>&1
+    local r=$?
+    say "- $tool on the kernel tests (small sizes): exit $r in $(($(date +%s) - t0_tool)) s; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize.log" | tail -1)"
+    [ $r -ne 0 ] && rc=$r
+  done
+  note "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize.log" | tr '\n' ' ')"
   return $rc
 }
 
 # ---- distributed -------------------------------------------------------------------------------
 # Two GPUs with mpirun: 2 ranks × 64 against one GPU with 2 micro-batches of 64 (the same
-# arithmetic: the parameters' hashes after each epoch should agree). One GPU is covered by
-# test_cuda's one-rank NCCL tests.
+# arithmetic: the parameters' hashes after each epoch should agree).
 section_distributed() {
-  local budget=$1 gpus
+  local b=$1 gpus
   gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
-  command -v mpirun >/dev/null || { NOTE="no mpirun here: one-rank NCCL tests only (test section)"; return 3; }
-  [ "$gpus" -ge 2 ] || { NOTE="$gpus GPU: one-rank NCCL tests only (test section)"; return 3; }
-  [ -f "$MNIST_DIR/train-images-idx3-ubyte.gz" ] || { NOTE="no MNIST files in $MNIST_DIR"; return 3; }
+  command -v mpirun >/dev/null || { note "no mpirun here: one-rank NCCL tests only (test section)"; return 3; }
+  [ "$gpus" -ge 2 ] || { note "$gpus GPU: one-rank NCCL tests only (test section)"; return 3; }
   local args=(--data "$MNIST_DIR" --epochs 2 --val-size 7952 --hidden 128 --log-step-losses)
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-  timeout $((budget / 2)) mpirun -np 2 --bind-to none "$build/apps/mnist_train" --distributed "${args[@]}" \
-    --batch-size 64 --json-log "$out/dist-2.jsonl" >"$out/distributed.log" 2>&1 || { NOTE="2-GPU run failed"; return 1; }
-  timeout $((budget / 2)) "$build/apps/mnist_train" "${args[@]}" --device cuda --batch-size 128 --micro-batches 2 \
-    --json-log "$out/dist-1.jsonl" >>"$out/distributed.log" 2>&1 || { NOTE="micro-batch run failed"; return 1; }
+  gpu timeout $((b / 2)) mpirun -np 2 --bind-to none "$build/apps/mnist_train" --distributed "${args[@]}" \
+    --batch-size 64 --json-log "$work/dist-2.jsonl" >>"$runs" 2>&1 || { note "2-GPU run failed"; return 1; }
+  gpu timeout $((b / 2)) "$build/apps/mnist_train" "${args[@]}" --device cuda --batch-size 128 --micro-batches 2 \
+    --json-log "$work/dist-1.jsonl" >>"$runs" 2>&1 || { note "micro-batch run failed"; return 1; }
   local two one
-  two=$(grep -o '"params_hash":"[0-9a-f]*"' "$out/dist-2.jsonl" | tr '\n' ' ')
-  one=$(grep -o '"params_hash":"[0-9a-f]*"' "$out/dist-1.jsonl" | tr '\n' ' ')
-  grep -E "^(distributed|Epoch|test_)" "$out/distributed.log"
-  rm -f "$out/dist-2.jsonl" "$out/dist-1.jsonl"
-  NOTE="2 GPUs: $two; 1 GPU with 2 micro-batches: $one"
+  two=$(grep -o '"params_hash":"[0-9a-f]*"' "$work/dist-2.jsonl" | tr '\n' ' ')
+  one=$(grep -o '"params_hash":"[0-9a-f]*"' "$work/dist-1.jsonl" | tr '\n' ' ')
+  note "2 GPUs: $two; 1 GPU with 2 micro-batches: $one"
   [ "$two" = "$one" ]
 }
 
 # ---- main --------------------------------------------------------------------------------------
-if [ $dry_run = 1 ]; then
-  log "dry run: unpack .deps, configure and build as the GPU machine will; nothing runs on a GPU"
-  wanted build || { echo "gpu_check: --dry-run needs the build section" >&2; exit 2; }
-  run_section facts 10
-  run_section build 1800  # two CI cores build far slower than the GPU machine's
-else
-  for entry in "${all_sections[@]}"; do
-    name=${entry%%:*}
-    budget=${entry##*:}
-    wanted "$name" && run_section "$name" "$budget"
-  done
-fi
-
-# At most 8 files come back from the GPU machine: the sections' short logs go into runs.log, the
-# facts into the report.
-for part in train compare mixed loader bench devices; do
-  [ -f "$out/$part.log" ] && { echo "==== $part"; cat "$out/$part.log"; rm -f "$out/$part.log"; } >>"$out/runs.log"
-done
-
+rm -f "$out/.stop"
 {
   echo "# GPU check report"
   echo
-  echo '```'
-  cat "$out/facts.txt" 2>/dev/null
-  echo '```'
+  echo "Mode: $([ $dry_run = 1 ] && echo 'dry run (commands printed, not run; the build is real)' || echo full);" \
+    "deadline $deadline s; sections in order: ${order[*]}."
+} >"$report"
+for name in "${order[@]}"; do
+  wanted "$name" || continue
+  if [ -f "$out/.stop" ]; then
+    say "## $name: not run (the facts section stopped the check)"
+    summary+=("$name|NOT RUN|0|stopped by facts")
+    continue
+  fi
+  [ $dry_run = 1 ] && [ "$name" = build ] && budget[build]=1800  # two CI cores build far slower
+  [ $dry_run = 1 ] && [ "$name" = build ] && deadline=$((deadline + 1800))
+  run_section "$name"
+done
+rm -f "$out/.stop"
+
+{
+  echo
+  echo "## Summary ($(elapsed) s)"
   echo
   echo "| section | status | seconds | note |"
   echo "| --- | --- | --- | --- |"
   for line in "${summary[@]}"; do
-    read -r name status secs note <<<"$line"
-    echo "| $name | $status | ${secs%s} | $note |"
+    IFS='|' read -r name status secs text <<<"$line"
+    echo "| $name | $status | $secs | $text |"
   done
-  echo
-  echo "Mode: $([ $dry_run = 1 ] && echo 'dry run (no GPU work)' || echo full). Logs: $(cd "$out" && ls | grep -v -e report.md -e facts.txt | tr '\n' ' ')"
-} >"$out/report.md"
-rm -f "$out/facts.txt"
+} >>"$report"
 
 echo
-echo "==== gpu_check summary ($(($(date +%s) - started)) s; report: $out/report.md)"
-printf '%-9s %-5s %6s  %s\n' section status time note
-printf '%s\n' "${summary[@]}"
-printf '%s\n' "${summary[@]}" | grep -qE "^\S+\s+(FAIL|TIMEOUT)" && exit 1
+echo "==== gpu_check summary ($(elapsed) s; report: $report)"
+printf '%s\n' "${summary[@]}" | column -t -s '|' 2>/dev/null || printf '%s\n' "${summary[@]}"
+printf '%s\n' "${summary[@]}" | grep -qE "\|(FAIL|TIMEOUT)\|" && exit 1
 exit 0

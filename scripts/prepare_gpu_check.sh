@@ -8,6 +8,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 mnist_src=${1:-${MNIST_DIR:-}}
+# Resolved now: the downloads below change the working directory.
+[ -n "$mnist_src" ] && [ -d "$mnist_src" ] && mnist_src=$(cd "$mnist_src" && pwd)
 
 # What the build needs beyond the toolkit: headers, OpenBLAS and its Fortran runtime.
 debs=(catch2 libcli11-dev nlohmann-json3-dev libstb-dev zlib1g-dev zlib1g
@@ -31,7 +33,10 @@ echo "prepare: $(ls "$root"/.deps/debs/*.deb | wc -l) packages in .deps/debs ($(
 if [ -n "$mnist_src" ] && [ -d "$mnist_src" ]; then
   "$root/scripts/fetch_mnist.sh" "$root/data/mnist" --from "$mnist_src" >/dev/null
   echo "prepare: MNIST copied to data/mnist ($(ls "$root/data/mnist" | wc -l) files)"
-elif [ -d "$root/data/mnist" ]; then
+elif [ -n "$mnist_src" ]; then
+  echo "prepare: $mnist_src is not a folder: give the folder that holds the four MNIST .gz files" >&2
+  exit 2
+elif [ -f "$root/data/mnist/train-images-idx3-ubyte.gz" ]; then
   echo "prepare: MNIST in data/mnist ($(ls "$root/data/mnist" | wc -l) files)"
 else
   echo "prepare: warning: no MNIST files (data/mnist is empty and no folder was given); the training section will be skipped" >&2

@@ -35,7 +35,7 @@ double median(std::vector<double> v) {
 class Stopwatch {
  public:
   explicit Stopwatch(Device device) : device_(device) {
-    if (device.is_cuda()) start_.emplace(device), stop_.emplace(device);
+    if (device.is_cuda()) start_.emplace(device, cuda::EventTiming::on), stop_.emplace(device, cuda::EventTiming::on);
   }
   template <class Call>
   double us(Call&& call) {

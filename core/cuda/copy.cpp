@@ -66,8 +66,7 @@ void copy_bytes(const Tensor& dst, const Tensor& src, bool non_blocking) {
       record_copy(stream, src.device(), {&src}, done);
       return;
     }
-    CUDA_CHECK(cudaStreamSynchronize(stream));
-    check_device_errors(src.device());
+    check_device_errors(src.device());  // waits for the stream, the copy included
     return;
   }
   // device → device

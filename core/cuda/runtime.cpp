@@ -125,8 +125,8 @@ void check_index(Device device, const char* caller) {
 struct PerDevice {
   std::once_flag once;
   cudaStream_t stream = nullptr;
-  kernels::DeviceErrorRecord* error_host = nullptr;    // mapped pinned memory
-  kernels::DeviceErrorRecord* error_device = nullptr;  // the same memory, as the device sees it
+  kernels::DeviceErrorRecord* error_device = nullptr;  // device memory, written by kernels
+  kernels::DeviceErrorRecord* error_mirror = nullptr;  // pinned host memory: the record's copies
 };
 std::array<PerDevice, kMaxDevices> g_devices;
 
@@ -140,11 +140,14 @@ PerDevice& per_device(Device device, const char* caller) {
     DeviceGuard guard(device);
     CUDA_CHECK(cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking));
     void* host = nullptr;
-    CUDA_CHECK(cudaHostAlloc(&host, sizeof(kernels::DeviceErrorRecord), cudaHostAllocMapped | cudaHostAllocPortable));
-    d.error_host = new (host) kernels::DeviceErrorRecord{};
+    CUDA_CHECK(cudaHostAlloc(&host, sizeof(kernels::DeviceErrorRecord), cudaHostAllocPortable));
+    d.error_mirror = new (host) kernels::DeviceErrorRecord{};
     void* dev = nullptr;
-    CUDA_CHECK(cudaHostGetDevicePointer(&dev, host, 0));
+    CUDA_CHECK(cudaMalloc(&dev, sizeof(kernels::DeviceErrorRecord)));
     d.error_device = static_cast<kernels::DeviceErrorRecord*>(dev);
+    CUDA_CHECK(cudaMemcpyAsync(d.error_device, d.error_mirror, sizeof(kernels::DeviceErrorRecord),
+                               cudaMemcpyHostToDevice, d.stream));
+    CUDA_CHECK(cudaStreamSynchronize(d.stream));
   });
   return d;
 }
@@ -233,10 +236,10 @@ bool order_after_if_alive(cudaStream_t later, cudaStream_t earlier, Device earli
 }
 void Stream::synchronize() const { CUDA_CHECK(cudaStreamSynchronize(handle_)); }
 
-Event::Event(Device device) : device_(device) {
+Event::Event(Device device, EventTiming timing) : device_(device), timing_(timing) {
   check_index(device, "cuda::Event");
   DeviceGuard guard(device);
-  CUDA_CHECK(cudaEventCreate(&handle_));
+  CUDA_CHECK(cudaEventCreateWithFlags(&handle_, timing == EventTiming::on ? cudaEventDefault : cudaEventDisableTiming));
 }
 Event::~Event() {
   if (handle_) CUDA_CHECK_NOTHROW(cudaEventDestroy(handle_));
@@ -254,6 +257,9 @@ bool Event::query() const {
   return true;
 }
 float Event::elapsed_ms(const Event& start, const Event& end) {
+  EMBER_CHECK(start.timing_ == EventTiming::on && end.timing_ == EventTiming::on, ValueError,
+              "cuda::Event::elapsed_ms: both events must be made with EventTiming::on (events order streams "
+              "without timing by default)");
   float ms = 0;
   CUDA_CHECK(cudaEventElapsedTime(&ms, start.handle_, end.handle_));
   return ms;
@@ -300,15 +306,16 @@ kernels::DeviceErrorRecord* device_error_record(Device device) {
 
 void check_device_errors(Device device) {
   PerDevice& d = per_device(device, "cuda::check_device_errors");
-  volatile kernels::DeviceErrorRecord* record = d.error_host;
-  if (record->code == 0) return;
-  kernels::DeviceErrorRecord found;
-  found.code = record->code;
-  found.op = record->op;
-  found.key = record->key;
-  found.bound = record->bound;
-  record->code = 0;
-  record->key = kernels::kNoErrorKey;
+  const DeviceGuard guard(device);
+  const cudaStream_t stream = current_stream(device);
+  constexpr std::size_t bytes = sizeof(kernels::DeviceErrorRecord);
+  CUDA_CHECK(cudaMemcpyAsync(d.error_mirror, d.error_device, bytes, cudaMemcpyDeviceToHost, stream));
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (d.error_mirror->code == 0) return;
+  const kernels::DeviceErrorRecord found = *d.error_mirror;
+  *d.error_mirror = kernels::DeviceErrorRecord{};
+  CUDA_CHECK(cudaMemcpyAsync(d.error_device, d.error_mirror, bytes, cudaMemcpyHostToDevice, stream));
+  CUDA_CHECK(cudaStreamSynchronize(stream));
   throw_kernel_error(found, device);
 }
 
@@ -353,7 +360,7 @@ std::string device_description(int) { no_cuda(); }
 Stream::Stream(Device device) : device_(device) { no_cuda(); }
 Stream::~Stream() = default;
 void Stream::synchronize() const { no_cuda(); }
-Event::Event(Device device) : device_(device) { no_cuda(); }
+Event::Event(Device device, EventTiming timing) : device_(device), timing_(timing) { no_cuda(); }
 Event::~Event() = default;
 void Event::record(cudaStream_t) { no_cuda(); }
 void Event::wait(cudaStream_t) const { no_cuda(); }

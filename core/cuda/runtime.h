@@ -49,10 +49,14 @@ class Stream {
   Device device_;
 };
 
-// An owned CUDA event, with timing enabled so that elapsed_ms works.
+// Whether an event records a time: most events only order streams, and an event without timing
+// costs less to record and wait on (cudaEventDisableTiming).
+enum class EventTiming { off, on };
+
+// An owned CUDA event. elapsed_ms needs two events made with EventTiming::on.
 class Event {
  public:
-  explicit Event(Device device);
+  explicit Event(Device device, EventTiming timing = EventTiming::off);
   ~Event();
   Event(const Event&) = delete;
   Event& operator=(const Event&) = delete;
@@ -67,6 +71,7 @@ class Event {
  private:
   cudaEvent_t handle_ = nullptr;
   Device device_;
+  EventTiming timing_ = EventTiming::off;
 };
 
 // The stream that ops on `device` are issued on: the device's compute stream, unless a
@@ -119,12 +124,14 @@ class DeviceGuard {
 void synchronize(Device device);
 
 // Kernels that find bad input (a target out of range, a non-finite loss) cannot throw: they
-// write a record into this per-device slot, which lives in mapped pinned host memory so that
-// reading it costs no copy and a kernel that writes it can be captured in a CUDA graph (Note
-// [graph-safe kernels] in core/cuda/graph.h).
+// write a record into this per-device slot in device memory, at a fixed address so that a kernel
+// that writes it can be captured in a CUDA graph (Note [graph-safe kernels] in core/cuda/graph.h).
+// Device memory rather than mapped host memory: the record is written with atomics, and atomics
+// on host memory over PCIe depend on the platform.
 kernels::DeviceErrorRecord* device_error_record(Device device);
-// Throws the recorded error (and clears it) if one is pending. Call only after a
-// synchronization: it does not wait for in-flight kernels.
+// Copies the record to the host on the device's current stream and waits for that stream (the
+// natural synchronization points: a copy to the host, synchronize()), then throws the recorded
+// error and clears it if one is pending. Work on other streams is seen once it has finished.
 void check_device_errors(Device device);
 
 // Sync debug mode: every launch is followed by a synchronization, so a failing kernel is reported

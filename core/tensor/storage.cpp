@@ -58,7 +58,21 @@ Counters& counters(Device device, MemoryKind kind) {
 // Host memory goes through a cache of freed blocks, by size class, so that a training step's
 // tensors reuse the blocks the previous step freed instead of calling the system allocator.
 // Size classes: multiples of 64 bytes up to 4 KiB, then four classes per power of two (at most
-// 25% waste), so a smaller last batch still finds a block.
+// 25% waste), so a smaller last batch still finds a block. Pinned memory has a cache of its own:
+// cudaHostAlloc and cudaFreeHost cost far more than malloc, and both synchronize the device, so a
+// non_blocking copy to the host into fresh pinned memory every step would stall the GPU. A pinned
+// block comes back only after the copies out of it have finished (Storage::release), and a copy
+// into it completes before anything reads it (its ready event), so a reused block is never in use.
+struct PageableMemory {
+  static void* allocate(std::size_t bytes) { return std::aligned_alloc(kHostAlignment, bytes); }
+  static void release(void* p) { std::free(p); }
+};
+struct PinnedMemory {
+  static void* allocate(std::size_t bytes) { return cuda::memory::allocate_pinned(bytes); }
+  static void release(void* p) { cuda::memory::free_pinned(p); }
+};
+
+template <class Memory>
 class HostCache {
  public:
   static std::size_t size_class(std::size_t bytes) {
@@ -80,10 +94,10 @@ class HostCache {
         return p;
       }
     }
-    void* p = std::aligned_alloc(kHostAlignment, size);
+    void* p = Memory::allocate(size);
     if (!p) {
       release_all();  // cached blocks may be what stands in the way
-      p = std::aligned_alloc(kHostAlignment, size);
+      p = Memory::allocate(size);
     }
     if (!p) throw Error(detail::concat("out of host memory allocating ", size, " bytes"));
     system_allocations_.fetch_add(1);
@@ -94,7 +108,7 @@ class HostCache {
   void give_back(void* p, std::size_t size) {
     std::lock_guard lock(mutex_);
     if (!kCaching || cached_ + size > kMaxCachedBytes) {
-      std::free(p);
+      Memory::release(p);
       reserved_.fetch_sub(size);
       return;
     }
@@ -105,7 +119,7 @@ class HostCache {
   void release_all() {
     std::lock_guard lock(mutex_);
     for (auto& [size, blocks] : free_) {
-      for (void* p : blocks) std::free(p);
+      for (void* p : blocks) Memory::release(p);
       reserved_.fetch_sub(size * blocks.size());
       blocks.clear();
     }
@@ -113,11 +127,11 @@ class HostCache {
   }
 
   static bool caching() { return kCaching; }
-  std::size_t system_allocations() const { return system_allocations_.load(); }
-  std::size_t reserved() const { return reserved_.load(); }
-  std::size_t cached() const {
+  void add_to(MemoryStats& s) const {
     std::lock_guard lock(mutex_);
-    return cached_;
+    s.system_allocations = system_allocations_.load();
+    s.reserved_bytes = reserved_.load();
+    s.cached_bytes = cached_;
   }
 
  private:
@@ -134,9 +148,13 @@ class HostCache {
   std::atomic<std::size_t> system_allocations_{0}, reserved_{0};
 };
 
-// Never destroyed: tensors with static storage duration may free into it during exit.
-HostCache& host_cache() {
-  static HostCache* cache = new HostCache();
+// Never destroyed: tensors with static storage duration may free into them during exit.
+HostCache<PageableMemory>& host_cache() {
+  static auto* cache = new HostCache<PageableMemory>();
+  return *cache;
+}
+HostCache<PinnedMemory>& pinned_cache() {
+  static auto* cache = new HostCache<PinnedMemory>();
   return *cache;
 }
 
@@ -157,9 +175,7 @@ const char* memory_kind_name(MemoryKind kind) {
 MemoryStats memory_stats(Device device) {
   if (device.is_cpu()) {
     MemoryStats s = g_pageable.snapshot();
-    s.system_allocations = host_cache().system_allocations();
-    s.reserved_bytes = host_cache().reserved();
-    s.cached_bytes = host_cache().cached();
+    host_cache().add_to(s);
     return s;
   }
   require_usable(device);
@@ -170,15 +186,22 @@ MemoryStats memory_stats(Device device) {
   return s;
 }
 
-MemoryStats pinned_memory_stats() { return g_pinned.snapshot(); }
+MemoryStats pinned_memory_stats() {
+  MemoryStats s = g_pinned.snapshot();
+  pinned_cache().add_to(s);
+  return s;
+}
 
 void reset_peak_memory_stats(Device device) {
   Counters& c = counters(device, device.is_cpu() ? MemoryKind::pageable : MemoryKind::device);
   c.peak.store(c.in_use.load());
 }
 
-void empty_host_cache() { host_cache().release_all(); }
-bool host_cache_enabled() { return HostCache::caching(); }
+void empty_host_cache() {
+  host_cache().release_all();
+  pinned_cache().release_all();
+}
+bool host_cache_enabled() { return HostCache<PageableMemory>::caching(); }
 
 namespace cuda {
 void empty_cache(Device device) {
@@ -206,10 +229,10 @@ Storage::Storage(std::size_t bytes, Device device, MemoryKind kind) : bytes_(byt
   if (bytes_ == 0) return;
   switch (kind_) {
     case MemoryKind::pageable:
-      data_ = host_cache().take(HostCache::size_class(bytes_));
+      data_ = host_cache().take(HostCache<PageableMemory>::size_class(bytes_));
       break;
     case MemoryKind::pinned:
-      data_ = cuda::memory::allocate_pinned(bytes_);
+      data_ = pinned_cache().take(HostCache<PinnedMemory>::size_class(bytes_));
       break;
     case MemoryKind::device: {
       stream_ = cuda::compute_stream(device_);
@@ -301,10 +324,15 @@ void Storage::release() noexcept {
   if (!data_) return;
   switch (kind_) {
     case MemoryKind::pageable:
-      host_cache().give_back(data_, HostCache::size_class(bytes_));
+      host_cache().give_back(data_, HostCache<PageableMemory>::size_class(bytes_));
       break;
     case MemoryKind::pinned:
-      cuda::memory::free_pinned(data_);
+      try {
+        wait_until_ready();  // a copy into the block must land before the block is handed out again
+      } catch (const std::exception& error) {
+        std::fprintf(stderr, "ember: warning: waiting for a copy into pinned memory failed: %s\n", error.what());
+      }
+      pinned_cache().give_back(data_, HostCache<PinnedMemory>::size_class(bytes_));
       break;
     case MemoryKind::device:
       // The free waits for every other stream that still uses the memory.

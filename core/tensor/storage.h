@@ -29,9 +29,9 @@ struct MemoryStats {
   std::size_t frees = 0;
   std::size_t reserved_bytes = 0;       // memory held from the system, cached free blocks included
   std::size_t peak_reserved_bytes = 0;  // device only
-  // Host: blocks obtained from the system allocator (a steady-state training step adds none: its
-  // tensors reuse blocks freed by the step before). Device: the pool's own growth is in
-  // reserved_bytes.
+  // Host, pageable or pinned: blocks obtained from the system allocator or cudaHostAlloc (a
+  // steady-state training step adds none: its tensors reuse blocks freed by the step before).
+  // Device: the pool's own growth is in reserved_bytes.
   std::size_t system_allocations = 0;
   std::size_t cached_bytes = 0;  // host: freed blocks kept for reuse
 };
@@ -45,7 +45,7 @@ namespace cuda {
 // Returns the pool's cached free memory to the driver (waits for the device first).
 void empty_cache(Device device);
 }  // namespace cuda
-// Returns the host cache's free blocks to the system.
+// Returns the host caches' free blocks (pageable and pinned) to the system.
 void empty_host_cache();
 // False in AddressSanitizer builds, where every block goes back to the system at once so that a
 // use after free is caught.

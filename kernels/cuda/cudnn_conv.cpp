@@ -40,10 +40,15 @@ namespace {
 
 // Everything cuDNN needs for one geometry, and its algorithm choices. The descriptors are host
 // objects, released with the plan (when the thread's cache goes).
+// Each direction has a convolution descriptor of its own, set to the math type its chosen
+// algorithm reported (perf.mathType): a tensor-op algorithm run under a descriptor that says
+// otherwise, or the reverse, is not the algorithm that was measured (PyTorch's Conv_v7.cpp does
+// the same), and one shared descriptor would give every direction the last one's type.
 struct Plan {
   cudnnTensorDescriptor_t x = nullptr, y = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
-  cudnnConvolutionDescriptor_t conv = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;  // for the queries: the math type asked for
+  cudnnConvolutionDescriptor_t conv_fwd = nullptr, conv_data = nullptr, conv_filter = nullptr;
   cudnnConvolutionFwdAlgo_t fwd{};
   cudnnConvolutionBwdDataAlgo_t bwd_data{};
   cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
@@ -55,7 +60,8 @@ struct Plan {
     if (x) cudnnDestroyTensorDescriptor(x);
     if (y) cudnnDestroyTensorDescriptor(y);
     if (w) cudnnDestroyFilterDescriptor(w);
-    if (conv) cudnnDestroyConvolutionDescriptor(conv);
+    for (cudnnConvolutionDescriptor_t d : {conv, conv_fwd, conv_data, conv_filter})
+      if (d) cudnnDestroyConvolutionDescriptor(d);
   }
 };
 
@@ -113,14 +119,17 @@ const Plan& plan_for(cudnnHandle_t h, const ConvGeometry& g, cudnnDataType_t typ
   CUDNN_CHECK(cudnnCreateTensorDescriptor(&p.x));
   CUDNN_CHECK(cudnnCreateTensorDescriptor(&p.y));
   CUDNN_CHECK(cudnnCreateFilterDescriptor(&p.w));
-  CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&p.conv));
   CUDNN_CHECK(cudnnSetTensor4dDescriptor(p.x, CUDNN_TENSOR_NCHW, type, i(g.n), i(g.c), i(g.h), i(g.w)));
   CUDNN_CHECK(cudnnSetTensor4dDescriptor(p.y, CUDNN_TENSOR_NCHW, type, i(g.n), i(g.k), i(g.oh()), i(g.ow())));
   CUDNN_CHECK(cudnnSetFilter4dDescriptor(p.w, type, CUDNN_TENSOR_NCHW, i(g.k), i(g.c), i(g.kh), i(g.kw)));
   // f32 compute for every data type (the PSEUDO_* configurations for the 16-bit ones).
-  CUDNN_CHECK(cudnnSetConvolution2dDescriptor(p.conv, i(g.pad), i(g.pad), i(g.stride), i(g.stride), 1, 1,
-                                              CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-  CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, math));
+  const auto make_conv = [&](cudnnConvolutionDescriptor_t& d, cudnnMathType_t type) {
+    CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&d));
+    CUDNN_CHECK(cudnnSetConvolution2dDescriptor(d, i(g.pad), i(g.pad), i(g.stride), i(g.stride), 1, 1,
+                                                CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    CUDNN_CHECK(cudnnSetConvolutionMathType(d, type));
+  };
+  make_conv(p.conv, math);
 
   constexpr int kCandidates = 8;
   int found = 0;
@@ -130,11 +139,13 @@ const Plan& plan_for(cudnnHandle_t h, const ConvGeometry& g, cudnnDataType_t typ
   for (int k = 0; k < found && !chosen; ++k)
     if (acceptable(fwd[k].status, fwd[k].determinism, fwd[k].mathType, fwd[k].memory, type)) {
       p.fwd = fwd[k].algo;
+      make_conv(p.conv_fwd, fwd[k].mathType);
       chosen = true;
     }
   EMBER_CHECK(chosen, CudaError, "cuDNN offers no usable forward algorithm for this convolution",
               deterministic() ? " in deterministic mode (EMBER_DETERMINISTIC=1)" : "");
-  CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(h, p.x, p.w, p.conv, p.y, p.fwd, &p.fwd_bytes));
+  // The workspace is asked for under the math type the call will run with.
+  CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(h, p.x, p.w, p.conv_fwd, p.y, p.fwd, &p.fwd_bytes));
 
   chosen = false;
   cudnnConvolutionBwdDataAlgoPerf_t data[kCandidates];
@@ -142,10 +153,12 @@ const Plan& plan_for(cudnnHandle_t h, const ConvGeometry& g, cudnnDataType_t typ
   for (int k = 0; k < found && !chosen; ++k)
     if (acceptable(data[k].status, data[k].determinism, data[k].mathType, data[k].memory, type)) {
       p.bwd_data = data[k].algo;
+      make_conv(p.conv_data, data[k].mathType);
       chosen = true;
     }
   EMBER_CHECK(chosen, CudaError, "cuDNN offers no usable backward-data algorithm for this convolution");
-  CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(h, p.w, p.y, p.conv, p.x, p.bwd_data, &p.bwd_data_bytes));
+  CUDNN_CHECK(
+      cudnnGetConvolutionBackwardDataWorkspaceSize(h, p.w, p.y, p.conv_data, p.x, p.bwd_data, &p.bwd_data_bytes));
 
   chosen = false;
   cudnnConvolutionBwdFilterAlgoPerf_t filter[kCandidates];
@@ -153,12 +166,13 @@ const Plan& plan_for(cudnnHandle_t h, const ConvGeometry& g, cudnnDataType_t typ
   for (int k = 0; k < found && !chosen; ++k)
     if (acceptable(filter[k].status, filter[k].determinism, filter[k].mathType, filter[k].memory, type)) {
       p.bwd_filter = filter[k].algo;
+      make_conv(p.conv_filter, filter[k].mathType);
       chosen = true;
     }
   EMBER_CHECK(chosen, CudaError, "cuDNN offers no usable backward-filter algorithm for this convolution",
               deterministic() ? " in deterministic mode (EMBER_DETERMINISTIC=1)" : "");
-  CUDNN_CHECK(
-      cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p.x, p.y, p.conv, p.w, p.bwd_filter, &p.bwd_filter_bytes));
+  CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p.x, p.y, p.conv_filter, p.w, p.bwd_filter,
+                                                             &p.bwd_filter_bytes));
   return *cache.emplace(key, std::move(plan)).first->second;
 }
 
@@ -189,7 +203,8 @@ void conv2d_forward(const T* x, const T* w, T* y, const ConvGeometry& g, cudaStr
   const Plan& p = plan_for(h, g, cudnn_type<T>());
   Workspace ws(p.fwd_bytes, stream);
   const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-  CUDNN_CHECK(cudnnConvolutionForward(h, &one, p.x, x, p.w, w, p.conv, p.fwd, ws.data(), p.fwd_bytes, &beta, p.y, y));
+  CUDNN_CHECK(
+      cudnnConvolutionForward(h, &one, p.x, x, p.w, w, p.conv_fwd, p.fwd, ws.data(), p.fwd_bytes, &beta, p.y, y));
   count_library_call();
 }
 
@@ -201,8 +216,8 @@ void conv2d_backward_data(const T* dy, const T* w, T* dx, const ConvGeometry& g,
   const Plan& p = plan_for(h, g, cudnn_type<T>());
   Workspace ws(p.bwd_data_bytes, stream);
   const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, p.w, w, p.y, dy, p.conv, p.bwd_data, ws.data(), p.bwd_data_bytes,
-                                           &zero, p.x, dx));
+  CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, p.w, w, p.y, dy, p.conv_data, p.bwd_data, ws.data(),
+                                           p.bwd_data_bytes, &zero, p.x, dx));
   count_library_call();
 }
 
@@ -214,7 +229,7 @@ void conv2d_backward_filter(const T* x, const T* dy, T* dw, const ConvGeometry& 
   const Plan& p = plan_for(h, g, cudnn_type<T>());
   Workspace ws(p.bwd_filter_bytes, stream);
   const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, p.x, x, p.y, dy, p.conv, p.bwd_filter, ws.data(),
+  CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, p.x, x, p.y, dy, p.conv_filter, p.bwd_filter, ws.data(),
                                              p.bwd_filter_bytes, &zero, p.w, dw));
   count_library_call();
 }

@@ -20,7 +20,8 @@ __device__ inline void raise_device_error(DeviceErrorRecord* record, DeviceError
   atomicExch(&record->op, static_cast<int>(op));
   atomicExch(reinterpret_cast<unsigned long long*>(&record->bound), static_cast<unsigned long long>(bound));
   atomicMin(&record->key, error_key(position, value));
-  __threadfence_system();  // the record lives in mapped host memory, which the host reads
+  // The record lives in device memory; the host copies it after a synchronization, which orders
+  // these writes before the copy: no fence is needed.
 }
 
 }  // namespace ember::kernels::cuda

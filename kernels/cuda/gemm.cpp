@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "core/base/error.h"
+#include "kernels/cuda/cublas_workspace.h"
 #include "kernels/cuda/library_types.h"
 #include "kernels/gemm.h"
 
@@ -68,7 +69,11 @@ cublasHandle_t handle_on(cudaStream_t stream) {
   void* workspace = workspace_for(h, stream);
   CUBLAS_CHECK(cublasSetStream(h.handle, stream));
   CUBLAS_CHECK(cublasSetWorkspace(h.handle, workspace, h.workspace_bytes));  // cublasSetStream reset it
-  CUBLAS_CHECK(cublasSetMathMode(h.handle, g_allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+  // Split-K partials are summed in f32, never in a 16-bit C's type: a product rounds once
+  // (kernels/gemm.h, gemm_half), whatever split cuBLAS picks on a large GPU.
+  const unsigned math = (g_allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH) |
+                        CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION;
+  CUBLAS_CHECK(cublasSetMathMode(h.handle, static_cast<cublasMath_t>(math)));
   return h.handle;
 }
 
@@ -77,6 +82,13 @@ int dim(std::size_t v) { return static_cast<int>(v); }
 int leading(std::size_t v) { return static_cast<int>(v > 0 ? v : 1); }
 
 }  // namespace
+
+GemmWorkspace gemm_workspace(cudaStream_t stream) {
+  Handle& h = handle_for_current_device();
+  return {workspace_for(h, stream), h.workspace_bytes};
+}
+
+std::size_t gemm_workspace_bytes() { return handle_for_current_device().workspace_bytes; }
 
 void set_allow_tf32(bool allow) { g_allow_tf32 = allow; }
 bool allow_tf32() { return g_allow_tf32; }

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "core/base/error.h"
+#include "kernels/cuda/cublas_workspace.h"
 #include "kernels/cuda/library_types.h"
 #include "kernels/gemm_epilogue.h"
 
@@ -92,7 +93,7 @@ unsigned alignment_key(const EpilogueGemm& g) {
   return key;
 }
 
-Plan& plan_for(const EpilogueGemm& g) {
+Plan& plan_for(const EpilogueGemm& g, std::uint64_t workspace_bytes) {
   const GemmEpilogue e = g.epilogue;
   const Transpose ta = g.ta, tb = g.tb;
   const std::size_t m = g.m, n = g.n, k = g.k, lda = g.lda, ldb = g.ldb, ldc = g.ldc;
@@ -137,9 +138,18 @@ Plan& plan_for(const EpilogueGemm& g) {
 
   cublasLtMatmulPreference_t preference = nullptr;
   CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
-  const std::size_t no_workspace = 0;
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &no_workspace,
-                                                    sizeof(no_workspace)));
+  // The stream's GEMM workspace, which every call passes: with none, Hopper's split-K and stream-K
+  // algorithms are ruled out, and some bias-gradient epilogues find no algorithm at all.
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                    &workspace_bytes, sizeof(workspace_bytes)));
+  if (g.out != DType::f32) {
+    // Split-K partials summed in f32 only, never in D's 16-bit type or in place in D: each
+    // element is rounded once, as cuBLAS's CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION
+    // asks there (gemm.cpp); cuBLASLt does not read that handle setting.
+    const std::uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes,
+                                                      sizeof(schemes)));
+  }
   // The operands' real alignments (cuBLASLt's A is our B, its B our A, C and D are our C).
   const std::pair<cublasLtMatmulPreferenceAttributes_t, const void*> alignments[] = {
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, g.b},
@@ -166,11 +176,12 @@ Plan& plan_for(const EpilogueGemm& g) {
 
 bool gemm_epilogue_supported(const EpilogueGemm& g) {
   if (g.m == 0 || g.n == 0 || g.k == 0) return false;
-  return plan_for(g).supported;
+  return plan_for(g, gemm_workspace_bytes()).supported;
 }
 
 void gemm_epilogue(const EpilogueGemm& g, cudaStream_t stream) {
-  Plan& p = plan_for(g);
+  const GemmWorkspace workspace = gemm_workspace(stream);
+  Plan& p = plan_for(g, workspace.bytes);
   EMBER_CHECK(p.supported, NotImplementedError, "cuBLASLt has no ", g.ab, " algorithm for this GEMM epilogue (", g.m,
               "x", g.n, "x", g.k, "): check gemm_epilogue_supported() and use gemm() with separate kernels");
   // The pointers change between calls; the descriptor is this thread's, so setting them is safe
@@ -178,8 +189,8 @@ void gemm_epilogue(const EpilogueGemm& g, cudaStream_t stream) {
   set_epilogue_pointers(p, g);
   const float alpha = 1.0f, beta = 0.0f;
   cublasLtHandle_t handle = state_for_current_device().handle;
-  CUBLAS_CHECK(cublasLtMatmul(handle, p.desc, &alpha, g.b, p.a, g.a, p.b, &beta, g.c, p.d, g.c, p.d, &p.algo, nullptr,
-                              0, stream));
+  CUBLAS_CHECK(cublasLtMatmul(handle, p.desc, &alpha, g.b, p.a, g.a, p.b, &beta, g.c, p.d, g.c, p.d, &p.algo,
+                              workspace.data, workspace.bytes, stream));
   count_library_call();
 }
 

@@ -20,9 +20,36 @@ void count_library_call() { ++t_launches; }
 void set_sync_debug(bool on) { g_sync_debug = on; }
 bool sync_debug() { return g_sync_debug; }
 
+namespace {
+// Faults of a kernel while it ran. They stay with the context and CUDA reports them at the next
+// call, so the launch that sees one is usually not the kernel that caused it.
+bool raised_by_earlier_work(cudaError_t status) {
+  switch (status) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorAssert:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorHardwareStackError:
+    case cudaErrorLaunchTimeout:
+      return true;
+    default:
+      return false;
+  }
+}
+}  // namespace
+
 void check_launch(const char* kernel, cudaStream_t stream) {
   ++t_launches;
   cudaError_t status = cudaGetLastError();
+  if (status != cudaSuccess && raised_by_earlier_work(status))
+    throw CudaError(detail::concat("CUDA error: ", cudaGetErrorName(status), " (", cudaGetErrorString(status),
+                                   "), reported at the launch of kernel '", kernel,
+                                   "': an earlier kernel, copy or library call on this device faulted (CUDA reports "
+                                   "a fault at the next call). Run again with EMBER_SYNC_DEBUG=1 to name the kernel "
+                                   "that faulted: each launch then waits for its kernel"));
   if (status != cudaSuccess)
     throw CudaError(detail::concat("CUDA error: launch of kernel '", kernel, "' failed: ", cudaGetErrorName(status),
                                    " (", cudaGetErrorString(status), ")"));

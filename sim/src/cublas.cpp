@@ -32,7 +32,8 @@ struct cublasContext {
   int device = 0;
   void* workspace = nullptr;  // null: cuBLAS's default pool
   std::size_t workspace_bytes = 0;
-  bool tf32 = false;  // CUBLAS_TF32_TENSOR_OP_MATH: f32 routines may round their inputs to TF32
+  bool tf32 = false;                        // CUBLAS_TF32_TENSOR_OP_MATH: f32 routines may round their inputs to TF32
+  bool reduced_precision_reduction = true;  // cleared by CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION
 };
 
 namespace {
@@ -189,6 +190,7 @@ cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
   if (!known(handle)) return CUBLAS_STATUS_NOT_INITIALIZED;
   // The low bits name the mode; DISALLOW_REDUCED_PRECISION_REDUCTION is a flag above them.
   handle->tf32 = (static_cast<unsigned>(mode) & 0xfu) == CUBLAS_TF32_TENSOR_OP_MATH;
+  handle->reduced_precision_reduction = (mode & CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION) == 0;
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -223,6 +225,13 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cub
                          ((f32_compute || tf32_compute) && Atype == CUDA_R_32F && Ctype == CUDA_R_32F));
   if (!supported) return CUBLAS_STATUS_NOT_SUPPORTED;
   if (algo != CUBLAS_GEMM_DEFAULT && algo != CUBLAS_GEMM_DEFAULT_TENSOR_OP) return CUBLAS_STATUS_NOT_SUPPORTED;
+  // Stricter than cuBLAS: with a 16-bit C, a GPU with many multiprocessors may split k and add the
+  // partial sums in C's type, rounding each element more than once, unless the handle forbids it.
+  if (Ctype != CUDA_R_32F && handle->reduced_precision_reduction)
+    ember_sim::fail(
+        "cublasGemmEx: a 16-bit C on a handle whose math mode allows reduced-precision split-K sums "
+        "(add CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION to cublasSetMathMode: each element must "
+        "be rounded once)");
   // TF32 for f32 inputs: asked for by the compute type, or allowed by the handle's math mode
   // under CUBLAS_COMPUTE_32F (never under PEDANTIC).
   const bool tf32 = tf32_compute || (computeType == CUBLAS_COMPUTE_32F && handle->tf32);

@@ -15,6 +15,13 @@
 //   of 128). Here the bits of each 128-row group of a column are permuted, by a permutation drawn
 //   per process from EMBER_SIM_SEED: only DRELU_BGRAD can read what RELU_AUX_BIAS wrote, and code
 //   that decodes the mask itself gets nonsense.
+// - The heuristic's algorithm splits k, as a GPU with many multiprocessors does for the long sums
+//   of a weight or bias gradient: it needs a workspace of one f32 partial per element of D. Told
+//   a smaller maximum it offers a plain algorithm, except for the bias-gradient epilogues
+//   (DRELU_BGRAD, BGRADB), for which it then offers none. The workspace passed to the matmul must
+//   hold what the algorithm needs, and is written there (checked against the other streams).
+// - A 16-bit D whose preference allows the split's partials to be summed in D's type or in place
+//   in D (the default reduction-scheme mask) is a failure: such a sum rounds more than once.
 #include <cublasLt.h>
 
 #include <algorithm>
@@ -56,7 +63,8 @@ struct Layout {
 };
 struct Preference {
   std::uint64_t max_workspace = 0;
-  std::uint32_t align[4] = {256, 256, 256, 256};  // A, B, C, D: cuBLASLt's default assumption
+  std::uint32_t align[4] = {256, 256, 256, 256};                     // A, B, C, D: cuBLASLt's default assumption
+  std::uint32_t reduction_schemes = CUBLASLT_REDUCTION_SCHEME_MASK;  // the default: all allowed
 };
 // What the heuristic decided, carried in cublasLtMatmulAlgo_t.
 struct Algo {
@@ -64,6 +72,7 @@ struct Algo {
   std::uint32_t align[4] = {};  // A, B, C, D
   std::uint32_t bias_align = 0, aux_align = 0;
   std::int32_t epilogue = 0;
+  std::uint64_t workspace = 0;  // bytes the split-k algorithm needs; 0 for the plain one
 };
 constexpr std::uint64_t kAlgoMagic = 0x656d6265724c7431ULL;  // "emberLt1"
 static_assert(sizeof(Desc) <= sizeof(cublasLtMatmulDescOpaque_t));
@@ -259,6 +268,10 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
       if (size != sizeof(std::uint64_t)) return CUBLAS_STATUS_INVALID_VALUE;
       std::memcpy(&p.max_workspace, buf, size);
       return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK:
+      if (size != sizeof(std::uint32_t)) return CUBLAS_STATUS_INVALID_VALUE;
+      std::memcpy(&p.reduction_schemes, buf, size);
+      return CUBLAS_STATUS_SUCCESS;
     case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES:
       return align(0);
     case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES:
@@ -305,7 +318,18 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtM
   for (int i = 0; i < 4; ++i)
     if (p.align[i] < element_bytes(layouts[i]->type)) return CUBLAS_STATUS_NOT_SUPPORTED;
   if (!offers_algorithms()) return CUBLAS_STATUS_NOT_SUPPORTED;
+  const std::uint32_t in_d_type = CUBLASLT_REDUCTION_SCHEME_INPLACE | CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
+  if (is_16_bit(layout_of(d).type) && (p.reduction_schemes & in_d_type) != 0)
+    ember_sim::fail(
+        "cublasLtMatmulAlgoGetHeuristic: a 16-bit D with a reduction-scheme mask that lets a split-K "
+        "algorithm sum its partials in D's type or in place (set CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK "
+        "to CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE: each element must be rounded once)");
+  const std::uint64_t split_workspace = s.m * s.n * sizeof(float);
+  const bool split = s.k > 1 && p.max_workspace >= split_workspace;
+  const bool bias_gradient = dd.epilogue == CUBLASLT_EPILOGUE_DRELU_BGRAD || dd.epilogue == CUBLASLT_EPILOGUE_BGRADB;
+  if (!split && bias_gradient && s.k > 1) return CUBLAS_STATUS_NOT_SUPPORTED;
   Algo algo;
+  algo.workspace = split ? split_workspace : 0;
   algo.magic = kAlgoMagic;
   std::copy(std::begin(p.align), std::end(p.align), algo.align);
   algo.bias_align = uses_bias(dd.epilogue) ? alignment_of(dd.bias) : 0;
@@ -313,7 +337,7 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtM
   algo.epilogue = static_cast<std::int32_t>(dd.epilogue);
   results[0] = cublasLtMatmulHeuristicResult_t{};
   std::memcpy(&results[0].algo, &algo, sizeof(algo));
-  results[0].workspaceSize = 0;
+  results[0].workspaceSize = algo.workspace;
   results[0].state = CUBLAS_STATUS_SUCCESS;
   results[0].wavesCount = 1.0f;
   *count = 1;
@@ -339,8 +363,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
   std::memcpy(&algo, algo_in, sizeof(algo));
   if (algo.magic != kAlgoMagic || algo.epilogue != static_cast<std::int32_t>(d.epilogue))
     return CUBLAS_STATUS_INVALID_VALUE;  // not an algorithm the heuristic offered for this epilogue
-  (void)workspace;
-  (void)workspace_bytes;  // the model's algorithm needs none
+  if (algo.workspace > 0 && (!workspace || workspace_bytes < algo.workspace)) return CUBLAS_STATUS_INVALID_VALUE;
   // Pointers less aligned than the algorithm was chosen for.
   const void* operands[4] = {A, B, C, D};
   for (int i = 0; i < 4; ++i)
@@ -357,6 +380,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
   }
   if (b_scale != 0.0f && C != D) accesses.push_back({C, matrix_bytes(lc), false, "matrix C of cublasLtMatmul"});
   accesses.push_back({D, matrix_bytes(ld), true, "matrix D of cublasLtMatmul"});
+  if (algo.workspace > 0) accesses.push_back({workspace, algo.workspace, true, "the workspace of cublasLtMatmul"});
   const cublasLtEpilogue_t e = d.epilogue;
   const std::uint64_t bias_length = e == CUBLASLT_EPILOGUE_BGRADB ? s.n : s.m;
   const bool bias_written = e == CUBLASLT_EPILOGUE_DRELU_BGRAD || e == CUBLASLT_EPILOGUE_BGRADB;

@@ -8,8 +8,9 @@
 // Data types: f32, and bf16 and f16 with f32 compute (PSEUDO_BFLOAT16/PSEUDO_HALF_CONFIG: x, w, y of
 // one type; the values widened exactly, f32 sums, α·sum + β·y rounded once); anything else is
 // CUDNN_STATUS_NOT_SUPPORTED. Math types: 16-bit algorithms run on tensor cores unless the
-// descriptor says CUDNN_FMA_MATH; f32 ones under CUDNN_DEFAULT_MATH or …_ALLOW_CONVERSION round their
-// inputs to TF32 (numerics.h), as cuDNN documents for Ampere and later (docs/simulator.md).
+// descriptor says CUDNN_FMA_MATH; f32 ones under any other math type (DEFAULT, TENSOR_OP — what a
+// TF32 algorithm reports as its perf.mathType — and …_ALLOW_CONVERSION) round their inputs to TF32
+// (numerics.h), as cuDNN documents for Ampere and later (docs/simulator.md).
 #include <cudnn.h>
 
 #include <algorithm>
@@ -57,9 +58,7 @@ using ember_sim::cudnn_model::Geometry;
 bool is_16_bit(cudnnDataType_t type) { return type == CUDNN_DATA_BFLOAT16 || type == CUDNN_DATA_HALF; }
 
 // Whether an f32 convolution's tensor-core algorithms may round its inputs to TF32 (the file comment).
-bool allows_tf32(cudnnMathType_t math) {
-  return math == CUDNN_DEFAULT_MATH || math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
-}
+bool allows_tf32(cudnnMathType_t math) { return math != CUDNN_FMA_MATH; }
 
 cudnnStatus_t geometry(const cudnnTensorStruct* x, const cudnnFilterStruct* w, const cudnnConvolutionStruct* conv,
                        const cudnnTensorStruct* y, Geometry& g) {

@@ -1,14 +1,19 @@
 // Deliberately broken kernels and calls, one per check of the software GPU: `sim_checks <name>`
 // runs one, and the check must report it (CTest matches the report: sim/tests/CMakeLists.txt).
 // Reaching the end of a check means the simulator missed it: the program says so and fails.
+#include <cublasLt.h>
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <map>
 #include <string>
 
+#include "kernels/common.h"
 #include "kernels/cuda/grid.cuh"
 #include "kernels/optim.h"
 #include "launch_raw.cuh"
@@ -340,6 +345,46 @@ const std::map<std::string, std::function<void()>>& checks() {
          cudaStreamEndCapture(s, &graph);
          launch_raw<fill>(1, 64, 0, s, p, 256);  // outside the graph: the memory is the graph's
          cudaStreamSynchronize(s);
+       }},
+      // A 16-bit C whose split-K partials cuBLAS may add in bf16 (kernels/cuda/gemm.cpp sets the flag).
+      {"gemm_ex_16bit_c_with_reduced_precision_sums",
+       [] {
+         cublasHandle_t h = nullptr;
+         cublasCreate(&h);
+         DeviceBuffer<std::uint16_t> a(16), b(16), c(16);
+         const float one = 1.0f, zero = 0.0f;
+         cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &one, a.data, CUDA_R_16BF, 4, b.data, CUDA_R_16BF, 4, &zero,
+                      c.data, CUDA_R_16BF, 4, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+         cudaDeviceSynchronize();
+       }},
+      // The same through cuBLASLt, whose preference says which reductions a split may use
+      // (kernels/cuda/gemm_epilogue.cpp sets the mask).
+      {"lt_16bit_d_with_the_default_reduction_schemes",
+       [] {
+         cublasLtHandle_t h = nullptr;
+         cublasLtCreate(&h);
+         cublasLtMatmulDesc_t desc = nullptr;
+         cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+         cublasLtMatrixLayout_t layout = nullptr;
+         cublasLtMatrixLayoutCreate(&layout, CUDA_R_16BF, 64, 64, 64);
+         cublasLtMatmulPreference_t preference = nullptr;
+         cublasLtMatmulPreferenceCreate(&preference);
+         cublasLtMatmulHeuristicResult_t result{};
+         int found = 0;
+         cublasLtMatmulAlgoGetHeuristic(h, desc, layout, layout, layout, layout, preference, 1, &result, &found);
+       }},
+      // ember's launch check names the earlier fault and how to find it (kernels/cuda/launch.cu).
+      {"sticky_error_at_the_next_launch",
+       [] {
+         DeviceBuffer<float> out(32);
+         launch_raw<trap_in_one_thread>(1, 32, 0, nullptr, out.data);
+         cudaStreamSynchronize(nullptr);  // the fault has happened (on a GPU it may come any time before)
+         try {
+           ember::kernels::cuda::launch_empty(nullptr);
+         } catch (const std::exception& e) {
+           std::printf("%s\n", e.what());
+           std::exit(0);
+         }
        }},
       {"trap_is_sticky",
        [] {

@@ -49,6 +49,8 @@ struct LtCall {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
   cublasLtMatmulPreference_t pref = nullptr;
+  std::uint64_t workspace_bytes = 0;
+  void* workspace = nullptr;
   LtCall(int m_, int n_, int k_, bool ta_, bool tb_, cublasLtEpilogue_t e, int lda_extra = 0,
          cudaDataType operands = CUDA_R_32F, cudaDataType result = CUDA_R_32F)
       : m(m_), n(n_), k(k_), ta(ta_), tb(tb_), epilogue(e) {
@@ -65,8 +67,16 @@ struct LtCall {
     cublasLtMatrixLayoutCreate(&b, operands, b_rows, b_cols, b_rows);
     cublasLtMatrixLayoutCreate(&d, result, m, n, m);
     cublasLtMatmulPreferenceCreate(&pref);
+    // As ember does: a workspace for split-K algorithms, whose partials are summed in f32.
+    workspace_bytes = static_cast<std::uint64_t>(m) * static_cast<std::uint64_t>(n) * sizeof(float);
+    if (workspace_bytes > 0) REQUIRE(cudaMalloc(&workspace, workspace_bytes) == cudaSuccess);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes,
+                                         sizeof(workspace_bytes));
+    const std::uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof(schemes));
   }
   ~LtCall() {
+    cudaFree(workspace);
     cublasLtMatmulPreferenceDestroy(pref);
     cublasLtMatrixLayoutDestroy(a);
     cublasLtMatrixLayoutDestroy(b);
@@ -88,7 +98,7 @@ struct LtCall {
   cublasStatus_t matmul(const cublasLtMatmulAlgo_t& algo, const void* A, const void* B, void* D) {
     const float one = 1.0f, zero = 0.0f;
     const cublasStatus_t st =
-        cublasLtMatmul(handle, desc, &one, A, a, B, b, &zero, D, d, D, d, &algo, nullptr, 0, nullptr);
+        cublasLtMatmul(handle, desc, &one, A, a, B, b, &zero, D, d, D, d, &algo, workspace, workspace_bytes, nullptr);
     cudaDeviceSynchronize();
     return st;
   }
@@ -156,6 +166,8 @@ TEST_CASE("cublasSgemm matches the column-major formula: every transpose pair, p
 TEST_CASE("cublasGemmEx: bf16 and f16 operands with C in f32 or their type match the widened formula") {
   cublasHandle_t h = nullptr;
   REQUIRE(cublasCreate(&h) == CUBLAS_STATUS_SUCCESS);
+  // As ember sets it: a 16-bit C is summed in f32 and rounded once (sim_checks shows the refusal).
+  REQUIRE(cublasSetMathMode(h, CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION) == CUBLAS_STATUS_SUCCESS);
   const int m = 5, n = 6, k = 37;
   for (const cudaDataType type : {CUDA_R_16BF, CUDA_R_16F})
     for (const bool c_half : {false, true})
@@ -230,6 +242,7 @@ TEST_CASE("cublasGemmEx: bf16 and f16 operands with C in f32 or their type match
 TEST_CASE("cublasGemmEx refuses the type combinations cuBLAS does not list") {
   cublasHandle_t h = nullptr;
   REQUIRE(cublasCreate(&h) == CUBLAS_STATUS_SUCCESS);
+  REQUIRE(cublasSetMathMode(h, CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION) == CUBLAS_STATUS_SUCCESS);
   DeviceBuffer<float> a(64), b(64), c(64);
   const float one = 1.0f, zero = 0.0f;
   auto call = [&](cudaDataType at_, cudaDataType bt, cudaDataType ct, cublasComputeType_t compute) {
@@ -380,6 +393,31 @@ TEST_CASE("cuBLASLt's heuristic can be told to offer no algorithm") {
   CHECK(call.heuristic(algo) == CUBLAS_STATUS_NOT_SUPPORTED);
   ::unsetenv("EMBER_SIM_LT_ALGOS");
   CHECK(call.heuristic(algo) == CUBLAS_STATUS_SUCCESS);
+}
+
+TEST_CASE("cuBLASLt's split-K algorithm needs its workspace: none offered, none for a bias gradient") {
+  DeviceBuffer<float> bias(32), a(32 * 16), b(16 * 8), d(32 * 8);
+  DeviceBuffer<std::uint8_t> aux(128 * 8 / 8);
+  for (const cublasLtEpilogue_t e : {CUBLASLT_EPILOGUE_BIAS, CUBLASLT_EPILOGUE_BGRADB, CUBLASLT_EPILOGUE_DRELU_BGRAD}) {
+    LtCall call(32, 8, 16, false, false, e);
+    call.pointers(bias.data, aux.data);
+    cublasLtMatmulAlgo_t algo;
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    REQUIRE(cublasLtMatmulAlgoGetHeuristic(call.handle, call.desc, call.a, call.b, call.d, call.d, call.pref, 1,
+                                           &result, &found) == CUBLAS_STATUS_SUCCESS);
+    CHECK(result.workspaceSize == call.workspace_bytes);  // one f32 partial per element of D
+    algo = result.algo;
+    // Given less than it needs at the matmul: refused.
+    const float one = 1.0f, zero = 0.0f;
+    CHECK(cublasLtMatmul(call.handle, call.desc, &one, a.data, call.a, b.data, call.b, &zero, d.data, call.d, d.data,
+                         call.d, &algo, nullptr, 0, nullptr) == CUBLAS_STATUS_INVALID_VALUE);
+    // Told no workspace may be used: a plain algorithm, except for the bias gradients.
+    const std::uint64_t none = 0;
+    cublasLtMatmulPreferenceSetAttribute(call.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &none, sizeof(none));
+    const bool bias_gradient = e != CUBLASLT_EPILOGUE_BIAS;
+    CHECK(call.heuristic(algo) == (bias_gradient ? CUBLAS_STATUS_NOT_SUPPORTED : CUBLAS_STATUS_SUCCESS));
+  }
 }
 
 namespace {
@@ -865,7 +903,9 @@ TEST_CASE("TF32: cuBLAS's math mode, cuBLASLt's compute type and cuDNN's default
     REQUIRE(cudnnSetConvolution2dDescriptor(g.conv, 0, 0, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT) ==
             CUDNN_STATUS_SUCCESS);
     REQUIRE(cudnnSetConvolutionMathType(g.conv, math) == CUDNN_STATUS_SUCCESS);
-    const bool tf32 = math == CUDNN_DEFAULT_MATH || math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+    // Every math type but FMA lets f32 run on tensor cores in TF32; TENSOR_OP is also what such an
+    // algorithm reports, and what ember then sets on the descriptor it calls with.
+    const bool tf32 = math != CUDNN_FMA_MATH;
     cudnnConvolutionFwdAlgoPerf_t perf[4];
     int found = 0;
     REQUIRE(cudnnGetConvolutionForwardAlgorithm_v7(g.handle, g.x, g.f, g.conv, g.y, 4, &found, perf) ==

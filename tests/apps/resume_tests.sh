@@ -52,6 +52,19 @@ figures() { grep -o '"\(epoch\|train_loss\|val_loss\|val_acc\|test_loss\|test_ac
 [ "$(figures "$work/ref.jsonl")" = "$(figures "$work/TERM/m.jsonl")" ] &&
   pass "a run stopped mid-epoch and resumed logs the uninterrupted run's figures" ||
   fail "log after a mid-epoch stop: $(diff <(figures "$work/ref.jsonl") <(figures "$work/TERM/m.jsonl") | head -5)"
+# A stop at a planned step (EMBER_SIGTERM_AT_CHECK, the hook for runs whose steps are too short
+# to aim a signal at, a GPU's): the first epoch (epoch 0) holds 79 steps, so check 30 falls mid-epoch.
+dir=$work/planned && mkdir -p "$dir"
+quick=(--data "$mnist" --hidden 32 --epochs 2 --val-size 0 --workers 0)
+"$train" "${quick[@]}" --save "$dir/ref.safetensors" >/dev/null 2>&1 || fail "planned stop: the unbroken run"
+EMBER_SIGTERM_AT_CHECK=30 "$train" "${quick[@]}" --save "$dir/m.safetensors" >/dev/null 2>"$dir/err.txt"
+code=$?
+[ $code = 143 ] && grep -q "^stopped by SIGTERM at epoch 0, step 30:" "$dir/err.txt" &&
+  pass "EMBER_SIGTERM_AT_CHECK=30 stops at epoch 0, step 30 with exit 143" ||
+  fail "planned stop: exit $code, $(head -2 "$dir/err.txt")"
+"$train" "${quick[@]}" --save "$dir/m.safetensors" --resume "$dir/m.safetensors" >/dev/null 2>&1 &&
+  cmp -s "$dir/ref.safetensors" "$dir/m.safetensors" && pass "the planned stop resumes byte-identical" ||
+  fail "planned stop: the resumed run's model differs"
 # A second signal: the default action, death by that signal. Both sent while the process is stopped
 # (SIGSTOP), so that neither can be acted on before the other arrives; SIGCONT delivers them in turn.
 dir=$work/twice && mkdir -p "$dir"

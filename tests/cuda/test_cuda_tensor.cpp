@@ -109,13 +109,18 @@ TEST_CASE("an event orders a copy on a side stream before a kernel on the comput
   const auto values = result.to_vector<float>();
   CHECK(values[0] == 0.0f);
   CHECK(values[n - 1] == static_cast<float>(n - 1) - 100.0f);
-  cuda::Event start(kGpu), end(kGpu);
+  cuda::Event start(kGpu, cuda::EventTiming::on), end(kGpu, cuda::EventTiming::on);
   start.record(gpu_stream());
   sum(dev);
   end.record(gpu_stream());
   end.synchronize();
   CHECK(end.query());
   CHECK(cuda::Event::elapsed_ms(start, end) >= 0.0f);
+  // Events only order streams unless told to time: asking one for a time is an error that says so.
+  cuda::Event plain(kGpu);
+  plain.record(gpu_stream());
+  plain.synchronize();
+  CHECK_THROWS_WITH(cuda::Event::elapsed_ms(start, plain), Contains("EventTiming::on"));
 }
 
 TEST_CASE("allocating and freeing the same sizes in a loop does not grow the pool") {
@@ -136,6 +141,22 @@ TEST_CASE("allocating and freeing the same sizes in a loop does not grow the poo
   CHECK(after.bytes_in_use == before.bytes_in_use);
   CHECK(after.reserved_bytes <= reserved_after_first);
   CHECK(after.peak_bytes_in_use >= (std::size_t{1} << 22));
+}
+
+TEST_CASE("non_blocking copies to the host reuse cached pinned blocks: one cudaHostAlloc for a loop") {
+  const Tensor source = arange(0, 5000, 1, {.device = kGpu});
+  Tensor first = source.to(Device::cpu(), /*non_blocking=*/true);
+  REQUIRE(first.is_pinned());
+  first = Tensor();  // freed into the cache once its copy has landed
+  const MemoryStats before = pinned_memory_stats();
+  for (int i = 0; i < 20; ++i) {
+    const Tensor host = (source + static_cast<double>(i)).to(Device::cpu(), /*non_blocking=*/true);
+    const auto values = host.to_vector<float>();  // waits for the copy
+    REQUIRE(values[4999] == 4999.0f + static_cast<float>(i));
+  }
+  const MemoryStats after = pinned_memory_stats();
+  CHECK(after.allocations == before.allocations + 20);
+  if (host_cache_enabled()) CHECK(after.system_allocations == before.system_allocations);
 }
 
 TEST_CASE("a bad target on the GPU is reported at the next synchronization, naming the op and value") {

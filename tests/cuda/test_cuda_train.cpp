@@ -25,6 +25,7 @@ struct Run {
   std::vector<float> weights;
   std::string description;
   std::size_t kernels = 0;
+  std::size_t launches = 0;  // kernels and library calls one eager step issued
 };
 
 // Trains 784-hidden-10 for `epochs` epochs of 12 batches (the last one partial) on `device`.
@@ -56,6 +57,7 @@ Run train_mlp(Device device, const std::vector<std::int64_t>& hidden, train::Fus
   run.weights = model->parameters()[0].cpu().to_vector<float>();
   run.description = step.describe();
   run.kernels = step.graph_kernel_nodes();
+  run.launches = step.step_launches();
   return run;
 }
 
@@ -104,12 +106,16 @@ TEST_CASE("the cuBLASLt epilogues agree with plain GEMMs and with the CPU") {
   }
 }
 
-TEST_CASE("the captured step of the two-layer MLP has at most 8 kernels", "[graph]") {
+// ember's own launches are counted, not the graph's kernel nodes: a real cuBLAS may add nodes of
+// its own to a GEMM (a split-K reduction, a memset), which is its business.
+TEST_CASE("the captured step of the two-layer MLP issues at most 8 kernels and library calls", "[graph]") {
   const Run run = train_mlp(kGpu, {32}, {}, 1);
   INFO(run.description);
-  std::printf("two-layer MLP step: %zu kernels per replay (%s)\n", run.kernels, run.description.c_str());
-  REQUIRE(run.kernels > 0);
-  CHECK(run.kernels <= 8);
+  std::printf("two-layer MLP step: %zu kernels and library calls issued, %zu kernel nodes per replay (%s)\n",
+              run.launches, run.kernels, run.description.c_str());
+  REQUIRE(run.launches > 0);
+  CHECK(run.launches <= 8);
+  CHECK(run.kernels >= run.launches);  // each issued kernel or GEMM is at least one node
 }
 
 TEST_CASE("a bad target under a graph raises its error at the epoch's end", "[graph]") {
@@ -163,7 +169,7 @@ TEST_CASE("a captured cuBLAS GEMM allocates nothing, and a graph counts the allo
   gemm_graph.begin_capture(stream);
   gemm();
   gemm_graph.end_capture();
-  CHECK(gemm_graph.kernel_nodes() == 1);
+  CHECK(gemm_graph.kernel_nodes() >= 1);  // cuBLAS may add a reduction kernel or a memset of its own
   CHECK(gemm_graph.allocation_nodes() == 0);
   gemm_graph.replay(stream);
   for (float v : c.to_vector<float>()) CHECK(v == 8.0f);
