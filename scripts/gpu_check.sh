@@ -40,7 +40,7 @@ declare -A budget=(
   [train]=70         # five short runs of mnist_train (10,000 images each epoch) and a stop and resume
   [bench]=45         # bench_kernels at 1M and 64M elements, 10 timed repeats per kernel
   [compare]=100      # eager rows about 5 s each; torch.compile's cold compile est. 30-60 s per model, so last
-  [mixed]=50         # the MLP in 3 precisions on both sides, one round
+  [mixed]=120        # the MLP in 3 precisions on both sides, one round: over 50 s on an H200 (first call)
   [loader]=15        # 5 epochs of streaming, pinned and pageable
   [devices]=25       # 20 steps per model on each device
   [sanitize]=150     # est.: start-up of the tool (measured first), then memcheck and racecheck in halves
@@ -158,7 +158,7 @@ find_cudnn_root() {
 }
 find_cudnn() {
   local dir v
-  for dir in /usr/local/cuda/include /usr/include $(python3 -c 'import nvidia.cudnn, os; print(os.path.dirname(nvidia.cudnn.__file__) + "/include")' 2>/dev/null); do
+  for dir in /usr/local/cuda/include /usr/include /usr/include/x86_64-linux-gnu $(python3 -c 'import nvidia.cudnn, os; print(os.path.dirname(nvidia.cudnn.__file__) + "/include")' 2>/dev/null); do
     if [ -f "$dir/cudnn_version.h" ]; then
       v=$(awk '/#define CUDNN_MAJOR/{a=$3}/#define CUDNN_MINOR/{b=$3}/#define CUDNN_PATCHLEVEL/{c=$3}END{print a"."b"."c}' "$dir/cudnn_version.h")
       echo "$v at $dir"
@@ -277,7 +277,8 @@ section_build() {
   t0=$(date +%s)
   cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90-real \
     -DEMBER_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc_path" -DEMBER_DEPS_ROOT="$deps" -DCMAKE_PREFIX_PATH="$deps/usr" \
-    -DEMBER_NCCL_ROOT="$nccl_root" -DEMBER_CUDNN_ROOT="$cudnn_root" >>"$out/build.log" 2>&1 &&
+    -DEMBER_NCCL_ROOT="$nccl_root" -DEMBER_CUDNN_ROOT="$cudnn_root" -DOPENSSL_ROOT_DIR="$deps/usr" \
+    >>"$out/build.log" 2>&1 &&
     cmake --build "$build" -j "$jobs" --target "${gpu_targets[@]}" >>"$out/build.log" 2>&1
   local rc=$?
   if [ $rc -ne 0 ]; then
@@ -424,8 +425,7 @@ section_mixed() {
     { note "no PyTorch with CUDA"; return 3; }
   PYTHONUNBUFFERED=1 gpu timeout "$b" python3 scripts/compare/mixed_precision.py --device cuda \
     --train "$build/apps/mnist_train" --data "$MNIST_DIR" --python python3 --models mlp --rounds 1 --epochs 3 \
-    >"$work/mixed.log" 2>&1 || rc=$?
-  cat "$work/mixed.log" >>"$runs"
+    2>&1 | tee "$work/mixed.log" >>"$runs" || rc=$?  # into runs.log as it comes: a timeout keeps the rows so far
   quote "$work/mixed.log" '^\|' 20
   note "$(grep -E '^\| (ember bf16|PyTorch bf16 autocast) ' "$work/mixed.log" | awk -F'|' '{printf "%s %s/s; ", $2, $3}')"
   return $rc
