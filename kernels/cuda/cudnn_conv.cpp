@@ -4,6 +4,7 @@
 #include "core/base/config.h"
 #include "core/base/error.h"
 #include "kernels/conv.h"
+#include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 
 #include <atomic>
@@ -14,6 +15,8 @@
 #include <string>
 #include <tuple>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #if EMBER_WITH_CUDNN
 #include <cuda_runtime.h>
@@ -208,9 +211,40 @@ void conv2d_forward(const T* x, const T* w, T* y, const ConvGeometry& g, cudaStr
   count_library_call();
 }
 
+// Note [16-bit convolution gradients]
+// cuDNN 9's bf16 and f16 gradients (PSEUDO_BFLOAT16/PSEUDO_HALF, any algorithm, deterministic or
+// not) were seen on an H200 to carry partial sums rounded to the 16-bit type: bf16 gradients off by
+// up to 2⁻⁷ of the largest one at the CNN's conv2 shape (2×32×26×26 → 64), where f32 sums rounded
+// once differ by one bf16 ulp. cuDNN's legacy API has no switch against reduced-precision
+// reductions (cuBLAS's CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION), so a 16-bit convolution's
+// two gradients run in f32 on widened copies and are rounded once at the end: the promise of
+// Note [cuDNN math] kept, at the price of the f32 algorithms' speed for the backward pass. The
+// forward keeps cuDNN's 16-bit algorithms, whose sums stayed within f32 accumulation's bound.
+template <class T, class Gradient>
+void gradient_in_f32(std::initializer_list<std::pair<const T*, std::size_t>> inputs, T* out, std::size_t out_count,
+                     cudaStream_t stream, Gradient f32_gradient) {
+  std::vector<std::unique_ptr<Workspace>> wide;
+  std::vector<const float*> wide_inputs;
+  for (const auto& [data, count] : inputs) {
+    wide.push_back(std::make_unique<Workspace>(count * sizeof(float), stream));
+    cast(data, static_cast<float*>(wide.back()->data()), count, stream);
+    wide_inputs.push_back(static_cast<const float*>(wide.back()->data()));
+  }
+  Workspace wide_out(out_count * sizeof(float), stream);
+  f32_gradient(wide_inputs, static_cast<float*>(wide_out.data()));
+  cast(static_cast<const float*>(wide_out.data()), out, out_count, stream);
+}
+
 template <class T>
 void conv2d_backward_data(const T* dy, const T* w, T* dx, const ConvGeometry& g, cudaStream_t stream) {
   if (g.n * g.c * g.h * g.w == 0) return;
+  if constexpr (!std::is_same_v<T, float>) {  // Note [16-bit convolution gradients]
+    gradient_in_f32<T>({{dy, g.n * g.k * g.oh() * g.ow()}, {w, g.k * g.c * g.kh * g.kw}}, dx, g.n * g.c * g.h * g.w,
+                       stream, [&](const std::vector<const float*>& in, float* out) {
+                         conv2d_backward_data<float>(in[0], in[1], out, g, stream);
+                       });
+    return;
+  }
   cudnnHandle_t h = handle_for_current_device();
   CUDNN_CHECK(cudnnSetStream(h, stream));
   const Plan& p = plan_for(h, g, cudnn_type<T>());
@@ -224,6 +258,13 @@ void conv2d_backward_data(const T* dy, const T* w, T* dx, const ConvGeometry& g,
 template <class T>
 void conv2d_backward_filter(const T* x, const T* dy, T* dw, const ConvGeometry& g, cudaStream_t stream) {
   if (g.k * g.c * g.kh * g.kw == 0) return;
+  if constexpr (!std::is_same_v<T, float>) {  // Note [16-bit convolution gradients]
+    gradient_in_f32<T>({{x, g.n * g.c * g.h * g.w}, {dy, g.n * g.k * g.oh() * g.ow()}}, dw, g.k * g.c * g.kh * g.kw,
+                       stream, [&](const std::vector<const float*>& in, float* out) {
+                         conv2d_backward_filter<float>(in[0], in[1], out, g, stream);
+                       });
+    return;
+  }
   cudnnHandle_t h = handle_for_current_device();
   CUDNN_CHECK(cudnnSetStream(h, stream));
   const Plan& p = plan_for(h, g, cudnn_type<T>());

@@ -47,9 +47,15 @@ TEMPLATE_TEST_CASE("cuDNN convolutions in bf16 and f16 round the f32 sums once",
     const std::vector<T> values = got.to_vector<T>();
     const std::vector<float> want = reference.to_vector<float>();
     REQUIRE(values.size() == want.size());
+    // One 16-bit ulp, plus what an f32 accumulator that truncates rather than rounds may lose: up
+    // to one f32 ulp of the running sum per addition, K = c·kernel² of them. An H200's tensor cores
+    // (cuDNN 9.14) left 397 of 86,528 outputs of the 32→64-channel case outside 2⁻¹⁶·Σ|x·w|, a
+    // bound made for round-to-nearest accumulation; the gradients run in f32 on ember's side
+    // (Note [16-bit convolution gradients]) and keep the bound below.
+    const float accumulation = static_cast<float>(c * kernel * kernel) * 0x1p-23f;
     std::size_t outside = 0;
     for (std::size_t i = 0; i < values.size(); ++i) {
-      const float bound = ulp_at<T>(want[i]) + magnitude[i] * 0x1p-16f;
+      const float bound = ulp_at<T>(want[i]) + magnitude[i] * std::max(0x1p-16f, accumulation);
       if (std::fabs(static_cast<float>(values[i]) - want[i]) > bound) ++outside;
     }
     CHECK(outside == 0);
