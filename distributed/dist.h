@@ -4,6 +4,7 @@
 //
 //   dist::init();                                 // in every process mpirun started
 //   const Device device = dist::default_device(); // cuda:local_rank, or the CPU
+//   if (device.is_cuda()) cuda::set_device(device);  // Note [a rank's device] in core/cuda/runtime.h
 //   model->to(device);
 //   dist::broadcast_parameters(model->parameters());      // rank 0's initialization everywhere
 //   dist::GradientReducer reducer(model->parameters());   // averages gradients during backward

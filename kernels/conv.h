@@ -153,13 +153,13 @@ namespace ember::kernels::cuda {
 // Note [cuDNN math]
 // T = float: exact f32 (CUDNN_FMA_MATH, tensor-op algorithms refused) unless allow_tf32() (then
 // CUDNN_DEFAULT_MATH, which lets cuDNN round the inputs to TF32 on tensor cores, as PyTorch's
-// torch.backends.cudnn.allow_tf32 does). T = bfloat16 or float16: cuDNN's PSEUDO_BFLOAT16 and
-// PSEUDO_HALF configurations — 16-bit x, w and y, f32 compute — with CUDNN_TENSOR_OP_MATH, tensor
-// cores allowed: products of 16-bit values are exact in f32, the sums f32 in cuDNN's order, each
-// result rounded once. With `accumulate` the forward adds into y (β = 1): the caller writes the
-// channel bias there first, so that sum and bias round once together, as on the CPU.
-// That math type is what the algorithms are asked for; each direction then runs under the math
-// type its chosen algorithm reported, on a descriptor of its own (cudnn_conv.cpp's Plan).
+// torch.backends.cudnn.allow_tf32 does). T = bfloat16 or float16: f32 sums of the 16-bit values
+// (their products are exact in f32), each result rounded once — through cuDNN's f32 algorithms on
+// widened copies (Note [16-bit convolutions on CUDA] in cudnn_conv.cpp says why not its 16-bit
+// ones). With `accumulate` the forward adds into y (β = 1): the caller writes the channel bias
+// there first, so that sum and bias round once together, as on the CPU. The math type is what the
+// algorithms are asked for; each direction then runs under the math type its chosen algorithm
+// reported, on a descriptor of its own (cudnn_conv.cpp's Plan).
 template <class T>
 void conv2d_forward(const T* x, const T* w, T* y, const ConvGeometry& g, cudaStream_t stream, bool accumulate = false);
 template <class T>

@@ -275,9 +275,12 @@ section_build() {
   nvcc_path=$(cat "$work/nvcc" 2>/dev/null || command -v nvcc)
   unpack_deps >"$out/build.log" 2>&1 || { note "unpacking .deps failed (build.log)"; return 1; }
   t0=$(date +%s)
+  # OpenSSL named outright: on the GPU machine CMake 4's FindOpenSSL took the system's libcrypto
+  # over OPENSSL_ROOT_DIR.
   cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90-real \
     -DEMBER_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc_path" -DEMBER_DEPS_ROOT="$deps" -DCMAKE_PREFIX_PATH="$deps/usr" \
-    -DEMBER_NCCL_ROOT="$nccl_root" -DEMBER_CUDNN_ROOT="$cudnn_root" -DOPENSSL_ROOT_DIR="$deps/usr" \
+    -DEMBER_NCCL_ROOT="$nccl_root" -DEMBER_CUDNN_ROOT="$cudnn_root" \
+    -DOPENSSL_CRYPTO_LIBRARY="$deps/usr/lib/x86_64-linux-gnu/libcrypto.so" -DOPENSSL_INCLUDE_DIR="$deps/usr/include" \
     >>"$out/build.log" 2>&1 &&
     cmake --build "$build" -j "$jobs" --target "${gpu_targets[@]}" >>"$out/build.log" 2>&1
   local rc=$?

@@ -129,6 +129,7 @@ Device choose_rank_device(const std::string& option, const std::string& value, s
   const Device device =
       value == "cuda" ? Device::cuda(dist::local_rank() % std::max(1, cuda::device_count())) : dist::default_device();
   require_usable_option(option, value, device);
+  if (device.is_cuda()) cuda::set_device(device);  // once, for the rank's life (Note [a rank's device])
   reason = detail::concat(device.str(), " (rank ", dist::rank(), " of ", dist::world_size(), ", local rank ",
                           dist::local_rank(), ")");
   return device;

@@ -4,6 +4,7 @@
 #include "core/cuda/runtime.h"
 
 #include <array>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -280,14 +281,28 @@ StreamGuard::StreamGuard(const Stream& stream) : device_(stream.device()) {
 }
 StreamGuard::~StreamGuard() { t_stream_override[static_cast<std::size_t>(device_.index)] = previous_; }
 
+namespace {
+// The devices this process has made current (Note [a rank's device]), one bit each.
+std::atomic<std::uint64_t> g_devices_made_current{0};
+void made_current(int device) { g_devices_made_current.fetch_or(std::uint64_t{1} << device); }
+bool was_made_current(int device) { return (g_devices_made_current.load() >> device) & 1u; }
+}  // namespace
+
+void set_device(Device device) {
+  check_index(device, "cuda::set_device");
+  CUDA_CHECK(cudaSetDevice(device.index));
+  made_current(device.index);
+}
+
 DeviceGuard::DeviceGuard(Device device) {
   if (!device.is_cuda()) return;
   int current = 0;
   CUDA_CHECK(cudaGetDevice(&current));
   if (current != device.index) {
     CUDA_CHECK(cudaSetDevice(device.index));
-    previous_ = current;
+    if (was_made_current(current)) previous_ = current;  // else stay: switching back would make a context
   }
+  made_current(device.index);
 }
 DeviceGuard::~DeviceGuard() {
   if (previous_ >= 0) CUDA_CHECK_NOTHROW(cudaSetDevice(previous_));
@@ -380,6 +395,7 @@ std::uint64_t stream_generation(cudaStream_t) { return 0; }
 bool order_after_if_alive(cudaStream_t, cudaStream_t, Device, std::uint64_t) { return false; }
 StreamGuard::StreamGuard(const Stream& stream) : device_(stream.device()), previous_(nullptr) {}
 StreamGuard::~StreamGuard() = default;
+void set_device(Device) { no_cuda(); }
 DeviceGuard::DeviceGuard(Device) {}
 DeviceGuard::~DeviceGuard() = default;
 void synchronize(Device) { no_cuda(); }

@@ -107,7 +107,20 @@ class StreamGuard {
   [[maybe_unused]] cudaStream_t previous_;  // unused in a build without CUDA, where the guard does nothing
 };
 
-// Makes `device` the CUDA runtime's current device for the guard's lifetime.
+// Note [a rank's device]
+// The CUDA runtime's current device belongs to a host thread, and since CUDA 12 making a device
+// current creates its primary context (a few hundred MB of GPU memory). A process that works on
+// one GPU — a data-parallel rank on cuda:r — calls set_device once, so that its ops' DeviceGuards
+// find that device current and switch nothing. A DeviceGuard switches back on leaving only to a
+// device this process has made current before (set_device or a guard): a thread that starts on
+// the default device 0 and works on cuda:r stays on cuda:r, and rank r never touches GPU 0, as
+// PyTorch's c10::cuda::MaybeSetDevice never switches to a device without a primary context.
+// Ember keeps the record itself: a context a program made on its own, behind ember's back, is not
+// known to it. Any other thread that calls CUDA for the rank (a loader's) calls set_device too.
+void set_device(Device device);
+
+// Makes `device` the CUDA runtime's current device for the guard's lifetime, and then switches
+// back if the previous device was in use (Note [a rank's device]).
 class DeviceGuard {
  public:
   explicit DeviceGuard(Device device);

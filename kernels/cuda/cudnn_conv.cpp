@@ -70,22 +70,10 @@ struct Plan {
 
 constexpr std::size_t kMaxWorkspace = std::size_t{1} << 30;
 
-template <class T>
-constexpr cudnnDataType_t cudnn_type() {
-  if constexpr (std::is_same_v<T, bfloat16>)
-    return CUDNN_DATA_BFLOAT16;
-  else if constexpr (std::is_same_v<T, float16>)
-    return CUDNN_DATA_HALF;
-  else
-    return CUDNN_DATA_FLOAT;
-}
-
 // Note [cuDNN math]: the math type asked for, and whether an algorithm on tensor cores may be taken.
-cudnnMathType_t math_for(cudnnDataType_t type) {
-  if (type != CUDNN_DATA_FLOAT) return CUDNN_TENSOR_OP_MATH;
-  return allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
-}
-bool tensor_ops_allowed(cudnnDataType_t type) { return type != CUDNN_DATA_FLOAT || allow_tf32(); }
+// (Every call is f32 here: Note [16-bit convolutions on CUDA].)
+cudnnMathType_t math_for(cudnnDataType_t) { return allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH; }
+bool tensor_ops_allowed(cudnnDataType_t) { return allow_tf32(); }
 
 bool acceptable(cudnnStatus_t status, cudnnDeterminism_t determinism, cudnnMathType_t math, std::size_t memory,
                 cudnnDataType_t type) {
@@ -197,32 +185,18 @@ class Workspace {
 
 }  // namespace
 
-// α and β are floats for every data type here (f32 compute).
-template <class T>
-void conv2d_forward(const T* x, const T* w, T* y, const ConvGeometry& g, cudaStream_t stream, bool accumulate) {
-  if (g.n * g.k * g.oh() * g.ow() == 0) return;
-  cudnnHandle_t h = handle_for_current_device();
-  CUDNN_CHECK(cudnnSetStream(h, stream));
-  const Plan& p = plan_for(h, g, cudnn_type<T>());
-  Workspace ws(p.fwd_bytes, stream);
-  const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-  CUDNN_CHECK(
-      cudnnConvolutionForward(h, &one, p.x, x, p.w, w, p.conv_fwd, p.fwd, ws.data(), p.fwd_bytes, &beta, p.y, y));
-  count_library_call();
-}
-
-// Note [16-bit convolution gradients]
-// cuDNN 9's bf16 and f16 gradients (PSEUDO_BFLOAT16/PSEUDO_HALF, any algorithm, deterministic or
-// not) were seen on an H200 to carry partial sums rounded to the 16-bit type: bf16 gradients off by
-// up to 2⁻⁷ of the largest one at the CNN's conv2 shape (2×32×26×26 → 64), where f32 sums rounded
-// once differ by one bf16 ulp. cuDNN's legacy API has no switch against reduced-precision
-// reductions (cuBLAS's CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION), so a 16-bit convolution's
-// two gradients run in f32 on widened copies and are rounded once at the end: the promise of
-// Note [cuDNN math] kept, at the price of the f32 algorithms' speed for the backward pass. The
-// forward keeps cuDNN's 16-bit algorithms, whose sums stayed within f32 accumulation's bound.
-template <class T, class Gradient>
-void gradient_in_f32(std::initializer_list<std::pair<const T*, std::size_t>> inputs, T* out, std::size_t out_count,
-                     cudaStream_t stream, Gradient f32_gradient) {
+// Note [16-bit convolutions on CUDA]
+// On an H200 (cuDNN 9.14), bf16 convolutions in the PSEUDO_BFLOAT16 configuration, with the channel
+// bias added through β = 1, gave outputs outside one rounding of the f32 sum: 106 to 397 of 86,528
+// at the CNN's conv2 shape (2×32×26×26 → 64), more than even an f32 accumulator that truncates
+// would lose, and f16 15 of them. The ReLU masks that follow then differ from the CPU's, and so do
+// the gradients. cuDNN's legacy API has no switch for f32 partial sums and a single rounding (as
+// cuBLAS's CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION is), so a bf16 or f16 convolution runs
+// cuDNN's f32 algorithms on widened copies and rounds each result once: Note [cuDNN math]'s
+// promise kept, at f32 speed (no 16-bit tensor cores), until a path that keeps it is measured.
+template <class T, class F32Call>
+void in_f32(std::initializer_list<std::pair<const T*, std::size_t>> inputs, T* out, std::size_t out_count,
+            bool out_is_input, cudaStream_t stream, F32Call call) {
   std::vector<std::unique_ptr<Workspace>> wide;
   std::vector<const float*> wide_inputs;
   for (const auto& [data, count] : inputs) {
@@ -231,48 +205,73 @@ void gradient_in_f32(std::initializer_list<std::pair<const T*, std::size_t>> inp
     wide_inputs.push_back(static_cast<const float*>(wide.back()->data()));
   }
   Workspace wide_out(out_count * sizeof(float), stream);
-  f32_gradient(wide_inputs, static_cast<float*>(wide_out.data()));
+  if (out_is_input) cast(static_cast<const T*>(out), static_cast<float*>(wide_out.data()), out_count, stream);
+  call(wide_inputs, static_cast<float*>(wide_out.data()));
   cast(static_cast<const float*>(wide_out.data()), out, out_count, stream);
+}
+
+// α and β are floats (f32 compute).
+template <class T>
+void conv2d_forward(const T* x, const T* w, T* y, const ConvGeometry& g, cudaStream_t stream, bool accumulate) {
+  const std::size_t y_count = g.n * g.k * g.oh() * g.ow();
+  if (y_count == 0) return;
+  if constexpr (!std::is_same_v<T, float>) {  // Note [16-bit convolutions on CUDA]
+    in_f32<T>({{x, g.n * g.c * g.h * g.w}, {w, g.k * g.c * g.kh * g.kw}}, y, y_count, accumulate, stream,
+              [&](const std::vector<const float*>& in, float* out) {
+                conv2d_forward<float>(in[0], in[1], out, g, stream, accumulate);
+              });
+  } else {
+    cudnnHandle_t h = handle_for_current_device();
+    CUDNN_CHECK(cudnnSetStream(h, stream));
+    const Plan& p = plan_for(h, g, CUDNN_DATA_FLOAT);
+    Workspace ws(p.fwd_bytes, stream);
+    const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    CUDNN_CHECK(
+        cudnnConvolutionForward(h, &one, p.x, x, p.w, w, p.conv_fwd, p.fwd, ws.data(), p.fwd_bytes, &beta, p.y, y));
+    count_library_call();
+  }
 }
 
 template <class T>
 void conv2d_backward_data(const T* dy, const T* w, T* dx, const ConvGeometry& g, cudaStream_t stream) {
-  if (g.n * g.c * g.h * g.w == 0) return;
-  if constexpr (!std::is_same_v<T, float>) {  // Note [16-bit convolution gradients]
-    gradient_in_f32<T>({{dy, g.n * g.k * g.oh() * g.ow()}, {w, g.k * g.c * g.kh * g.kw}}, dx, g.n * g.c * g.h * g.w,
-                       stream, [&](const std::vector<const float*>& in, float* out) {
-                         conv2d_backward_data<float>(in[0], in[1], out, g, stream);
-                       });
-    return;
+  const std::size_t dx_count = g.n * g.c * g.h * g.w;
+  if (dx_count == 0) return;
+  if constexpr (!std::is_same_v<T, float>) {  // Note [16-bit convolutions on CUDA]
+    in_f32<T>({{dy, g.n * g.k * g.oh() * g.ow()}, {w, g.k * g.c * g.kh * g.kw}}, dx, dx_count, false, stream,
+              [&](const std::vector<const float*>& in, float* out) {
+                conv2d_backward_data<float>(in[0], in[1], out, g, stream);
+              });
+  } else {
+    cudnnHandle_t h = handle_for_current_device();
+    CUDNN_CHECK(cudnnSetStream(h, stream));
+    const Plan& p = plan_for(h, g, CUDNN_DATA_FLOAT);
+    Workspace ws(p.bwd_data_bytes, stream);
+    const float one = 1.0f, zero = 0.0f;
+    CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, p.w, w, p.y, dy, p.conv_data, p.bwd_data, ws.data(),
+                                             p.bwd_data_bytes, &zero, p.x, dx));
+    count_library_call();
   }
-  cudnnHandle_t h = handle_for_current_device();
-  CUDNN_CHECK(cudnnSetStream(h, stream));
-  const Plan& p = plan_for(h, g, cudnn_type<T>());
-  Workspace ws(p.bwd_data_bytes, stream);
-  const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, p.w, w, p.y, dy, p.conv_data, p.bwd_data, ws.data(),
-                                           p.bwd_data_bytes, &zero, p.x, dx));
-  count_library_call();
 }
 
 template <class T>
 void conv2d_backward_filter(const T* x, const T* dy, T* dw, const ConvGeometry& g, cudaStream_t stream) {
-  if (g.k * g.c * g.kh * g.kw == 0) return;
-  if constexpr (!std::is_same_v<T, float>) {  // Note [16-bit convolution gradients]
-    gradient_in_f32<T>({{x, g.n * g.c * g.h * g.w}, {dy, g.n * g.k * g.oh() * g.ow()}}, dw, g.k * g.c * g.kh * g.kw,
-                       stream, [&](const std::vector<const float*>& in, float* out) {
-                         conv2d_backward_filter<float>(in[0], in[1], out, g, stream);
-                       });
-    return;
+  const std::size_t dw_count = g.k * g.c * g.kh * g.kw;
+  if (dw_count == 0) return;
+  if constexpr (!std::is_same_v<T, float>) {  // Note [16-bit convolutions on CUDA]
+    in_f32<T>({{x, g.n * g.c * g.h * g.w}, {dy, g.n * g.k * g.oh() * g.ow()}}, dw, dw_count, false, stream,
+              [&](const std::vector<const float*>& in, float* out) {
+                conv2d_backward_filter<float>(in[0], in[1], out, g, stream);
+              });
+  } else {
+    cudnnHandle_t h = handle_for_current_device();
+    CUDNN_CHECK(cudnnSetStream(h, stream));
+    const Plan& p = plan_for(h, g, CUDNN_DATA_FLOAT);
+    Workspace ws(p.bwd_filter_bytes, stream);
+    const float one = 1.0f, zero = 0.0f;
+    CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, p.x, x, p.y, dy, p.conv_filter, p.bwd_filter, ws.data(),
+                                               p.bwd_filter_bytes, &zero, p.w, dw));
+    count_library_call();
   }
-  cudnnHandle_t h = handle_for_current_device();
-  CUDNN_CHECK(cudnnSetStream(h, stream));
-  const Plan& p = plan_for(h, g, cudnn_type<T>());
-  Workspace ws(p.bwd_filter_bytes, stream);
-  const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, p.x, x, p.y, dy, p.conv_filter, p.bwd_filter, ws.data(),
-                                             p.bwd_filter_bytes, &zero, p.w, dw));
-  count_library_call();
 }
 
 #else  // built without cuDNN

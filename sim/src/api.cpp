@@ -108,6 +108,7 @@ cudaError_t cudaGetDeviceCount(int* count) {
 cudaError_t cudaSetDevice(int device) {
   if (device < 0 || device >= static_cast<int>(runtime().devices.size())) return record_error(cudaErrorInvalidDevice);
   t_device = device;
+  note_context_use(device);  // CUDA 12: cudaSetDevice makes the device's primary context current
   return cudaSuccess;
 }
 

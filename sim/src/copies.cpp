@@ -31,6 +31,7 @@ cudaError_t copy_async(void* dst, const void* src, std::size_t n, cudaMemcpyKind
                        bool synchronous) {
   Runtime& rt = runtime();
   std::unique_lock<std::mutex> lock(rt.mutex);
+  note_context_use(t_device);
   if (cudaError_t e = sticky_error(rt, t_device)) return record_error(e);
   Stream* s = resolve(rt, stream);
   if (!s) return record_error(cudaErrorInvalidResourceHandle);

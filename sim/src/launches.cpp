@@ -29,6 +29,7 @@ cudaError_t enqueue_launch(LaunchRequest r) {
   const std::vector<ReachedRange> reached = std::exchange(t_reached, {});  // this launch's, even if it fails
   Runtime& run = runtime();
   std::unique_lock<std::mutex> lock(run.mutex);
+  note_context_use(t_device);
   if (cudaError_t e = sticky_error(run, t_device)) return record_error(e);
   Stream* s = resolve(run, r.stream);
   if (!s) return record_error(cudaErrorInvalidResourceHandle);

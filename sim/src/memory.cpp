@@ -157,6 +157,7 @@ using ember_sim::fail;
 cudaError_t cudaMalloc(void** ptr, size_t size) {
   Runtime& rt = runtime();
   std::unique_lock<std::mutex> lock(rt.mutex);
+  note_context_use(t_device);
   if (cudaError_t e = sticky_error(rt, t_device)) return record_error(e);
   if (cudaError_t e = unsafe_during_capture(rt, "cudaMalloc")) return record_error(e);
   return allocate_device(rt, lock, ptr, size, nullptr, "cudaMalloc");
@@ -179,6 +180,7 @@ cudaError_t cudaFree(void* ptr) {
 cudaError_t cudaMallocAsync(void** ptr, size_t size, cudaStream_t stream) {
   Runtime& rt = runtime();
   std::unique_lock<std::mutex> lock(rt.mutex);
+  note_context_use(t_device);
   if (cudaError_t e = sticky_error(rt, t_device)) return record_error(e);
   Stream* s = nullptr;
   if (cudaError_t e = issuing_stream(rt, stream, &s)) return record_error(e);
@@ -240,6 +242,7 @@ cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned int) {
   Runtime& rt = runtime();
   std::lock_guard<std::mutex> lock(rt.mutex);
   if (cudaError_t e = unsafe_during_capture(rt, "cudaHostAlloc")) return record_error(e);
+  note_context_use(t_device);
   Memory* m = new_memory(rt, size, -1, "pinned host buffer of " + bytes_text(size));
   if (!m) return record_error(cudaErrorMemoryAllocation);
   // Poisoned as device memory is (new_memory): CUDA leaves pinned memory undefined, so a read

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -67,6 +68,16 @@ Runtime& runtime() {
 }
 
 thread_local int t_device = 0;
+
+namespace {
+constexpr std::size_t kCountedDevices = 16;
+thread_local std::array<std::uint64_t, kCountedDevices> t_context_uses{};
+}  // namespace
+
+void note_context_use(int device) {
+  if (device >= 0 && static_cast<std::size_t>(device) < kCountedDevices)
+    ++t_context_uses[static_cast<std::size_t>(device)];
+}
 
 // ---- the workers ---------------------------------------------------------------------------------
 namespace {
@@ -231,3 +242,13 @@ cudaError_t enqueue_work(cudaStream_t stream, const std::string& what, std::vect
 int current_device() { return t_device; }
 
 }  // namespace ember_sim::rt
+
+namespace ember_sim {
+std::uint64_t context_uses_on_this_thread(int device) {
+  return device >= 0 && static_cast<std::size_t>(device) < rt::kCountedDevices
+             ? rt::t_context_uses[static_cast<std::size_t>(device)]
+             : 0;
+}
+}  // namespace ember_sim
+
+namespace ember_sim::rt {}  // namespace ember_sim::rt

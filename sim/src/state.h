@@ -149,6 +149,9 @@ struct Runtime {
 Runtime& runtime();
 
 extern thread_local int t_device;
+// A call that needs the current device's context (CUDA 12 makes it at cudaSetDevice, else at the
+// first such call), counted per host thread and device (ember_sim/introspection.h).
+void note_context_use(int device);
 cudaError_t record_error(cudaError_t e);  // the calling thread's last error, for cudaGetLastError (api.cpp)
 cudaError_t sticky_error(Runtime& rt, int device);
 

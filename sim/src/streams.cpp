@@ -47,6 +47,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) 
   if (!stream) return cudaErrorInvalidValue;
   Runtime& rt = runtime();
   std::lock_guard<std::mutex> lock(rt.mutex);
+  note_context_use(t_device);
   *stream = reinterpret_cast<cudaStream_t>(new_stream(rt, t_device, !(flags & cudaStreamNonBlocking), false));
   return cudaSuccess;
 }

@@ -3,12 +3,19 @@
 // stream guard survives the stream, pinned staging is not refilled while a copy reads it, peer
 // copies are ordered on both devices, and the DeviceLoader carries batches its loader normalized.
 // On the software GPU a missing order is reported by name even when timing would hide it.
+#include <cuda_runtime.h>
 #include <catch2/catch.hpp>
+
+#include <string>
+#include <thread>
 
 #include "core/ops/ops.h"
 #include "cuda/cuda_helpers.h"
 #include "data/loader.h"
 #include "optim/optimizer.h"
+#if EMBER_TEST_ON_SIM
+#include "ember_sim/introspection.h"
+#endif
 
 using namespace ember;
 using namespace ember::testing;
@@ -85,6 +92,41 @@ TEST_CASE("a pinned staging slot is not refilled while an asynchronous copy out 
     REQUIRE(on_device.size() == 8);
     for (std::size_t b = 0; b < on_device.size(); ++b) REQUIRE(on_device[b].to_vector<std::uint8_t>() == expected[b]);
   }
+}
+
+// Note [a rank's device]: a thread that works on cuda:1 only, as rank 1 of a data-parallel run
+// does, keeps cuda:1 current through its ops and never makes device 0 current (on the software GPU:
+// no call of its needs device 0's context). Without set_device, the ops' guards switched back to
+// device 0 after each op, a context on GPU 0 for every rank.
+TEST_CASE("a thread that set its device stays there through its ops, and never touches device 0") {
+  if (cuda::device_count() < 2) EMBER_SKIP_CASE("one CUDA device (two are needed: the software GPU has them)");
+  const Device rank_device = Device::cuda(1);
+  int current_after = -1;
+  std::uint64_t device_0_uses = 0;
+  std::string failure;
+  std::vector<float> values;
+  std::thread rank([&] {
+    try {
+      cuda::set_device(rank_device);
+      const Tensor a = full({1000}, 2.0, {.device = rank_device});
+      const Tensor host = (a * 3.0).to(Device::cpu(), /*non_blocking=*/true);  // pinned memory
+      const Tensor staged = empty({256}, {.pinned = true}).to(rank_device, /*non_blocking=*/true);
+      cuda::synchronize(rank_device);
+      values = host.to_vector<float>();
+      (void)staged;
+      cudaGetDevice(&current_after);
+#if EMBER_TEST_ON_SIM
+      device_0_uses = ember_sim::context_uses_on_this_thread(0);
+#endif
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  });
+  rank.join();
+  REQUIRE(failure.empty());
+  CHECK(values[999] == 6.0f);
+  CHECK(current_after == 1);
+  CHECK(device_0_uses == 0);
 }
 
 TEST_CASE("a peer copy is ordered after the destination's allocation and before its later work") {
