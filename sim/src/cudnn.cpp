@@ -375,6 +375,19 @@ cudnnStatus_t cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnnHandle_t h, co
   return CUDNN_STATUS_SUCCESS;
 }
 
+namespace {
+// Stricter than cuDNN: a convolution runs under the math type its algorithm reported
+// (perf.mathType), on a descriptor set to it, as PyTorch's Conv_v7.cpp does — the type asked for
+// (CUDNN_DEFAULT_MATH, say) is not the one the algorithm was chosen under.
+void require_reported_math(const cudnnConvolutionStruct* conv, const Geometry& g, const char* call) {
+  if (conv->math == g.math) return;
+  ember_sim::fail(std::string(call) + ": the convolution descriptor's math type is " +
+                  std::to_string(static_cast<int>(conv->math)) + " but the algorithm reports " +
+                  std::to_string(static_cast<int>(g.math)) +
+                  " (perf.mathType): set the reported type on the descriptor the call runs with");
+}
+}  // namespace
+
 cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t h, const void* alpha, const cudnnTensorDescriptor_t xd,
                                       const void* x, const cudnnFilterDescriptor_t wd, const void* w,
                                       const cudnnConvolutionDescriptor_t conv, cudnnConvolutionFwdAlgo_t algo,
@@ -384,6 +397,7 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t h, const void* alpha, const 
   if (!alpha || !beta || !x || !w || !y) return CUDNN_STATUS_BAD_PARAM;
   Geometry g{};
   if (const cudnnStatus_t st = geometry(xd, wd, conv, yd, g); st != CUDNN_STATUS_SUCCESS) return st;
+  require_reported_math(conv, g, "cudnnConvolutionForward");
   const float a = *static_cast<const float*>(alpha), b = *static_cast<const float*>(beta);
   std::vector<ember_sim::rt::Access> accesses{{x, g.x_bytes(), false, "x of cudnnConvolutionForward"},
                                               {w, g.w_bytes(), false, "w of cudnnConvolutionForward"},
@@ -406,6 +420,7 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t h, const void* alpha, c
   if (!alpha || !beta || !w || !dy || !dx) return CUDNN_STATUS_BAD_PARAM;
   Geometry g{};
   if (const cudnnStatus_t st = geometry(dxd, wd, conv, dyd, g); st != CUDNN_STATUS_SUCCESS) return st;
+  require_reported_math(conv, g, "cudnnConvolutionBackwardData");
   const AlgoInfo* info = find_algo(kBackwardData, algo);
   const bool shuffled = info && !info->deterministic;
   const float a = *static_cast<const float*>(alpha), b = *static_cast<const float*>(beta);
@@ -430,6 +445,7 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t h, const void* alpha,
   if (!alpha || !beta || !x || !dy || !dw) return CUDNN_STATUS_BAD_PARAM;
   Geometry g{};
   if (const cudnnStatus_t st = geometry(xd, dwd, conv, dyd, g); st != CUDNN_STATUS_SUCCESS) return st;
+  require_reported_math(conv, g, "cudnnConvolutionBackwardFilter");
   const AlgoInfo* info = find_algo(kBackwardFilter, algo);
   const bool shuffled = info && !info->deterministic;
   const float a = *static_cast<const float*>(alpha), b = *static_cast<const float*>(beta);

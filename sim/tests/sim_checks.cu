@@ -4,6 +4,7 @@
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <cudnn.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -385,6 +386,30 @@ const std::map<std::string, std::function<void()>>& checks() {
            std::printf("%s\n", e.what());
            std::exit(0);
          }
+       }},
+      // A TF32-allowing descriptor (CUDNN_DEFAULT_MATH) kept for the call, though the algorithm
+      // reports CUDNN_TENSOR_OP_MATH (kernels/cuda/cudnn_conv.cpp sets the reported type).
+      {"convolution_under_another_math_type",
+       [] {
+         cudnnHandle_t h = nullptr;
+         cudnnCreate(&h);
+         cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+         cudnnFilterDescriptor_t w = nullptr;
+         cudnnConvolutionDescriptor_t conv = nullptr;
+         cudnnCreateTensorDescriptor(&x);
+         cudnnCreateTensorDescriptor(&y);
+         cudnnCreateFilterDescriptor(&w);
+         cudnnCreateConvolutionDescriptor(&conv);
+         cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, 1, 4, 4);
+         cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, 1, 4, 4);
+         cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, 1, 1, 1, 1);
+         cudnnSetConvolution2dDescriptor(conv, 0, 0, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT);
+         cudnnSetConvolutionMathType(conv, CUDNN_DEFAULT_MATH);
+         DeviceBuffer<float> xs(16), ws(1), ys(16);
+         const float one = 1.0f, zero = 0.0f;
+         cudnnConvolutionForward(h, &one, x, xs.data, w, ws.data, conv, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
+                                 nullptr, 0, &zero, y, ys.data);
+         cudaDeviceSynchronize();
        }},
       {"trap_is_sticky",
        [] {

@@ -911,6 +911,8 @@ TEST_CASE("TF32: cuBLAS's math mode, cuBLASLt's compute type and cuDNN's default
     REQUIRE(cudnnGetConvolutionForwardAlgorithm_v7(g.handle, g.x, g.f, g.conv, g.y, 4, &found, perf) ==
             CUDNN_STATUS_SUCCESS);
     CHECK(perf[0].mathType == (tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
+    // The call runs under the reported type (the model refuses any other: sim_checks).
+    REQUIRE(cudnnSetConvolutionMathType(g.conv, perf[0].mathType) == CUDNN_STATUS_SUCCESS);
     DeviceBuffer<float> y(16);
     REQUIRE(cudnnConvolutionForward(g.handle, &one, g.x, a.data, g.f, b.data, g.conv,
                                     CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, nullptr, 0, &zero, g.y,

@@ -29,6 +29,21 @@ for command in "apps/mnist_train --data" "apps/bench_kernels --device cuda" "com
   grep -rqF -- "$command" "$work/out" && pass "printed: $command" || fail "not printed: $command"
 done
 grep -q "^## build" "$report" && fail "--skip build still ran the build" || pass "--skip leaves a section out"
+# A driver older than the toolkit: a stand-in nvidia-smi reports CUDA 12.4 beside this machine's
+# nvcc 13 (and no older toolkit): the check stops at once and says which, and runs nothing more.
+if command -v nvcc >/dev/null && [ "$(nvcc --version | sed -n 's/.*release \([0-9]*\)\..*/\1/p')" -ge 13 ] &&
+  ! ls /usr/local/cuda-1[0-2]*/bin/nvcc >/dev/null 2>&1; then
+  mkdir -p "$work/bin"
+  printf '#!/bin/sh\necho "| NVIDIA-SMI 550.54   Driver Version: 550.54   CUDA Version: 12.4 |"\n' >"$work/bin/nvidia-smi"
+  chmod +x "$work/bin/nvidia-smi"
+  PATH=$work/bin:$PATH OUT=$work/old bash "$root/scripts/gpu_check.sh" --dry-run --skip build >"$work/old.txt" 2>&1
+  if grep -q "STOP: the driver runs CUDA 12.4 code at most, and no installed toolkit is that old" "$work/old/report.md" &&
+    grep -q "^## test: not run (the facts section stopped the check)" "$work/old/report.md"; then
+    pass "a driver older than every toolkit stops the check, naming both versions"
+  else
+    fail "old driver: $(grep -A2 '^## facts\|STOP\|## test' "$work/old/report.md" | head -8)"
+  fi
+fi
 OUT=$work/bad bash "$root/scripts/gpu_check.sh" --budget nosuch=3 >"$work/bad.txt" 2>&1
 [ $? = 2 ] && grep -q "budget takes SECTION=SECONDS" "$work/bad.txt" && pass "--budget names what it takes" ||
   fail "--budget nosuch=3: $(cat "$work/bad.txt")"
