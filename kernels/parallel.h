@@ -27,15 +27,18 @@
 
 namespace ember::kernels::cpu {
 
-// The fewest elements an elementwise loop hands to a thread. Measured here (`bench_kernels
-// --filter parallel_split`, docs/results/cpu-threads.md, medians of 3 runs): an f32 ReLU cut in two
-// pieces on 2 threads breaks even near 6K elements while the worker polls, gains 1.2× at 8K–16K
-// (and under 1.2× in some runs), 1.45× at 64K and 1.6–2.0× from 128K; a worker that has gone to
-// sleep costs 30–50 µs. Pieces of 32K split the loops of 64K elements and more.
-constexpr std::size_t kElementsPerPiece = 32 * 1024;
-// The fewest multiply-adds a piece of a CPU GEMM holds: ember's f32 kernel's tiles and OpenBLAS's
-// blocks (Note [parallel GEMM]) alike.
-constexpr double kGemmProductsPerPiece = 2.0 * 1024 * 1024;
+// The fewest elements an elementwise loop hands to a thread, and the fewest multiply-adds a piece of
+// a CPU GEMM holds (ember's f32 and bf16 kernels' tiles and OpenBLAS's blocks alike: Note [parallel
+// GEMM]). Loops repeated back to back on the same buffers (`bench_kernels --filter parallel_split`,
+// docs/results/cpu-threads.md) gain from 8K elements, but there each core keeps its half in its own
+// cache. Inside a training step the calling thread wrote the inputs and reads the outputs next, so
+// a second core first pulls its half across: at 2 threads the 784-32-10 MLP, whose only split
+// loops were a 3.2M-product weight gradient (f32), its 100K-element input cast and 25K-parameter
+// SGD update (bf16), trained 10–25% slower than at 1 thread (Zen 4; docs/results/cpu-threads.md,
+// "Small work stays whole"). At these sizes its steps keep every loop on one thread, and the
+// wide MLP and the CNN, whose loops are 10–100 times larger, still split.
+constexpr std::size_t kElementsPerPiece = 64 * 1024;
+constexpr double kGemmProductsPerPiece = 4.0 * 1024 * 1024;
 // Items (rows, planes, channels) of `elements` values each that make at least such a piece.
 constexpr std::size_t items_per_piece(std::size_t elements) {
   return elements >= kElementsPerPiece ? 1 : kElementsPerPiece / (elements > 0 ? elements : 1);
