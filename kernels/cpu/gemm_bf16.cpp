@@ -313,7 +313,8 @@ void gemm_avx512_bf16(std::size_t m, std::size_t n, std::size_t k, const bfloat1
     pack_b(n - stored, k, BView{b.transposed ? b.b + stored * b.ldb : b.b + stored, b.ldb, b.transposed}, packed);
   const std::uint16_t* panels = packed.data();
   const std::size_t blocks = (m + kRows - 1) / kRows;
-  const std::size_t blocks_per_piece = static_cast<std::size_t>(std::max(1.0, kGemmProductsPerPiece / static_cast<double>(kRows * n * k)));
+  const std::size_t blocks_per_piece =
+      static_cast<std::size_t>(std::max(1.0, kGemmProductsPerPiece / static_cast<double>(kRows * n * k)));
   parallel_for(
       blocks, blocks_per_piece,
       [&](std::size_t first, std::size_t last) {
