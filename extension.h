@@ -11,6 +11,7 @@
 //                                        a differentiable op's derivative rule (core/tensor/autograd.h)
 //   ember::kernels::WriteMode, EMBER_HOST_DEVICE, ceil_div   (kernels/common.h)
 //   ember::gradcheck                     finite-difference checks of the result (core/ops/gradcheck.h)
+//   ember::ext::AutocastInputs, OpPolicy an op's inputs as autocast casts them (core/ops/autocast.h)
 // Device code includes <ember/extension_cuda.cuh> for the launch helper.
 #pragma once
 

@@ -14,60 +14,100 @@
 // two elsewhere: CUDA's expf, logf, tanhf and powf are not glibc's, and nvcc contracts a·b + c into
 // one fused multiply-add where GCC rounds twice (affine, the pixel normalization).
 //
-// Adding an elementwise op: its enum value, its formula and its case in the visitor, all here;
-// then the op in core/ (ops.h and ops_elementwise.cpp), its test, and its row in docs/ops.md.
+// Note [op lists]
+// ~~~~~~~~~~~~~~~
+// Each kind of elementwise op is one X-macro list below, and everything that enumerates the ops
+// is generated from it: the enums, the visitors that turn a run-time op into a compile-time one,
+// the names tests and errors print, the counts. An activation's entry also generates its public
+// function, its derivative's wiring and its autocast policy line in core/ops/ (ops.h,
+// elementwise.cpp, op_list.h). Adding an activation without arguments — softplus was added so —
+// touches three files: its entry and its two formulas (the value, and the derivative in
+// activation_grad_formula) here, its sample in tests/support/op_table_elementwise.cpp (with its
+// PyTorch spelling), and its row in docs/ops.md. Every op-wide test (gradcheck, CPU f32 against
+// f64, CUDA against the CPU, PyTorch, autocast, the docs) then covers it.
 #pragma once
 
 #include <math.h>
 
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #include "core/base/half.h"
 #include "kernels/common.h"
 
 namespace ember::kernels {
 
-enum class UnaryOp : std::uint8_t {
-  neg,
-  exp,
-  log,
-  sqrt,
-  sigmoid,
-  tanh,
-  relu,
-  leaky_relu,
-  pow,
-  affine,
-  erf,
-  rsqrt,
-  abs,
-  clamp
-};
+// Unary ops whose derivative core/ops/elementwise.cpp writes with other ops: X(name).
+#define EMBER_UNARY_OPS_COMPOSED(X) X(neg) X(exp) X(log) X(sqrt) X(pow) X(affine)
+// Activations: unary ops whose derivative is activation_grad_formula's case of the same name, from
+// the saved input x (input), the saved output y (output), or only y's sign (output_sign: its 16-bit
+// gradient on CUDA needs no widened copy). X(name, saved, cuda_autocast): cuda_autocast is the
+// autocast policy on CUDA (PyTorch's lists, Note [autocast policy]); on the CPU it is none. These
+// take no arguments: ember::name(x) is generated for each.
+#define EMBER_ACTIVATIONS(X) \
+  X(sigmoid, output, none)   \
+  X(tanh, output, none)      \
+  X(relu, output_sign, none) \
+  X(erf, input, none)        \
+  X(rsqrt, output, fp32)     \
+  X(abs, input, none)        \
+  X(softplus, input, fp32)
+// Activations with arguments (OpArgs below), their public functions written by hand: X(name).
+#define EMBER_ACTIVATIONS_WITH_ARGS(X) X(leaky_relu) X(clamp)
 // maximum and minimum propagate NaN (as PyTorch's do); the *_share ops are their derivatives'
 // weights for the first operand: 1 where it alone is the extreme, ½ where the two tie, 0 otherwise.
 // gt ... ne give 1 or 0 (comparisons with NaN give 0, ne gives 1).
-enum class BinaryOp : std::uint8_t {
-  add,
-  sub,
-  mul,
-  div,
-  maximum,
-  minimum,
-  maximum_share,
-  minimum_share,
-  gt,
-  lt,
-  ge,
-  le,
-  eq,
-  ne
+#define EMBER_BINARY_OPS(X) \
+  X(add)                    \
+  X(sub) X(mul) X(div) X(maximum) X(minimum) X(maximum_share) X(minimum_share) X(gt) X(lt) X(ge) X(le) X(eq) X(ne)
+
+#define EMBER_NAME_ONLY(name, ...) name,
+enum class UnaryOp : std::uint8_t {
+  EMBER_UNARY_OPS_COMPOSED(EMBER_NAME_ONLY) EMBER_ACTIVATIONS(EMBER_NAME_ONLY)
+      EMBER_ACTIVATIONS_WITH_ARGS(EMBER_NAME_ONLY)
 };
-// The derivative of an activation from the upstream gradient dy and a saved tensor: the
-// activation's output y for relu, sigmoid, tanh and rsqrt; its input x for leaky_relu (whose
-// output loses the sign when the slope is negative or zero), erf, abs and clamp.
-enum class ActivationGrad : std::uint8_t { relu, sigmoid, tanh, leaky_relu, erf, rsqrt, abs, clamp };
+enum class BinaryOp : std::uint8_t { EMBER_BINARY_OPS(EMBER_NAME_ONLY) };
+// The derivative of an activation from the upstream gradient dy and the saved tensor its entry
+// names.
+enum class ActivationGrad : std::uint8_t {
+  EMBER_ACTIVATIONS(EMBER_NAME_ONLY) EMBER_ACTIVATIONS_WITH_ARGS(EMBER_NAME_ONLY)
+};
+#undef EMBER_NAME_ONLY
+
+// Every op of a kind, in its enum's order, and their names: for tests and messages.
+#define EMBER_OP_VALUE(name, ...) Kind::name,
+#define EMBER_OP_NAME(name, ...) #name,
+template <class Kind>
+struct OpList;
+template <>
+struct OpList<UnaryOp> {
+  using Kind = UnaryOp;
+  static constexpr Kind all[] = {EMBER_UNARY_OPS_COMPOSED(EMBER_OP_VALUE) EMBER_ACTIVATIONS(EMBER_OP_VALUE)
+                                     EMBER_ACTIVATIONS_WITH_ARGS(EMBER_OP_VALUE)};
+  static constexpr const char* names[] = {EMBER_UNARY_OPS_COMPOSED(EMBER_OP_NAME) EMBER_ACTIVATIONS(EMBER_OP_NAME)
+                                              EMBER_ACTIVATIONS_WITH_ARGS(EMBER_OP_NAME)};
+};
+template <>
+struct OpList<BinaryOp> {
+  using Kind = BinaryOp;
+  static constexpr Kind all[] = {EMBER_BINARY_OPS(EMBER_OP_VALUE)};
+  static constexpr const char* names[] = {EMBER_BINARY_OPS(EMBER_OP_NAME)};
+};
+template <>
+struct OpList<ActivationGrad> {
+  using Kind = ActivationGrad;
+  static constexpr Kind all[] = {EMBER_ACTIVATIONS(EMBER_OP_VALUE) EMBER_ACTIVATIONS_WITH_ARGS(EMBER_OP_VALUE)};
+  static constexpr const char* names[] = {EMBER_ACTIVATIONS(EMBER_OP_NAME) EMBER_ACTIVATIONS_WITH_ARGS(EMBER_OP_NAME)};
+};
+#undef EMBER_OP_VALUE
+#undef EMBER_OP_NAME
+template <class Kind>
+constexpr const char* op_name(Kind op) {
+  return OpList<Kind>::names[static_cast<std::size_t>(op)];
+}
 
 // The ops' parameters: leaky_relu a = negative slope; pow a = exponent; affine x·a + b; clamp to
 // [a, b] (±∞ for a bound not given).
@@ -90,6 +130,8 @@ EMBER_HOST_DEVICE float pow(float x, float y) { return ::powf(x, y); }
 EMBER_HOST_DEVICE double pow(double x, double y) { return ::pow(x, y); }
 EMBER_HOST_DEVICE float erf(float x) { return ::erff(x); }
 EMBER_HOST_DEVICE double erf(double x) { return ::erf(x); }
+EMBER_HOST_DEVICE float log1p(float x) { return ::log1pf(x); }
+EMBER_HOST_DEVICE double log1p(double x) { return ::log1p(x); }
 }  // namespace math
 
 template <UnaryOp Op, class T>
@@ -122,8 +164,12 @@ EMBER_HOST_DEVICE T unary_formula(T x, OpArgs<T> args) {
     return x < T(0) ? -x : (x == T(0) ? T(0) : x);  // −0 gives +0, NaN stays NaN
   else if constexpr (Op == UnaryOp::clamp)
     return x != x ? x : (x < args.a ? args.a : (x > args.b ? args.b : x));  // NaN stays NaN
-  else
-    return x * args.a + args.b;  // affine
+  else if constexpr (Op == UnaryOp::softplus)
+    return x > T(20) ? x : math::log1p(math::exp(x));  // PyTorch's, beta 1 and threshold 20
+  else {
+    static_assert(Op == UnaryOp::affine, "a unary op without a formula");
+    return x * args.a + args.b;
+  }
 }
 
 template <BinaryOp Op, class T>
@@ -154,8 +200,10 @@ EMBER_HOST_DEVICE T binary_formula(T a, T b) {
     return a <= b ? T(1) : T(0);
   else if constexpr (Op == BinaryOp::eq)
     return a == b ? T(1) : T(0);
-  else
-    return a != b ? T(1) : T(0);  // ne
+  else {
+    static_assert(Op == BinaryOp::ne, "a binary op without a formula");
+    return a != b ? T(1) : T(0);
+  }
 }
 
 template <ActivationGrad Op, class T>
@@ -174,8 +222,13 @@ EMBER_HOST_DEVICE T activation_grad_formula(T dy, T saved, OpArgs<T> args) {
     return dy * T(-0.5) * saved * saved * saved;  // −½·y³, from y = x^(−½)
   else if constexpr (Op == ActivationGrad::abs)
     return saved > T(0) ? dy : (saved < T(0) ? -dy : T(0));  // sign(x), 0 at 0 (PyTorch's)
-  else
-    return saved >= args.a && saved <= args.b ? dy : T(0);  // clamp: 1 inside [a, b], bounds included
+  else if constexpr (Op == ActivationGrad::clamp)
+    return saved >= args.a && saved <= args.b ? dy : T(0);  // 1 inside [a, b], bounds included
+  else {
+    static_assert(Op == ActivationGrad::softplus, "an activation without a derivative");
+    const T z = math::exp(saved);  // PyTorch's softplus_backward: dy·z/(z + 1), from x
+    return saved > T(20) ? dy : dy * z / (z + T(1));
+  }
 }
 
 // out = cond ? a : b (where).
@@ -226,97 +279,25 @@ EMBER_HOST_DEVICE float scale_pixel(std::uint8_t x, PixelScaling s) {
 
 // Run-time op → compile-time op: f(std::integral_constant<Op, op>{}), so that each backend
 // compiles one loop (or kernel) per formula. Host code only.
+template <class Kind, class F>
+void with_op(Kind op, F&& f) {
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    (void)((op == OpList<Kind>::all[I] ? (f(std::integral_constant<Kind, OpList<Kind>::all[I]>{}), true) : false) ||
+           ...);
+  }
+  (std::make_index_sequence<std::size(OpList<Kind>::all)>{});
+}
 template <class F>
 void with_unary_op(UnaryOp op, F&& f) {
-  using U = UnaryOp;
-  switch (op) {
-    case U::neg:
-      return f(std::integral_constant<U, U::neg>{});
-    case U::exp:
-      return f(std::integral_constant<U, U::exp>{});
-    case U::log:
-      return f(std::integral_constant<U, U::log>{});
-    case U::sqrt:
-      return f(std::integral_constant<U, U::sqrt>{});
-    case U::sigmoid:
-      return f(std::integral_constant<U, U::sigmoid>{});
-    case U::tanh:
-      return f(std::integral_constant<U, U::tanh>{});
-    case U::relu:
-      return f(std::integral_constant<U, U::relu>{});
-    case U::leaky_relu:
-      return f(std::integral_constant<U, U::leaky_relu>{});
-    case U::pow:
-      return f(std::integral_constant<U, U::pow>{});
-    case U::affine:
-      return f(std::integral_constant<U, U::affine>{});
-    case U::erf:
-      return f(std::integral_constant<U, U::erf>{});
-    case U::rsqrt:
-      return f(std::integral_constant<U, U::rsqrt>{});
-    case U::abs:
-      return f(std::integral_constant<U, U::abs>{});
-    case U::clamp:
-      return f(std::integral_constant<U, U::clamp>{});
-  }
+  with_op(op, std::forward<F>(f));
 }
-
 template <class F>
 void with_binary_op(BinaryOp op, F&& f) {
-  using B = BinaryOp;
-  switch (op) {
-    case B::add:
-      return f(std::integral_constant<B, B::add>{});
-    case B::sub:
-      return f(std::integral_constant<B, B::sub>{});
-    case B::mul:
-      return f(std::integral_constant<B, B::mul>{});
-    case B::div:
-      return f(std::integral_constant<B, B::div>{});
-    case B::maximum:
-      return f(std::integral_constant<B, B::maximum>{});
-    case B::minimum:
-      return f(std::integral_constant<B, B::minimum>{});
-    case B::maximum_share:
-      return f(std::integral_constant<B, B::maximum_share>{});
-    case B::minimum_share:
-      return f(std::integral_constant<B, B::minimum_share>{});
-    case B::gt:
-      return f(std::integral_constant<B, B::gt>{});
-    case B::lt:
-      return f(std::integral_constant<B, B::lt>{});
-    case B::ge:
-      return f(std::integral_constant<B, B::ge>{});
-    case B::le:
-      return f(std::integral_constant<B, B::le>{});
-    case B::eq:
-      return f(std::integral_constant<B, B::eq>{});
-    case B::ne:
-      return f(std::integral_constant<B, B::ne>{});
-  }
+  with_op(op, std::forward<F>(f));
 }
-
 template <class F>
 void with_activation_grad(ActivationGrad op, F&& f) {
-  using A = ActivationGrad;
-  switch (op) {
-    case A::relu:
-      return f(std::integral_constant<A, A::relu>{});
-    case A::sigmoid:
-      return f(std::integral_constant<A, A::sigmoid>{});
-    case A::tanh:
-      return f(std::integral_constant<A, A::tanh>{});
-    case A::leaky_relu:
-      return f(std::integral_constant<A, A::leaky_relu>{});
-    case A::erf:
-      return f(std::integral_constant<A, A::erf>{});
-    case A::rsqrt:
-      return f(std::integral_constant<A, A::rsqrt>{});
-    case A::abs:
-      return f(std::integral_constant<A, A::abs>{});
-    case A::clamp:
-      return f(std::integral_constant<A, A::clamp>{});
-  }
+  with_op(op, std::forward<F>(f));
 }
 
 }  // namespace ember::kernels

@@ -14,33 +14,6 @@ namespace {
 
 using enum CastPolicy;
 
-// Note [autocast policy]: every op of ember on one of PyTorch 2.15's lists, with its list per
-// device type. The fused ops follow the op they start with (their ReLU and pooling are on no list
-// and would run in the product's dtype anyway). cross_entropy is on the CPU's f32 list; on CUDA,
-// PyTorch's cross_entropy is log_softmax and nll_loss, both on its f32 lists. On CUDA, softmax,
-// log_softmax and sum are "f32 with the dtype argument set": the same result dtype.
-struct PolicyLine {
-  std::string_view op;
-  CastPolicy cpu, cuda;
-};
-constexpr std::array kPolicies{
-    PolicyLine{"matmul", lower_precision, lower_precision},
-    PolicyLine{"linear", lower_precision, lower_precision},
-    PolicyLine{"fused::linear_relu", lower_precision, lower_precision},
-    PolicyLine{"conv2d", lower_precision, lower_precision},
-    PolicyLine{"fused::conv2d_relu", lower_precision, lower_precision},
-    PolicyLine{"fused::conv2d_relu_max_pool2d", lower_precision, lower_precision},
-    PolicyLine{"cross_entropy", fp32, fp32},
-    PolicyLine{"softmax", none, fp32},
-    PolicyLine{"log_softmax", none, fp32},
-    PolicyLine{"exp", none, fp32},
-    PolicyLine{"log", none, fp32},
-    PolicyLine{"pow", none, fp32},
-    PolicyLine{"rsqrt", none, fp32},
-    PolicyLine{"sum", none, fp32},
-    PolicyLine{"cat", promote, promote},
-};
-
 struct TypeState {
   bool enabled;
   DType dtype;
@@ -82,16 +55,9 @@ std::string_view cast_policy_name(CastPolicy policy) {
   return "?";
 }
 
-CastPolicy autocast_policy(std::string_view op, Device device) {
-  const auto line = std::find_if(kPolicies.begin(), kPolicies.end(), [&](const PolicyLine& l) { return l.op == op; });
-  if (line == kPolicies.end()) return none;
-  return device.is_cuda() ? line->cuda : line->cpu;
-}
-
-std::vector<std::string_view> autocast_listed_ops() {
-  std::vector<std::string_view> ops;
-  for (const PolicyLine& line : kPolicies) ops.push_back(line.op);
-  return ops;
+CastPolicy autocast_policy(OpKey op, Device device) {
+  const OpPolicy& policy = op_entry(op).policy;
+  return device.is_cuda() ? policy.cuda : policy.cpu;
 }
 
 AutocastScope::AutocastScope(Device device, DType dtype, bool enabled) : type_(device.type) {
@@ -118,24 +84,24 @@ namespace ext {
 // With autocast off on every device (the common case) an op's check copies and allocates nothing.
 bool any_enabled() { return t_cpu.enabled || t_cuda.enabled; }
 
-AutocastInputs::AutocastInputs(std::string_view op, std::initializer_list<const Tensor*> inputs) {
+AutocastInputs::AutocastInputs(OpPolicy policy, std::initializer_list<const Tensor*> inputs) {
   if (!any_enabled()) return;
   for (const Tensor* t : inputs) cast_.push_back(*t);
-  apply(op);
+  apply(policy);
 }
 
-AutocastInputs::AutocastInputs(std::string_view op, std::span<const Tensor> inputs) {
+AutocastInputs::AutocastInputs(OpPolicy policy, std::span<const Tensor> inputs) {
   if (!any_enabled()) return;
   cast_.assign(inputs.begin(), inputs.end());
-  apply(op);
+  apply(policy);
 }
 
-void AutocastInputs::apply(std::string_view op) {
+void AutocastInputs::apply(OpPolicy op_policy) {
   const auto first = std::find_if(cast_.begin(), cast_.end(), [](const Tensor& t) { return t.defined(); });
   if (first == cast_.end()) return;
   const Device device = first->device();
   if (!autocast_enabled(device)) return;
-  const CastPolicy policy = autocast_policy(op, device);
+  const CastPolicy policy = device.is_cuda() ? op_policy.cuda : op_policy.cpu;
   if (policy == none) return;
   DType widest = DType::bf16;
   bool any_bf16 = false, any_f16 = false;

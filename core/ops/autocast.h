@@ -13,7 +13,7 @@
 //   loss.backward();                      // f32 gradients for the f32 parameters
 //
 // Note [autocast policy]
-// Each op's policy per device type is one line of the table in core/ops/autocast.cpp, copied
+// Each op's policy per device type is on its line of the op list (core/ops/op_list.h), copied
 // from PyTorch 2.15 (the CPU lists of ATen/autocast_mode.cpp, the CUDA lists of
 // ATen/autocast_mode.h) for the ops ember has; docs/ops.md prints it and
 // scripts/compare/autocast_policy.py compares it with an installed PyTorch op by op.
@@ -35,16 +35,14 @@
 #include <string_view>
 #include <vector>
 
+#include "core/ops/op_list.h"
 #include "core/tensor/tensor.h"
 
 namespace ember {
 
-enum class CastPolicy : std::uint8_t { none, lower_precision, fp32, promote };
 std::string_view cast_policy_name(CastPolicy policy);
-// The policy of `op` (spelled as in docs/ops.md: "linear", "fused::linear_relu") on a device's type.
-CastPolicy autocast_policy(std::string_view op, Device device);
-// The ops whose policy is other than `none` on some device type, in the table's order.
-std::vector<std::string_view> autocast_listed_ops();
+// An op's policy on a device's type (op_key("fused::linear_relu") finds an op by its spelling).
+CastPolicy autocast_policy(OpKey op, Device device);
 
 // Turns autocast on (or, with enabled = false, off) for one device type until the scope ends, and
 // restores what was there before, exceptions included. dtype is bf16 or f16 (f16 on the CPU is
@@ -78,19 +76,23 @@ namespace ext {
 
 // An op's inputs as its policy casts them on their device, when autocast is on there. An op on
 // one of the lists starts with
-//   if (const ext::AutocastInputs cast{"linear", {&input, &weight, &bias}}) return linear(cast[0], cast[1], cast[2]);
+//   if (const ext::AutocastInputs cast{OpKey::linear, {&input, &weight, &bias}})
+//     return linear(cast[0], cast[1], cast[2]);
 // which calls itself again with the cast inputs only when a cast changed something (the second
-// call finds nothing to change and runs the op).
+// call finds nothing to change and runs the op). An extension's op, which has no OpKey, gives its
+// policies itself: AutocastInputs{OpPolicy{CastPolicy::lower_precision, CastPolicy::lower_precision}, {...}}.
 class AutocastInputs {
  public:
-  AutocastInputs(std::string_view op, std::initializer_list<const Tensor*> inputs);
-  AutocastInputs(std::string_view op, std::span<const Tensor> inputs);  // a list (cat)
+  AutocastInputs(OpKey op, std::initializer_list<const Tensor*> inputs) : AutocastInputs(op_entry(op).policy, inputs) {}
+  AutocastInputs(OpKey op, std::span<const Tensor> inputs) : AutocastInputs(op_entry(op).policy, inputs) {}  // cat
+  AutocastInputs(OpPolicy policy, std::initializer_list<const Tensor*> inputs);
+  AutocastInputs(OpPolicy policy, std::span<const Tensor> inputs);
   explicit operator bool() const { return changed_; }
   const Tensor& operator[](std::size_t i) const { return cast_.at(i); }
   const std::vector<Tensor>& all() const { return cast_; }
 
  private:
-  void apply(std::string_view op);
+  void apply(OpPolicy policy);
 
   std::vector<Tensor> cast_;
   bool changed_ = false;

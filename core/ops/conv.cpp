@@ -179,7 +179,7 @@ Gradients conv_backward(const Tensor& x, const Tensor& w, const ConvGeometry& g,
 }  // namespace
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int stride, int padding) {
-  if (const ext::AutocastInputs cast{"conv2d", {&input, &weight, &bias}})
+  if (const ext::AutocastInputs cast{OpKey::conv2d, {&input, &weight, &bias}})
     return conv2d(cast[0], cast[1], cast[2], stride, padding);
   const ConvGeometry g = checked_geometry("conv2d", input, weight, bias, stride, padding);
   if (widens(input)) {
@@ -196,7 +196,7 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int
 }
 
 Tensor fused::conv2d_relu(const Tensor& input, const Tensor& weight, const Tensor& bias, int stride, int padding) {
-  if (const ext::AutocastInputs cast{"fused::conv2d_relu", {&input, &weight, &bias}})
+  if (const ext::AutocastInputs cast{OpKey::fused_conv2d_relu, {&input, &weight, &bias}})
     return conv2d_relu(cast[0], cast[1], cast[2], stride, padding);
   const ConvGeometry g = checked_geometry("conv2d_relu", input, weight, bias, stride, padding);
   if (widens(input)) {
@@ -292,7 +292,7 @@ Tensor max_pool2d(const Tensor& input, int kernel, int stride) {
 
 Tensor fused::conv2d_relu_max_pool2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int stride,
                                      int padding, int pool_kernel, int pool_stride) {
-  if (const ext::AutocastInputs cast{"fused::conv2d_relu_max_pool2d", {&input, &weight, &bias}})
+  if (const ext::AutocastInputs cast{OpKey::fused_conv2d_relu_max_pool2d, {&input, &weight, &bias}})
     return conv2d_relu_max_pool2d(cast[0], cast[1], cast[2], stride, padding, pool_kernel, pool_stride);
   const char* op = "conv2d_relu_max_pool2d";
   const ConvGeometry g = checked_geometry(op, input, weight, bias, stride, padding);

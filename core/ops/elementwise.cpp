@@ -172,18 +172,8 @@ Tensor affine_kernel(const Tensor& x, double scale, double shift, Tensor out = T
   return unary_kernel(UnaryOp::affine, "affine", x, scale, shift, out);
 }
 
-Tensor activation(UnaryOp op, ActivationGrad grad_op, const char* name, const Tensor& x) {
-  // Only ReLU's gradient reads nothing but its output's sign (half_operand_on_cpu).
-  const bool widen = op == UnaryOp::relu ? half_operand_on_cpu(name, x) : half_operand(name, x);
-  if (widen) return activation(op, grad_op, name, ext::widened(x)).to(x.dtype());
-  Tensor y = unary_kernel(op, name, x);
-  if (autograd::needs_recording({&x})) {
-    autograd::record(y, name, {&x}, [grad_op, y_saved = y.detach()](const Tensor& g, NeedsGrad) {
-      return Gradients{activation_backward(grad_op, g, y_saved)};
-    });
-  }
-  return y;
-}
+// The saved tensor an activation's derivative reads (its entry in EMBER_ACTIVATIONS).
+enum class Saved { input, output, output_sign };
 
 // An op whose derivative comes from its input x and the op's arguments (activation_grad).
 Tensor from_input(UnaryOp op, ActivationGrad grad_op, const char* name, const Tensor& x, double a = 0, double b = 0) {
@@ -195,6 +185,21 @@ Tensor from_input(UnaryOp op, ActivationGrad grad_op, const char* name, const Te
     });
   }
   return out;
+}
+
+// An activation without arguments (Note [op lists]): its derivative from x, or from y.
+Tensor activation(UnaryOp op, ActivationGrad grad_op, const char* name, Saved saved, const Tensor& x) {
+  if (saved == Saved::input) return from_input(op, grad_op, name, x);
+  // A gradient from y in 16 bits would read a rounded y: only the sign of y is exact.
+  const bool widen = saved == Saved::output_sign ? half_operand_on_cpu(name, x) : half_operand(name, x);
+  if (widen) return activation(op, grad_op, name, saved, ext::widened(x)).to(x.dtype());
+  Tensor y = unary_kernel(op, name, x);
+  if (autograd::needs_recording({&x})) {
+    autograd::record(y, name, {&x}, [grad_op, y_saved = y.detach()](const Tensor& g, NeedsGrad) {
+      return Gradients{activation_backward(grad_op, g, y_saved)};
+    });
+  }
+  return y;
 }
 
 // maximum/minimum: the value, and each operand's share of the gradient (½ at ties).
@@ -328,7 +333,7 @@ Tensor neg(const Tensor& x) {
 }
 
 Tensor exp(const Tensor& x) {
-  if (const ext::AutocastInputs cast{"exp", {&x}}) return exp(cast[0]);
+  if (const ext::AutocastInputs cast{OpKey::exp, {&x}}) return exp(cast[0]);
   if (half_operand("exp", x)) return exp(ext::widened(x)).to(x.dtype());
   Tensor out = unary_kernel(UnaryOp::exp, "exp", x);
   if (autograd::needs_recording({&x})) {
@@ -338,7 +343,7 @@ Tensor exp(const Tensor& x) {
 }
 
 Tensor log(const Tensor& x) {
-  if (const ext::AutocastInputs cast{"log", {&x}}) return log(cast[0]);
+  if (const ext::AutocastInputs cast{OpKey::log, {&x}}) return log(cast[0]);
   if (half_operand_on_cpu("log", x)) return log(ext::widened(x)).to(x.dtype());
   Tensor out = unary_kernel(UnaryOp::log, "log", x);
   if (autograd::needs_recording({&x})) {
@@ -360,7 +365,7 @@ Tensor sqrt(const Tensor& x) {
 }
 
 Tensor pow(const Tensor& x, double exponent) {
-  if (const ext::AutocastInputs cast{"pow", {&x}}) return pow(cast[0], exponent);
+  if (const ext::AutocastInputs cast{OpKey::pow, {&x}}) return pow(cast[0], exponent);
   if (half_operand("pow", x)) return pow(ext::widened(x), exponent).to(x.dtype());
   Tensor out = unary_kernel(UnaryOp::pow, "pow", x, exponent);
   if (autograd::needs_recording({&x})) {
@@ -383,12 +388,14 @@ Tensor leaky_relu(const Tensor& x, double negative_slope) {
   return out;
 }
 
-Tensor erf(const Tensor& x) { return from_input(UnaryOp::erf, ActivationGrad::erf, "erf", x); }
-Tensor abs(const Tensor& x) { return from_input(UnaryOp::abs, ActivationGrad::abs, "abs", x); }
-Tensor rsqrt(const Tensor& x) {
-  if (const ext::AutocastInputs cast{"rsqrt", {&x}}) return rsqrt(cast[0]);
-  return activation(UnaryOp::rsqrt, ActivationGrad::rsqrt, "rsqrt", x);
-}
+// Every activation without arguments, from its list (Note [op lists]).
+#define EMBER_DEFINE_ACTIVATION(name, saved, cuda_autocast)                         \
+  Tensor name(const Tensor& x) {                                                    \
+    if (const ext::AutocastInputs cast{OpKey::name, {&x}}) return name(cast[0]);    \
+    return activation(UnaryOp::name, ActivationGrad::name, #name, Saved::saved, x); \
+  }
+EMBER_ACTIVATIONS(EMBER_DEFINE_ACTIVATION)
+#undef EMBER_DEFINE_ACTIVATION
 
 Tensor clamp(const Tensor& x, double min, double max) {
   EMBER_CHECK(!(min > max), ValueError, "clamp: min (", min, ") is greater than max (", max, ")");
@@ -435,10 +442,6 @@ Tensor eq(const Tensor& a, const Tensor& b) { return compare(BinaryOp::eq, "eq",
 Tensor ne(const Tensor& a, const Tensor& b) { return compare(BinaryOp::ne, "ne", a, b); }
 Tensor gt(const Tensor& a, double b) { return gt(a, full({}, b, {.dtype = a.dtype(), .device = a.device()})); }
 Tensor lt(const Tensor& a, double b) { return lt(a, full({}, b, {.dtype = a.dtype(), .device = a.device()})); }
-
-Tensor sigmoid(const Tensor& x) { return activation(UnaryOp::sigmoid, ActivationGrad::sigmoid, "sigmoid", x); }
-Tensor tanh(const Tensor& x) { return activation(UnaryOp::tanh, ActivationGrad::tanh, "tanh", x); }
-Tensor relu(const Tensor& x) { return activation(UnaryOp::relu, ActivationGrad::relu, "relu", x); }
 
 Tensor& add_(Tensor& input, const Tensor& other) {
   EMBER_CHECK(!(autograd::is_grad_enabled() && input.requires_grad()), AutogradError,

@@ -135,7 +135,7 @@ Tensor rows_of(const Tensor& bias, std::int64_t m) {
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
-  if (const ext::AutocastInputs cast{"matmul", {&a, &b}}) return matmul(cast[0], cast[1]);
+  if (const ext::AutocastInputs cast{OpKey::matmul, {&a, &b}}) return matmul(cast[0], cast[1]);
   ext::check_defined("matmul", {"input", a});
   ext::check_defined("matmul", {"other", b});
   ext::check_same_device("matmul", {{"input", a}, {"other", b}});
@@ -185,7 +185,7 @@ Shape with_last(Shape shape, std::int64_t last) {
 }  // namespace
 
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
-  if (const ext::AutocastInputs cast{"linear", {&input, &weight, &bias}}) return linear(cast[0], cast[1], cast[2]);
+  if (const ext::AutocastInputs cast{OpKey::linear, {&input, &weight, &bias}}) return linear(cast[0], cast[1], cast[2]);
   const std::int64_t rows = check_linear("linear", input, weight, bias);
   const std::int64_t in = weight.shape()[1], out_features = weight.shape()[0];
   const Tensor x2 = input.detach().reshape({rows, in});
@@ -219,7 +219,7 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
 }
 
 Tensor fused::linear_relu(const Tensor& input, const Tensor& weight, const Tensor& bias) {
-  if (const ext::AutocastInputs cast{"fused::linear_relu", {&input, &weight, &bias}})
+  if (const ext::AutocastInputs cast{OpKey::fused_linear_relu, {&input, &weight, &bias}})
     return linear_relu(cast[0], cast[1], cast[2]);
   EMBER_CHECK(bias.defined(), ValueError, "linear_relu: needs a bias (use relu(linear(x, w)) without one)");
   const std::int64_t rows = check_linear("linear_relu", input, weight, bias);

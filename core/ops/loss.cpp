@@ -88,16 +88,16 @@ Tensor softmax_along(SoftmaxKind kind, const char* name, const Tensor& x, int di
 }  // namespace
 
 Tensor softmax(const Tensor& x, int dim) {
-  if (const ext::AutocastInputs cast{"softmax", {&x}}) return softmax(cast[0], dim);
+  if (const ext::AutocastInputs cast{OpKey::softmax, {&x}}) return softmax(cast[0], dim);
   return softmax_along(SoftmaxKind::softmax, "softmax", x, dim);
 }
 Tensor log_softmax(const Tensor& x, int dim) {
-  if (const ext::AutocastInputs cast{"log_softmax", {&x}}) return log_softmax(cast[0], dim);
+  if (const ext::AutocastInputs cast{OpKey::log_softmax, {&x}}) return log_softmax(cast[0], dim);
   return softmax_along(SoftmaxKind::log_softmax, "log_softmax", x, dim);
 }
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target) {
-  if (const ext::AutocastInputs cast{"cross_entropy", {&input, &target}}) return cross_entropy(cast[0], cast[1]);
+  if (const ext::AutocastInputs cast{OpKey::cross_entropy, {&input, &target}}) return cross_entropy(cast[0], cast[1]);
   const char* name = "cross_entropy";
   ext::check_defined(name, {"input", input});
   ext::check_defined(name, {"target", target});

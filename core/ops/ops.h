@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/tensor/tensor.h"
+#include "kernels/elementwise_math.h"
 
 namespace ember {
 
@@ -32,14 +33,14 @@ Tensor exp(const Tensor& input);
 Tensor log(const Tensor& input);
 Tensor sqrt(const Tensor& input);
 Tensor pow(const Tensor& input, double exponent);
-Tensor sigmoid(const Tensor& input);
-Tensor tanh(const Tensor& input);
-Tensor relu(const Tensor& input);
+// The activations without arguments, one function each: sigmoid, tanh, relu, erf, rsqrt (1/√x),
+// abs (gradient sign(x), 0 at 0, as PyTorch's) and the rest of EMBER_ACTIVATIONS in
+// kernels/elementwise_math.h (Note [op lists]); docs/ops.md gives each one's formula.
+#define EMBER_DECLARE_ACTIVATION(name, ...) Tensor name(const Tensor& input);
+EMBER_ACTIVATIONS(EMBER_DECLARE_ACTIVATION)
+#undef EMBER_DECLARE_ACTIVATION
 // x for x > 0, negative_slope·x otherwise (PyTorch's leaky_relu; −0 stays −0).
 Tensor leaky_relu(const Tensor& input, double negative_slope = 0.01);
-Tensor erf(const Tensor& input);
-Tensor rsqrt(const Tensor& input);  // 1/√x
-Tensor abs(const Tensor& input);    // gradient sign(x), 0 at 0 (as PyTorch's)
 // Each element limited to [min, max] (either bound may be ±∞); gradient 1 inside, bounds included.
 Tensor clamp(const Tensor& input, double min, double max);
 // Elementwise extremes with broadcasting; NaN propagates; a tie splits the gradient in halves.

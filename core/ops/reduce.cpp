@@ -141,11 +141,11 @@ Tensor reduce(const char* name, const Tensor& x, std::vector<int> dims, bool kee
 }  // namespace
 
 Tensor sum(const Tensor& x) {
-  if (const ext::AutocastInputs cast{"sum", {&x}}) return sum(cast[0]);
+  if (const ext::AutocastInputs cast{OpKey::sum, {&x}}) return sum(cast[0]);
   return reduce("sum", x, {}, false, false);
 }
 Tensor sum(const Tensor& x, std::vector<int> dims, bool keepdim) {
-  if (const ext::AutocastInputs cast{"sum", {&x}}) return sum(cast[0], std::move(dims), keepdim);
+  if (const ext::AutocastInputs cast{OpKey::sum, {&x}}) return sum(cast[0], std::move(dims), keepdim);
   EMBER_CHECK(!dims.empty(), ValueError, "sum: the list of dims is empty; call sum(x) to sum everything");
   return reduce("sum", x, std::move(dims), keepdim, false);
 }

@@ -139,7 +139,7 @@ Tensor cat(std::initializer_list<Tensor> tensors, int dim) {
 
 Tensor cat(std::span<const Tensor> tensors, int dim) {
   EMBER_CHECK(!tensors.empty(), ValueError, "cat: expected a non-empty list of tensors");
-  if (const ext::AutocastInputs cast{"cat", tensors}) return cat(std::span<const Tensor>(cast.all()), dim);
+  if (const ext::AutocastInputs cast{OpKey::cat, tensors}) return cat(std::span<const Tensor>(cast.all()), dim);
   const Tensor& first = tensors[0];
   ext::check_defined("cat", {"tensors[0]", first});
   EMBER_CHECK(first.dim() >= 1, ShapeError, "cat: zero-dimensional tensors cannot be concatenated");

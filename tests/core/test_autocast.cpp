@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "core/ops/autocast.h"
@@ -44,8 +45,11 @@ TEST_CASE("autocast: every op of the table follows its policy on the device unde
   std::set<std::string> names;
   for (const OpInfo& op : op_table()) {
     names.insert(op.name);
+    const std::optional<OpKey> key = op_key(op.name);
+    INFO(op.name);
+    REQUIRE(key.has_value());  // every op of the table is on the op list, so it has a policy
     if (!(device.is_cpu() || op.cuda)) continue;
-    const CastPolicy policy = autocast_policy(op.name, device);
+    const CastPolicy policy = autocast_policy(*key, device);
     const std::vector<Sample> samples = op.samples();
     const Sample& s = samples.front();
     for (const DType lowered : {DType::bf16, DType::f16}) {
@@ -70,8 +74,12 @@ TEST_CASE("autocast: every op of the table follows its policy on the device unde
       }
     }
   }
-  // Every op the policy table names is an op of the table (no misspelt line).
-  for (std::string_view op : autocast_listed_ops()) CHECK(names.count(std::string(op)) == 1);
+  // And every op of the list is an op of the table (no misspelt spelling, no op left untested).
+  for (const OpEntry& entry : kOps) {
+    INFO(entry.spelling);
+    CHECK(names.count(std::string(entry.spelling)) == 1);
+  }
+  CHECK(names.size() == kOpCount);
 }
 
 TEST_CASE("autocast: an MLP computes what explicit casts compute, with f32 gradients for f32 parameters") {

@@ -23,6 +23,7 @@
   _(pow, Tensor_Scalar)    \
   _(pow, Tensor_Tensor)    \
   _(rsqrt)                 \
+  _(softplus)              \
   _(layer_norm)            \
   _(nll_loss)              \
   _(binary_cross_entropy_with_logits)

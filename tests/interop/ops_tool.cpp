@@ -15,6 +15,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "ember.h"
@@ -119,9 +120,15 @@ void add_modules(Cases& cases) {
 }
 
 int print_autocast_policy() {
-  for (const OpInfo& op : op_table())
-    std::cout << op.name << " " << cast_policy_name(autocast_policy(op.name, Device::cpu())) << " "
-              << cast_policy_name(autocast_policy(op.name, Device::cuda())) << "\n";
+  for (const OpInfo& op : op_table()) {
+    const std::optional<OpKey> key = op_key(op.name);
+    if (!key) {
+      std::cerr << "ops_tool: " << op.name << " is in the op table but not in core/ops/op_list.h\n";
+      return 1;
+    }
+    std::cout << op.name << " " << cast_policy_name(autocast_policy(*key, Device::cpu())) << " "
+              << cast_policy_name(autocast_policy(*key, Device::cuda())) << "\n";
+  }
   return 0;
 }
 

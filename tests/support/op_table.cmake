@@ -18,6 +18,19 @@ target_link_libraries(test_op_devices PRIVATE ember_op_table)
 ember_device_test(test_autocast autocast core/test_autocast.cpp)
 target_link_libraries(test_autocast PRIVATE ember_op_table)
 
+# An autocast key misspelt does not compile; spelt right, the same file does (compile/autocast_key.cpp).
+foreach(key linear lienar)
+  add_library(autocast_key_${key} OBJECT EXCLUDE_FROM_ALL compile/autocast_key.cpp)
+  target_compile_definitions(autocast_key_${key} PRIVATE EMBER_KEY=${key})
+  target_link_libraries(autocast_key_${key} PRIVATE ember::ember)
+endforeach()
+add_test(NAME autocast_key_spelt_right COMMAND ${CMAKE_COMMAND} --build ${CMAKE_BINARY_DIR} --target autocast_key_linear)
+add_test(NAME autocast_key_misspelt COMMAND ${CMAKE_COMMAND} --build ${CMAKE_BINARY_DIR} --target autocast_key_lienar)
+set_tests_properties(autocast_key_misspelt PROPERTIES PASS_REGULAR_EXPRESSION
+  "lienar[^ ]* is not a member of [^ ]*ember::OpKey|no member named [^ ]*lienar[^ ]* in [^ ]*ember::OpKey")
+# One build tool at a time in the build tree.
+set_tests_properties(autocast_key_spelt_right autocast_key_misspelt PROPERTIES RESOURCE_LOCK build_tree)
+
 # docs/ops.md lists exactly the table's ops, and its counts are the table's; and the check itself,
 # on a page that lists an op the table has not, misses one it has, and miscounts.
 add_test(NAME op_table_docs COMMAND python3 ${PROJECT_SOURCE_DIR}/scripts/check_op_docs.py

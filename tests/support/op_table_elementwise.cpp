@@ -188,6 +188,8 @@ std::vector<OpInfo> elementwise_ops() {
       unary("erf", kTranscendental, EMBER_APPLY(erf(x[0])), "torch.erf(x0)", -3, 3, {-0.0, 0, -5, 5}),
       unary("rsqrt", kTranscendental, EMBER_APPLY(rsqrt(x[0])), "torch.rsqrt(x0)", 0.5, 3, {0, 1, 4, 1e6}),
       unary("abs", kExact, EMBER_APPLY(abs(x[0])), "torch.abs(x0)", -1, 1, {-0.0, 0, -2, 3}),
+      unary("softplus", kTranscendental, EMBER_APPLY(softplus(x[0])), "F.softplus(x0)", -5, 5,
+            {-100, -20, -0.0, 0, 20, 20.5, 100}),
       differentiable(
           "clamp", kExact,
           [] {
