@@ -15,7 +15,7 @@
 // one fused multiply-add where GCC rounds twice (affine, the pixel normalization).
 //
 // Adding an elementwise op: its enum value, its formula and its case in the visitor, all here;
-// then the op in core/ (ops.h and ops_elementwise.cpp), its test, and its row in docs/ops.md.
+// then the op in core/ops/ (ops.h and elementwise.cpp), its test, and its row in docs/ops.md.
 #pragma once
 
 #include <math.h>
