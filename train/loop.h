@@ -1,6 +1,6 @@
 // The training loop, for any nn::Module and any Step (train/step.h): one epoch over a BatchSource,
 // evaluation, and fit — epochs with a learning-rate schedule and a hook after each, where a
-// program logs, checkpoints (train/checkpoint.h) and plots. As PyTorch's examples/mnist/main.py
+// program logs, checkpoints (train/checkpoint.h) and plots. As pytorch/examples' mnist/main.py
 // splits train / test / main, so do train_epoch / evaluate / fit.
 //
 //   train::AutogradStep step(*model, sgd);

@@ -10,9 +10,10 @@
 
 namespace ember {
 
-// Note [the dtype list]: every element type, written once; each list or switch over dtypes —
-// the enum, names, sizes, the dispatch to C++ types, casts, safetensors' names, MPI's and NCCL's
-// types — is generated from it (as c10's AT_FORALL_SCALAR_TYPES). A new dtype is one line here.
+// Note [the dtype list]
+// Every element type, written once; each list or switch over dtypes — the enum, names, sizes,
+// the dispatch to C++ types, casts, safetensors' names, MPI's and NCCL's types — is generated
+// from it (as c10's AT_FORALL_SCALAR_TYPES). A new dtype is one line here.
 //   _(enum name, C++ type, floating, safetensors name, MPI_<type>, nccl<type>)
 // MPI has no 16-bit floating type: bf16 and f16 travel as 16-bit words, and MPI reductions refuse
 // them (distributed/mpi.cpp). Note [half precision] in core/base/half.h says what they are for.

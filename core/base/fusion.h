@@ -4,11 +4,12 @@
 // into. A choice that keeps values and gradients bit for bit is on by default; one that changes
 // rounding, or what .grad holds, is off until asked for, and says so where it is declared.
 //
-// Note [fusion off-switch]: EMBER_FUSION=0 in the environment (Note [environment flags] in
-// core/base/env.h) or set_fusion_enabled(false) turns every fused path off, whatever the options
-// ask: models are built unfused, the fused MLP step runs its plain kernels, and the optimizers
-// advance their step counts in a launch of their own. It is for debugging and for comparing with
-// the plain paths, not a setting to train with.
+// Note [fusion off-switch]
+// EMBER_FUSION=0 in the environment (Note [environment flags] in core/base/env.h) or
+// set_fusion_enabled(false) turns every fused path off, whatever the options ask: models are
+// built unfused, the fused MLP step runs its plain kernels, and the optimizers advance their step
+// counts in a launch of their own. It is for debugging and for comparing with the plain paths,
+// not a setting to train with.
 #pragma once
 
 namespace ember {

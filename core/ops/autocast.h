@@ -16,7 +16,7 @@
 // Each op's policy per device type is on its line of the op list (core/ops/op_list.h), copied
 // from PyTorch 2.15 (the CPU lists of ATen/autocast_mode.cpp, the CUDA lists of
 // ATen/autocast_mode.h) for the ops ember has; docs/ops.md prints it and
-// scripts/compare/autocast_policy.py compares it with an installed PyTorch op by op.
+// tests/interop/autocast_torch.py compares it with an installed PyTorch op by op.
 //   - lower_precision: floating inputs other than f64 are cast to the scope's dtype;
 //   - fp32: bf16/f16 inputs are cast to f32 (the result is f32);
 //   - promote: floating inputs are cast to the widest floating dtype among them;

@@ -1,7 +1,7 @@
 # The op table (support/op_table.h) and the tests it feeds, included by tests/CMakeLists.txt after
 # test_autograd and ops_tool exist: every op's samples for the gradcheck (test_autograd), the
 # comparison with PyTorch (ops_tool), and every op on each device, written once
-# (core/test_op_devices.cpp) and run per device as PyTorch's instantiate_device_type_tests does:
+# (tests/core/test_op_devices.cpp) and run per device as PyTorch's instantiate_device_type_tests does:
 # ops_cpu, and ops_cuda, skipped (77) where no CUDA device is usable and run on the software GPU
 # in its build (label sim, so scripts/sim_test.sh runs it).
 add_library(ember_op_table STATIC support/op_table.cpp support/op_table_elementwise.cpp support/op_table_reduce.cpp
@@ -14,7 +14,7 @@ target_link_libraries(ops_tool PRIVATE ember_op_table)
 
 ember_device_test(test_op_devices ops core/test_op_devices.cpp)
 target_link_libraries(test_op_devices PRIVATE ember_op_table)
-# Autocast's policy, op by op over the table, on each device (core/test_autocast.cpp).
+# Autocast's policy, op by op over the table, on each device (tests/core/test_autocast.cpp).
 ember_device_test(test_autocast autocast core/test_autocast.cpp)
 target_link_libraries(test_autocast PRIVATE ember_op_table)
 
