@@ -24,8 +24,8 @@
 #include "optim/optimizer.h"
 #include "optim/scheduler.h"
 #include "train/data_parallel.h"
-#include "train/fused_mlp_step.h"
 #include "train/loop.h"
+#include "train/make_step.h"
 #include "train/run_checkpoints.h"
 
 using namespace ember;
@@ -149,16 +149,17 @@ void resume(const Settings& s, Run& run) {
     throw UsageError(std::string("--resume ") + e.what());
   }
   // The resumed run continues with the rates given now (the checkpoint's are overwritten).
-  for (auto& group : run.optimizer->param_groups()) group.options.lr = group.initial_lr = s.recipe.lr;
+  run.optimizer->set_lr(s.recipe.lr, /*restart=*/true);
 }
 
 // The MLP trains through the fused step (the whole step as fused kernels, replayed from a CUDA
-// graph on a GPU) unless --step autograd or EMBER_FUSION=0 asks for the op-by-op path.
-void build_step(const Settings& s, Run& run) {
-  if (run.fused)
-    run.step = std::make_unique<train::FusedMlpStep>(*run.model, *run.optimizer, s.recipe.batch_size, s.fused_step);
-  else
-    run.step = std::make_unique<train::AutogradStep>(*run.model, *run.optimizer, nullptr, s.autograd);
+// graph on a GPU) unless --step autograd or EMBER_FUSION=0 asks for the op-by-op path; the
+// library chooses (train::make_step).
+train::StepOptions step_options(const Settings& s) {
+  const auto choice = s.step == "fused"      ? train::StepChoice::fused
+                      : s.step == "autograd" ? train::StepChoice::autograd
+                                             : train::StepChoice::automatic;
+  return {.choice = choice, .batch_size = s.recipe.batch_size, .fused = s.fused_step, .autograd = s.autograd};
 }
 
 Run build_run(Settings& s) {
@@ -179,11 +180,12 @@ Run build_run(Settings& s) {
   const std::vector<Tensor> content{run.data.train->images(), run.data.train->labels(), run.data.test->images(),
                                     run.data.test->labels()};
   run.data_sha256 = train::tensors_sha256(content);
-  const std::string fused_refused = train::fused_mlp_step_unsupported(s.autograd.precision, run.device);
-  if (s.step == "fused" && !fused_refused.empty())
-    throw UsageError("--step fused: " + fused_refused + " (--step auto)");
-  run.fused = !s.is_cnn() && fused_refused.empty() && (s.step == "fused" || (s.step == "auto" && fusion_enabled()));
   build_model(s, run);
+  const train::StepOptions steps = step_options(s);
+  if (const std::string why = train::fused_step_refusal(*run.model, *run.optimizer, s.autograd.precision);
+      s.step == "fused" && !why.empty())
+    throw UsageError("--step fused: " + why + " (--step auto)");
+  run.fused = train::chooses_fused_step(*run.model, *run.optimizer, steps);
   if (!s.resume.empty()) resume(s, run);
   data::ClassificationLoaderOptions loader = s.loader;
   loader.batch_size = s.recipe.batch_size;
@@ -197,7 +199,7 @@ Run build_run(Settings& s) {
   if (const std::size_t last = run.loaders->train_order().samples_per_epoch() % s.recipe.batch_size;
       s.autograd.micro_batches > 1 && last % s.autograd.micro_batches != 0)
     throw UsageError(detail::concat("--micro-batches: the last batch (", last, ") does not split; see --val-size"));
-  build_step(s, run);
+  run.step = train::make_step(*run.model, *run.optimizer, step_options(s));
   if (s.distributed) try {
       train::check_same_run(run_settings(s, run), *run.model);
     } catch (const dist::DistError& e) {

@@ -15,6 +15,7 @@ class ReLU : public Module {
  public:
   Tensor forward(const Tensor& input) override;
   std::string type_name() const override { return "ReLU"; }
+  ModuleKind kind() const override { return ModuleKind::relu; }
 };
 
 class Tanh : public Module {

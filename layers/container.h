@@ -27,6 +27,7 @@ class Sequential : public Module {
   Sequential& append(std::shared_ptr<Module> module);
   Tensor forward(const Tensor& input) override;
   std::string type_name() const override { return "Sequential"; }
+  ModuleKind kind() const override { return ModuleKind::sequential; }
   std::size_t size() const { return named_children().size(); }
 
   // From now on, runs the layer groups `options` asks for as one fused op each (core/ops/fused.h):

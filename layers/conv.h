@@ -22,6 +22,7 @@ class Conv2d : public Module {
   // Conv2d, a ReLU and a MaxPool2d in a row.
   Tensor forward_relu_max_pool(const Tensor& input, const MaxPool2d& pool);
   std::string type_name() const override { return "Conv2d"; }
+  ModuleKind kind() const override { return ModuleKind::conv2d; }
   std::string extra_repr() const override;
   const Tensor& weight() const { return weight_; }
 

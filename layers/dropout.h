@@ -18,6 +18,7 @@ class Dropout : public Module {
   explicit Dropout(double p = 0.5, std::optional<std::uint64_t> seed = std::nullopt);
   Tensor forward(const Tensor& input) override;
   std::string type_name() const override { return "Dropout"; }
+  ModuleKind kind() const override { return ModuleKind::dropout; }
   std::string extra_repr() const override;
   // How far into its random stream the layer is: a training checkpoint keeps it, so a resumed
   // run drops the same elements as an uninterrupted one.

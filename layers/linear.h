@@ -21,6 +21,7 @@ class Linear : public Module {
   // Linear followed by a ReLU. Checks the input's device like operator().
   Tensor forward_relu(const Tensor& input);
   std::string type_name() const override { return "Linear"; }
+  ModuleKind kind() const override { return ModuleKind::linear; }
   std::string extra_repr() const override;
   const Tensor& weight() const { return weight_; }
   const Tensor& bias() const { return bias_; }

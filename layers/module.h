@@ -15,6 +15,13 @@
 
 namespace ember::nn {
 
+// What a module is, for code that treats some kinds specially (a training step that fuses Linear
+// and ReLU layers, a checkpoint that records Dropout streams): asked through Module::kind(), so
+// that no such code tests C++ types. A module of a kind not named here, an extension's included,
+// is `other`; a subclass that computes something else than its base (another forward()) says
+// `other` too, or the fused paths would compute its base's function.
+enum class ModuleKind { other, sequential, linear, relu, dropout, conv2d, max_pool2d };
+
 class Module : public std::enable_shared_from_this<Module> {
  public:
   virtual ~Module() = default;
@@ -30,6 +37,7 @@ class Module : public std::enable_shared_from_this<Module> {
   // ("in_features=784, out_features=32, bias=True").
   virtual std::string type_name() const = 0;
   virtual std::string extra_repr() const { return ""; }
+  virtual ModuleKind kind() const { return ModuleKind::other; }
 
   // The name this module has inside its parent ("0", "fc1"); empty for a top-level module.
   const std::string& name() const { return name_; }

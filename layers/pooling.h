@@ -14,6 +14,7 @@ class MaxPool2d : public Module {
       : kernel_(kernel_size), stride_(stride > 0 ? stride : kernel_size) {}
   Tensor forward(const Tensor& input) override;
   std::string type_name() const override { return "MaxPool2d"; }
+  ModuleKind kind() const override { return ModuleKind::max_pool2d; }
   std::string extra_repr() const override;
   std::int64_t kernel_size() const { return kernel_; }
   std::int64_t stride() const { return stride_; }

@@ -155,7 +155,7 @@ void Optimizer::step() {
       cache.uploaded.clear();
       cache.device = device;
     }
-    refresh_lr(cache, group);
+    refresh_lr(g);
     if (device.is_cuda()) {
       if (!same_slots(cache.uploaded, slots)) {
         ++version_;
@@ -187,16 +187,30 @@ void Optimizer::step() {
   }
 }
 
-void Optimizer::refresh_lr(GroupCache& cache, const ParamGroup& group) {
-  if (cache.lr_value == group.options.lr) return;
-  cache.lr.fill_(group.options.lr);
-  cache.lr_value = group.options.lr;
+void Optimizer::refresh_lr(std::size_t group) {
+  GroupCache& cache = *caches_[group];
+  if (cache.lr_value == groups_[group].options.lr) return;
+  cache.lr.fill_(kernel_lr(group));
+  cache.lr_value = groups_[group].options.lr;
+}
+
+void Optimizer::set_lr(std::size_t group, double lr) {
+  EMBER_CHECK(group < groups_.size(), ValueError, "set_lr: group ", group, " of ", groups_.size());
+  EMBER_CHECK(lr >= 0, ValueError, "invalid learning rate ", lr, " (group ", group, ")");
+  groups_[group].options.lr = lr;
+}
+
+void Optimizer::set_lr(double lr, bool restart) {
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    set_lr(g, lr);
+    if (restart) groups_[g].initial_lr = lr;
+  }
 }
 
 void Optimizer::sync_learning_rates() {
   NoGradGuard no_grad;
   for (std::size_t g = 0; g < groups_.size(); ++g)
-    if (caches_[g]->lr.defined()) refresh_lr(*caches_[g], groups_[g]);
+    if (caches_[g]->lr.defined()) refresh_lr(g);
 }
 
 void Optimizer::zero_grad(bool set_to_none) {

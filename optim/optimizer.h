@@ -21,6 +21,8 @@ struct GroupOptions {
   double momentum = 0, dampening = 0, weight_decay = 0;  // SGD (weight_decay: Adam, AdamW too)
   bool nesterov = false;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // Adam, AdamW
+  // Every field, a new one included, takes part: what a captured step compares (FusedMlpStep).
+  bool operator==(const GroupOptions&) const = default;
 };
 
 struct ParamGroup {
@@ -51,6 +53,24 @@ class Optimizer {
   const std::vector<ParamGroup>& param_groups() const { return groups_; }
   virtual std::string type_name() const = 0;
 
+  // The learning rate's one writer: a group's rate (a scheduler's), or every group's; with
+  // `restart`, also the rate schedulers start from (a resumed run given a new rate).
+  void set_lr(std::size_t group, double lr);
+  void set_lr(double lr, bool restart = false);
+  // A group's rate as the update kernels read it (f32), and as a step that updates inside its
+  // GEMMs must use it.
+  float kernel_lr(std::size_t group) const { return static_cast<float>(groups_.at(group).options.lr); }
+
+  // What a training step may ask of the optimizer (train::make_step):
+  // - capturable: every step's update runs in the kernels ember launches, reading the rate from
+  //   memory, allocating nothing after the first step and never waiting for the device, so a whole
+  //   step can be captured in a CUDA graph and replayed (PyTorch's `capturable`). An optimizer
+  //   written outside ember is not, unless it says so.
+  // - update_is_plain_descent: the update of a group with these options is p ← p − lr·g and nothing
+  //   else, which a step may apply inside the GEMM that computes g (FusedMlpStepOptions::sgd_in_gemm).
+  virtual bool capturable() const { return false; }
+  virtual bool update_is_plain_descent(const GroupOptions&) const { return false; }
+
   // Tensors "state.<i>.<name>" (i numbers the parameters across groups, as in PyTorch; names
   // like "momentum_buffer", "exp_avg", "exp_avg_sq", "step") and metadata "optimizer" (the type)
   // and "param_groups" (the hyperparameters, as JSON).
@@ -76,7 +96,7 @@ class Optimizer {
   };
   struct GroupCache;  // the slot table and the lr, in the parameters' memory
   ParamState& state_for(std::size_t index, const Tensor& param, const GroupOptions& options);
-  static void refresh_lr(GroupCache& cache, const ParamGroup& group);
+  void refresh_lr(std::size_t group);
 
   std::vector<ParamGroup> groups_;
   std::map<std::size_t, ParamState> state_;
@@ -90,6 +110,8 @@ class SGD : public Optimizer {
   SGD(std::vector<Tensor> params, GroupOptions options);
   SGD(std::vector<ParamGroup> groups);
   std::string type_name() const override { return "SGD"; }
+  bool capturable() const override { return true; }
+  bool update_is_plain_descent(const GroupOptions& o) const override { return o.momentum == 0 && o.weight_decay == 0; }
 
  protected:
   std::vector<std::string> buffer_names(const GroupOptions& options) const override;
@@ -102,6 +124,7 @@ class Adam : public Optimizer {
   Adam(std::vector<Tensor> params, GroupOptions options);
   Adam(std::vector<ParamGroup> groups);
   std::string type_name() const override { return "Adam"; }
+  bool capturable() const override { return true; }
 
  protected:
   Adam(std::vector<ParamGroup> groups, bool decoupled);

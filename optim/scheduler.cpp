@@ -9,7 +9,8 @@
 namespace ember::optim {
 
 void LRScheduler::apply() {
-  for (ParamGroup& group : optimizer_.param_groups()) group.options.lr = lr_at(group.initial_lr, epoch_);
+  const auto& groups = optimizer_.param_groups();
+  for (std::size_t g = 0; g < groups.size(); ++g) optimizer_.set_lr(g, lr_at(groups[g].initial_lr, epoch_));
 }
 
 void LRScheduler::step() {

@@ -190,7 +190,7 @@ LoadedCheckpoint load_checkpoint(const std::string& path, nn::Module& model, opt
 std::vector<nn::Dropout*> dropout_layers(nn::Module& model) {
   std::vector<nn::Dropout*> out;
   for (const auto& [name, child] : model.named_children()) {
-    if (auto* d = dynamic_cast<nn::Dropout*>(child.get())) out.push_back(d);
+    if (child->kind() == nn::ModuleKind::dropout) out.push_back(static_cast<nn::Dropout*>(child.get()));
     for (nn::Dropout* inner : dropout_layers(*child)) out.push_back(inner);
   }
   return out;

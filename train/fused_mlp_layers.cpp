@@ -20,15 +20,16 @@ std::string fused_mlp_step_unsupported(const nn::Sequential& model) {
     const nn::Module* m = children[i].second.get();
     const std::string where = "layer " + children[i].first + " (" + m->type_name() + ")";
     for (std::size_t j = 0; j < i; ++j)
-      if (children[j].second.get() == m && dynamic_cast<const nn::Linear*>(m))
+      if (children[j].second.get() == m && m->kind() == nn::ModuleKind::linear)
         return where + " is the same Linear as layer " + children[j].first +
                " (shared weights): the fused step keeps one gradient buffer per layer";
-    if (const auto* linear = dynamic_cast<const nn::Linear*>(m)) {
+    if (m->kind() == nn::ModuleKind::linear) {
+      const auto& linear = static_cast<const nn::Linear&>(*m);
       if (!expect_linear) return where + " follows a Linear without a ReLU between them";
-      if (!linear->bias().defined()) return where + " has no bias";
-      if (linear->weight().dtype() != DType::f32) return where + " is not f32";
+      if (!linear.bias().defined()) return where + " has no bias";
+      if (linear.weight().dtype() != DType::f32) return where + " is not f32";
       expect_linear = false;
-    } else if (dynamic_cast<const nn::ReLU*>(m)) {
+    } else if (m->kind() == nn::ModuleKind::relu) {
       if (expect_linear) return where + " is not preceded by a Linear";
       expect_linear = true;
     } else {

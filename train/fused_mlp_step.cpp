@@ -79,15 +79,11 @@ struct FusedMlpStep::Impl {
 
   // Whether FusedMlpStepOptions::sgd_in_gemm is the optimizer's own update for this step (see there).
   bool sgd_in_gemm_applies() const {
-    if (!options.sgd_in_gemm || cuda() || options.reduce_across_ranks || options.micro_batches != 1 ||
-        !dynamic_cast<const optim::SGD*>(optimizer))
-      return false;
+    if (!options.sgd_in_gemm || cuda() || options.reduce_across_ranks || options.micro_batches != 1) return false;
     const auto& groups = optimizer->param_groups();
-    for (const MlpLayer& l : layers) {
-      if (l.weight_group >= groups.size()) return false;
-      const optim::GroupOptions& o = groups[l.weight_group].options;
-      if (o.momentum != 0 || o.weight_decay != 0) return false;
-    }
+    for (const MlpLayer& l : layers)
+      if (l.weight_group >= groups.size() || !optimizer->update_is_plain_descent(groups[l.weight_group].options))
+        return false;
     return true;
   }
 
@@ -104,15 +100,17 @@ struct FusedMlpStep::Impl {
     for (const optim::ParamGroup& g : optimizer->param_groups()) now.groups.push_back(g.options);
     return now;
   }
-  // Whether the optimizer is as `then` saw it.
+  // Whether the optimizer is as `then` saw it: every option but the rate, compared by
+  // GroupOptions' defaulted == (so an option added later takes part without a change here). The
+  // rate is left out on purpose: it is read from memory at every replay, and comparing it would
+  // capture the graph again at every scheduler step.
   bool unchanged_since(const BakedIn& then) const {
     const auto& groups = optimizer->param_groups();
     if (optimizer->version() != then.version || groups.size() != then.groups.size()) return false;
     for (std::size_t i = 0; i < groups.size(); ++i) {
-      const optim::GroupOptions &a = groups[i].options, &b = then.groups[i];
-      if (a.momentum != b.momentum || a.dampening != b.dampening || a.weight_decay != b.weight_decay ||
-          a.nesterov != b.nesterov || a.beta1 != b.beta1 || a.beta2 != b.beta2 || a.eps != b.eps)
-        return false;
+      optim::GroupOptions now = groups[i].options;
+      now.lr = then.groups[i].lr;
+      if (!(now == then.groups[i])) return false;
     }
     return true;
   }
@@ -244,7 +242,7 @@ struct FusedMlpStep::Impl {
           i > 0 && gemms.input_gradient(l, layers[i - 1], dz, rows, masked[i - 1], bias_grad(layers[i - 1]));
       // W ← W − lr·dzᵀ·a, after the input gradient's GEMM has read W (CPU, f32).
       if (sgd_in_gemm) {
-        const auto lr = static_cast<float>(optimizer->param_groups()[l.weight_group].options.lr);
+        const float lr = optimizer->kernel_lr(l.weight_group);
         kernels::cpu::gemm(Transpose::yes, Transpose::no, l.out, l.in, rows, -lr, static_cast<const float*>(dz), l.out,
                            static_cast<const float*>(below), l.in, 1.0f, l.weight.raw<float>(), l.in);
       }
@@ -296,8 +294,8 @@ FusedMlpStep::FusedMlpStep(nn::Sequential& model, optim::Optimizer& optimizer, s
   s.batch = batch_size;
   const auto& children = model.named_children();
   for (std::size_t i = 0; i < children.size(); ++i) {
-    auto* linear = dynamic_cast<nn::Linear*>(children[i].second.get());
-    if (!linear) continue;
+    if (children[i].second->kind() != nn::ModuleKind::linear) continue;
+    auto* linear = static_cast<nn::Linear*>(children[i].second.get());
     MlpLayer l;
     l.weight = linear->weight();
     l.bias = linear->bias();

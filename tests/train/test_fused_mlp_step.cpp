@@ -12,6 +12,7 @@
 #include "layers/nn.h"
 #include "optim/optimizer.h"
 #include "train/fused_mlp_step.h"
+#include "train/make_step.h"
 
 using namespace ember;
 
@@ -246,4 +247,43 @@ TEST_CASE("FusedMlpStep in steady state takes no memory from the system") {
     CHECK(after.allocations == before.allocations);  // not even from the cache: every buffer is the step's own
     CHECK(step.describe().find("CPU") != std::string::npos);
   }
+}
+
+namespace {
+// An optimizer ember's steps know nothing about: SGD's arithmetic, but it does not say that its
+// update can be captured (an optimizer written outside ember, by default).
+struct UncapturedSGD : optim::SGD {
+  using optim::SGD::SGD;
+  bool capturable() const override { return false; }
+};
+}  // namespace
+
+TEST_CASE("make_step chooses by what the model and the optimizer say, and falls back to autograd") {
+  Generator g(3);
+  auto mlp = nn::mlp(20, {32}, 10, &g);
+  auto cnn = nn::cnn(4, 8, 16, &g);
+  optim::SGD sgd(mlp->parameters(), {.lr = 0.1});
+  optim::Adam adam(mlp->parameters(), {.lr = 0.01});
+  UncapturedSGD uncaptured(mlp->parameters(), {.lr = 0.1});
+  optim::SGD cnn_sgd(cnn->parameters(), {.lr = 0.1});
+  train::StepOptions automatic;
+  automatic.batch_size = 16;
+  CHECK(train::make_step(*mlp, sgd, automatic)->kind() == "fused");
+  CHECK(train::make_step(*mlp, adam, automatic)->kind() == "fused");
+  CHECK(train::make_step(*cnn, cnn_sgd, automatic)->kind() == "autograd");
+  // The optimizer without the capability: the autograd step, which trains it as a PyTorch loop.
+  const auto fallback = train::make_step(*mlp, uncaptured, automatic);
+  CHECK(fallback->kind() == "autograd");
+  const auto batches = make_batches(20, 10, {16}, DType::i64);
+  fallback->step(batches[0].x, batches[0].y);
+  CHECK(std::isfinite(fallback->batch_loss().item<double>()));
+  CHECK_THAT(train::fused_step_refusal(*mlp, uncaptured, DType::f32), Catch::Contains("capturable"));
+  // Asked for by name, the fused step says why it cannot run; autograd is always there.
+  train::StepOptions fused = automatic;
+  fused.choice = train::StepChoice::fused;
+  CHECK_THROWS_WITH(train::make_step(*mlp, uncaptured, fused), Catch::Contains("capturable"));
+  CHECK_THROWS_WITH(train::make_step(*cnn, cnn_sgd, fused), Catch::Contains("neither Linear nor ReLU"));
+  train::StepOptions autograd = automatic;
+  autograd.choice = train::StepChoice::autograd;
+  CHECK(train::make_step(*mlp, sgd, autograd)->kind() == "autograd");
 }
