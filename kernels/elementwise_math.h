@@ -20,7 +20,7 @@
 // is generated from it: the enums, the visitors that turn a run-time op into a compile-time one,
 // the names tests and errors print, the counts. An activation's entry also generates its public
 // function, its derivative's wiring and its autocast policy line in core/ops/ (ops.h,
-// elementwise.cpp, op_list.h). Adding an activation without arguments — softplus was added so —
+// unary.cpp, op_list.h). Adding an activation without arguments — softplus was added so —
 // touches three files: its entry and its two formulas (the value, and the derivative in
 // activation_grad_formula) here, its sample in tests/support/op_table_elementwise.cpp (with its
 // PyTorch spelling), and its row in docs/ops.md. Every op-wide test (gradcheck, CPU f32 against
@@ -40,7 +40,7 @@
 
 namespace ember::kernels {
 
-// Unary ops whose derivative core/ops/elementwise.cpp writes with other ops: X(name).
+// Unary ops whose derivative core/ops/unary.cpp writes with other ops: X(name).
 #define EMBER_UNARY_OPS_COMPOSED(X) X(neg) X(exp) X(log) X(sqrt) X(pow) X(affine)
 // Activations: unary ops whose derivative is activation_grad_formula's case of the same name, from
 // the saved input x (input), the saved output y (output), or only y's sign (output_sign: its 16-bit

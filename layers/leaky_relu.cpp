@@ -1,4 +1,4 @@
-// The LeakyReLU module's summary line; its op is ember::leaky_relu (core/ops/elementwise.cpp).
+// The LeakyReLU module's summary line; its op is ember::leaky_relu (core/ops/unary.cpp).
 #include "layers/leaky_relu.h"
 
 #include "core/base/error.h"

@@ -2,7 +2,7 @@
 // forward GEMM with bias and ReLU, the weight gradient with the bias gradient, and the input
 // gradient masked by the ReLU below — through cuBLASLt's epilogues on CUDA where cuBLASLt has an
 // algorithm for them, otherwise plain GEMMs and ember's kernels (the CPU's twins on the CPU). In
-// f32 on both devices, or in bf16 on CUDA (Note [fused step in bf16] in fused_mlp_step.cpp).
+// f32 on both devices, or in bf16 on CUDA (Note [fused step in bf16] in fused_mlp_step_math.cpp).
 // Notation, per layer with W [out, in]: z = a·Wᵀ + b, a' = relu(z) (h holds a' for hidden layers,
 // the logits for the last one); dW = dzᵀ·a, db = Σ_rows dz, da = dz·W, and dz of the layer below
 // = da ⊙ [h > 0].

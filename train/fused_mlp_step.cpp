@@ -1,24 +1,6 @@
-// The MLP training step (see fused_mlp_step.h): the layers' buffers, the loss, the order of the
-// layers' GEMMs (train/fused_mlp_layers.h, which gives the notation), the update, and the CUDA
-// graph around them.
-//
-// Note [fused step in bf16]
-// FusedMlpStepOptions::precision = bf16 (CUDA) computes what the autograd step computes under
-// autocast (core/ops/autocast.h), but for one difference, on the side of accuracy:
-//   - as autocast: every step starts from bf16 copies of the f32 parameters and of the input
-//     (kernels::CastList: one launch for all of them); each Linear multiplies bf16 operands with f32 sums and rounds
-//     its output — bias and ReLU included — once to bf16 (cuBLASLt's 16-bit epilogues); the logits are widened to f32
-//     for the loss, and the loss gradient is rounded to bf16 as it enters the last layer; dz·W and its ReLU mask give
-//     the layer below its bf16 gradient;
-//   - unlike autocast, the GEMMs write dW and db of the f32 master parameters in f32 (C in f32,
-//     BGRADB's bias gradient in C's type), where autocast rounds them to bf16 and widens them
-//     back. So every bias gradient comes from its layer's weight-gradient GEMM: DRELU_BGRAD's
-//     would be in bf16, and is discarded.
-// The optimizer updates the f32 parameters, and the next step's copies see the update. Where
-// cuBLASLt has no algorithm for a 16-bit epilogue (or epilogues are off), cuBLAS's 16-bit GEMM and
-// ember's kernels give the same roundings: the forward sums in f32, adds the rounded bias and
-// rounds once; the masked gradient is the rounded dz·W times the mask, as autograd's.
-#include "train/fused_mlp_step.h"
+// The MLP training step (see fused_mlp_step.h): its buffers, the CUDA graph around it, and what it
+// reports. The arithmetic of one step is in train/fused_mlp_step_math.cpp.
+#include "train/fused_mlp_step_impl.h"
 
 #include <algorithm>
 #include <chrono>
@@ -49,225 +31,29 @@ namespace ember::train {
 using fused_mlp::MlpLayer;
 using kernels::Transpose;
 
-struct FusedMlpStep::Impl {
-  optim::Optimizer* optimizer = nullptr;
-  FusedMlpStepOptions options;
-  Device device;
-  std::size_t batch = 0, classes = 0;
-  fused_mlp::MlpLayerGemms gemms;              // the layers' GEMMs, in f32 or bf16 (Note [fused step in bf16])
-  Tensor x_half;                               // bf16: [batch, in], the input rounded
-  std::vector<kernels::CastList> half_copies;  // bf16: fused_mlp::half_copy_lists
+FusedMlpStep::Impl::BakedIn FusedMlpStep::Impl::baked_in() const {
+  BakedIn now{optimizer->version(), {}};
+  for (const optim::ParamGroup& g : optimizer->param_groups()) now.groups.push_back(g.options);
+  return now;
+}
 
-  Tensor logits, dlogits;  // bf16: f32 [batch, classes], the last layer's output widened, and its gradient
-  std::vector<MlpLayer> layers;
-  Tensor row_loss, batch_loss, loss_sum, blocks_done;  // blocks_done: the fused loss kernel's counter
-  Tensor grads, scratch;       // every layer's gradients in one buffer (one reduction across ranks), and a second
-  bool into_scratch = false;   // backward writes into `scratch` (the micro-batches after the first)
-  double communication_s = 0;  // host time in the reduction across ranks (blocking on the CPU)
-  Tensor x_static, y_static;   // a replayed graph reads its batch from here
-  kernels::DeviceErrorRecord cpu_error;
-  std::unique_ptr<cuda::Graph> graph = std::make_unique<cuda::Graph>();
-  bool graph_failed = false;
-  long long full_steps = 0;  // eager steps on a full batch since the graph was (re)set
-  std::size_t step_launches = 0, replays = 0;
-  std::string graph_note;
-  long long steps = 0;
-  bool sgd_in_gemm = false;  // this step updates the weights inside their GEMMs (FusedMlpStepOptions)
-
-  bool cuda() const { return device.is_cuda(); }
-  bool mixed() const { return gemms.mixed(); }
-
-  // Whether FusedMlpStepOptions::sgd_in_gemm is the optimizer's own update for this step (see there).
-  bool sgd_in_gemm_applies() const {
-    if (!options.sgd_in_gemm || cuda() || options.reduce_across_ranks || options.micro_batches != 1) return false;
-    const auto& groups = optimizer->param_groups();
-    for (const MlpLayer& l : layers)
-      if (l.weight_group >= groups.size() || !optimizer->update_is_plain_descent(groups[l.weight_group].options))
-        return false;
-    return true;
+bool FusedMlpStep::Impl::unchanged_since(const BakedIn& then) const {
+  const auto& groups = optimizer->param_groups();
+  if (optimizer->version() != then.version || groups.size() != then.groups.size()) return false;
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    optim::GroupOptions now = groups[i].options;
+    now.lr = then.groups[i].lr;
+    if (!(now == then.groups[i])) return false;
   }
+  return true;
+}
 
-  // What a captured update keeps as kernel arguments or pointers: the optimizer's settings other
-  // than the rate (which is read from device memory), and the version of its state (new buffers
-  // or slot tables mean new pointers). A change means capturing again. Compared field by field
-  // before every replay, so nothing is built on the host per step.
-  struct BakedIn {
-    std::uint64_t version = 0;
-    std::vector<optim::GroupOptions> groups;
-  };
-  BakedIn baked_in() const {
-    BakedIn now{optimizer->version(), {}};
-    for (const optim::ParamGroup& g : optimizer->param_groups()) now.groups.push_back(g.options);
-    return now;
-  }
-  // Whether the optimizer is as `then` saw it: every option but the rate, compared by
-  // GroupOptions' defaulted == (so an option added later takes part without a change here). The
-  // rate is left out on purpose: it is read from memory at every replay, and comparing it would
-  // capture the graph again at every scheduler step.
-  bool unchanged_since(const BakedIn& then) const {
-    const auto& groups = optimizer->param_groups();
-    if (optimizer->version() != then.version || groups.size() != then.groups.size()) return false;
-    for (std::size_t i = 0; i < groups.size(); ++i) {
-      optim::GroupOptions now = groups[i].options;
-      now.lr = then.groups[i].lr;
-      if (!(now == then.groups[i])) return false;
-    }
-    return true;
-  }
-  BakedIn captured;    // as the graph was captured
-  BakedIn last_eager;  // as the last full-batch eager step left it
-
-  cudaStream_t stream() const { return cuda::current_stream(device); }  // CUDA only
-
-  // Runs cpu() or cuda(stream) for the step's device (Note [device dispatch] in core/ops/dispatch.h).
-  template <class Cpu, class Cuda>
-  decltype(auto) on_device(Cpu&& cpu, Cuda&& cuda) const {
-    return ext::dispatch_device(device, std::forward<Cpu>(cpu), std::forward<Cuda>(cuda));
-  }
-
-  // Kernels and library calls this thread has issued (CUDA; 0 on the CPU).
-  std::uint64_t launches_issued() const {
-    return on_device([] { return std::uint64_t{0}; }, [](auto) { return kernels::cuda::launches_issued(); });
-  }
-
-  // Softmax cross-entropy on the f32 logits: the loss sums and the logits' gradient.
-  void loss(const Tensor& y, std::size_t rows) {
-    const MlpLayer& last = layers.back();
-    const float* logits_in = (mixed() ? logits : last.h).raw<float>();
-    float* logits_grad = (mixed() ? dlogits : last.g).raw<float>();
-    const float scale = 1.0f / static_cast<float>(rows);
-    auto run = [&](auto target_type) {
-      using Target = decltype(target_type);
-      const Target* targets = y.raw<Target>();
-      on_device(
-          [&] {
-            kernels::cpu::cross_entropy_fused(logits_in, targets, logits_grad, row_loss.raw<float>(),
-                                              batch_loss.raw<float>(), loss_sum.raw<float>(), rows, classes, scale,
-                                              &cpu_error);
-          },
-          [&](auto stream) {
-            kernels::cuda::cross_entropy_fused(logits_in, targets, logits_grad, row_loss.raw<float>(),
-                                               batch_loss.raw<float>(), loss_sum.raw<float>(), rows, classes, scale,
-                                               cuda::device_error_record(device),
-                                               reinterpret_cast<unsigned*>(blocks_done.raw<std::int32_t>()), stream);
-          });
-      if (cpu_error.code != 0) {  // the CPU's record, at once; CUDA's is read at the epoch's end
-        const kernels::DeviceErrorRecord found = cpu_error;
-        cpu_error = {};
-        throw_kernel_error(found, device);
-      }
-    };
-    if (y.dtype() == DType::i64)
-      run(std::int64_t{});
-    else
-      run(std::int32_t{});
-  }
-
-  float* weight_grad(const MlpLayer& l) const { return (into_scratch ? l.weight_scratch : l.weight_grad).raw<float>(); }
-  float* bias_grad(const MlpLayer& l) const { return (into_scratch ? l.bias_scratch : l.bias_grad).raw<float>(); }
-
-  // The whole step on one batch: gradients, their average over ranks, the update.
-  void run(const Tensor& x, const Tensor& y, std::size_t rows) {
-    forward_backward(x, y, rows);
-    reduce_and_update();
-  }
-
-  // Across ranks (distributed): the sum of every rank's gradients, one collective over the flat
-  // buffer (on CUDA, NCCL on the stream being captured, so the graph holds it), then ÷ ranks.
-  void reduce_and_update() {
-    if (options.reduce_across_ranks && dist::is_initialized()) {  // (a world of one too: the same calls)
-      const auto t0 = std::chrono::steady_clock::now();
-      dist::all_reduce(grads);
-      communication_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      mul_(grads, 1.0 / static_cast<double>(dist::world_size()));
-    }
-    // Weights already updated inside their GEMMs have no gradient: step() skips them.
-    if (sgd_in_gemm)
-      for (MlpLayer& l : layers) l.weight.set_grad(Tensor());
-    optimizer->step();
-  }
-
-  // Gradient accumulation (micro_batches = K): micro-batch m takes rows m, m + K, m + 2K, ... of
-  // the batch, the rows rank m of K would take (data::Shard), so that one process reproduces K
-  // ranks' arithmetic: the gradients summed, then ÷ K. The step loss is the micro-batches' mean.
-  void run_micro_batches(const Tensor& x, const Tensor& y, std::size_t rows) {
-    const auto k = static_cast<std::int64_t>(options.micro_batches);
-    const std::int64_t per = static_cast<std::int64_t>(rows) / k, in = x.size(1);
-    Tensor loss_total = zeros({}, {.device = device});
-    for (std::int64_t m = 0; m < k; ++m) {
-      const Tensor xm = slice(x.reshape({per, k, in}), 1, m, 1).reshape({per, in});
-      const Tensor ym = slice(y.reshape({per, k}), 1, m, 1).reshape({per});
-      into_scratch = m > 0;
-      forward_backward(xm, ym, static_cast<std::size_t>(per));
-      into_scratch = false;
-      if (m > 0) add_(grads, scratch);
-      add_(loss_total, batch_loss);
-    }
-    mul_(grads, 1.0 / static_cast<double>(k));
-    batch_loss.copy_(mul_(loss_total, 1.0 / static_cast<double>(k)));
-    reduce_and_update();
-  }
-
-  void forward_backward(const Tensor& x, const Tensor& y, std::size_t rows) {
-    const MlpLayer& last = layers.back();
-    Tensor input = x;
-    if (mixed()) {  // Note [fused step in bf16]: this step's bf16 copies
-      kernels::CastList& with_input = half_copies.back();
-      with_input.from[with_input.count - 1] = x.raw<float>();
-      with_input.n[with_input.count - 1] = rows * layers.front().in;
-      for (const kernels::CastList& list : half_copies) gemms.cast(list);
-      input = x_half;
-    }
-    std::vector<bool> masked(layers.size(), false);
-    const void* a = input.raw_bytes();
-    for (std::size_t i = 0; i < layers.size(); ++i) {
-      masked[i] = gemms.forward(layers[i], a, rows);
-      a = layers[i].h.raw_bytes();
-    }
-    if (mixed()) gemms.cast(last.h, logits, rows * classes);
-    loss(y, rows);
-    if (mixed()) gemms.cast(dlogits, last.g, rows * classes);
-    // Backward, top layer first. A layer's bias gradient comes from the GEMM below it when that
-    // GEMM ran with DRELU_BGRAD (f32 only); otherwise from its own weight-gradient GEMM (BGRADB) or a sum.
-    bool bias_grad_done = false;
-    for (std::size_t i = layers.size(); i-- > 0;) {
-      MlpLayer& l = layers[i];
-      const void* below = i == 0 ? input.raw_bytes() : layers[i - 1].h.raw_bytes();
-      const void* dz = l.g.raw_bytes();
-      if (!sgd_in_gemm)
-        gemms.weight_gradient(l, below, dz, rows, bias_grad_done, weight_grad(l), bias_grad(l));
-      else if (!bias_grad_done)
-        gemms.bias_grad_sum(l, rows, bias_grad(l));
-      bias_grad_done =
-          i > 0 && gemms.input_gradient(l, layers[i - 1], dz, rows, masked[i - 1], bias_grad(layers[i - 1]));
-      // W ← W − lr·dzᵀ·a, after the input gradient's GEMM has read W (CPU, f32).
-      if (sgd_in_gemm) {
-        const float lr = optimizer->kernel_lr(l.weight_group);
-        kernels::cpu::gemm(Transpose::yes, Transpose::no, l.out, l.in, rows, -lr, static_cast<const float*>(dz), l.out,
-                           static_cast<const float*>(below), l.in, 1.0f, l.weight.raw<float>(), l.in);
-      }
-    }
-  }
-
-  void fall_back_to_eager(const std::string& why) {
-    graph = std::make_unique<cuda::Graph>();
-    graph_failed = true;
-    graph_note = "eager (" + why + ")";
-    std::fprintf(stderr, "ember: warning: FusedMlpStep: %s; every step runs eagerly from now on\n", graph_note.c_str());
-  }
-
-  // The parameters' .grad must be this step's buffers (a zero_grad(set_to_none) may have dropped them).
-  void attach_grads() {
-    auto attach = [](Tensor& param, const Tensor& grad) {
-      const Tensor current = param.grad();
-      if (!current.defined() || current.raw_bytes() != grad.raw_bytes()) param.set_grad(grad);
-    };
-    for (MlpLayer& l : layers) {
-      attach(l.weight, l.weight_grad);
-      attach(l.bias, l.bias_grad);
-    }
-  }
-};
+void FusedMlpStep::Impl::fall_back_to_eager(const std::string& why) {
+  graph = std::make_unique<cuda::Graph>();
+  graph_failed = true;
+  graph_note = "eager (" + why + ")";
+  std::fprintf(stderr, "ember: warning: FusedMlpStep: %s; every step runs eagerly from now on\n", graph_note.c_str());
+}
 
 FusedMlpStep::FusedMlpStep(nn::Sequential& model, optim::Optimizer& optimizer, std::size_t batch_size,
                            FusedMlpStepOptions options)

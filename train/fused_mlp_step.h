@@ -57,7 +57,7 @@ struct FusedMlpStepOptions {
   // step's contract.
   bool sgd_in_gemm = false;
   // Mixed precision (CUDA): bf16 runs the step as autocast runs an MLP (Note [fused step in bf16]
-  // in fused_mlp_step.cpp): bf16 copies of the f32 parameters made at the start of every step,
+  // in fused_mlp_step_math.cpp): bf16 copies of the f32 parameters made at the start of every step,
   // bf16 GEMM operands and activations with f32 sums (cuBLASLt's 16-bit epilogues), the logits
   // widened for an f32 loss; the gradients of the f32 master parameters are written in f32 and the
   // optimizer updates those. f32 is ember's f32 step. f16 is refused: its loss scaling decides on

@@ -1,4 +1,4 @@
-// The fused MLP step in bf16 (Note [fused step in bf16], train/fused_mlp_step.cpp) against the
+// The fused MLP step in bf16 (Note [fused step in bf16], train/fused_mlp_step_math.cpp) against the
 // autograd step under bf16 autocast on the same batches: the same losses and weights up to the
 // roundings the note lists, with cuBLASLt's 16-bit epilogues and without them; a replayed graph
 // gives the eager step's losses; f16 is refused with its reason.
