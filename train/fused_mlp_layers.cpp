@@ -157,6 +157,13 @@ void MlpLayerGemms::cast(const kernels::CastList& list) const {
             [&](auto stream) { kernels::cuda::cast_list(list, operands_, stream); });
 }
 
+void MlpLayerGemms::descend_in_gemm(const MlpLayer& l, const void* below, const void* dz, std::size_t rows,
+                                    float lr) const {
+  EMBER_CHECK(!device_.is_cuda() && !mixed(), ValueError, "the update inside the GEMMs runs on the CPU in f32");
+  kernels::cpu::gemm(Transpose::yes, Transpose::no, l.out, l.in, rows, -lr, static_cast<const float*>(dz), l.out,
+                     static_cast<const float*>(below), l.in, 1.0f, l.weight.raw<float>(), l.in);
+}
+
 void MlpLayerGemms::bias_grad_sum(const MlpLayer& l, std::size_t rows, float* db) const {
   float* workspace = l.sum_workspace.defined() ? l.sum_workspace.raw<float>() : nullptr;
   on_device([&] { kernels::cpu::sum(l.g.raw<float>(), db, 1, rows, l.out, 1.0f); },

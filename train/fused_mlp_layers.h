@@ -66,6 +66,9 @@ class MlpLayerGemms {
                       float* prev_db) const;
   // db = Σ_rows dz in f32.
   void bias_grad_sum(const MlpLayer& l, std::size_t rows, float* db) const;
+  // W ← W − lr·dzᵀ·a as one GEMM (α = −lr, β = 1): plain SGD's update of the weights inside the
+  // weight-gradient product (FusedMlpStepOptions::sgd_in_gemm; the CPU, f32).
+  void descend_in_gemm(const MlpLayer& l, const void* below, const void* dz, std::size_t rows, float lr) const;
   // The first n elements of `from` cast into `to` (the types of the two tensors).
   void cast(const Tensor& from, const Tensor& to, std::size_t n) const;
   // Every entry of `list` (f32) cast to the operands' type, in one launch on CUDA.

@@ -46,7 +46,6 @@
 namespace ember::train {
 
 using fused_mlp::MlpLayer;
-using kernels::Transpose;
 
 bool FusedMlpStep::Impl::sgd_in_gemm_applies() const {
   if (!options.sgd_in_gemm || cuda() || options.reduce_across_ranks || options.micro_batches != 1) return false;
@@ -157,11 +156,7 @@ void FusedMlpStep::Impl::forward_backward(const Tensor& x, const Tensor& y, std:
       gemms.bias_grad_sum(l, rows, bias_grad(l));
     bias_grad_done = i > 0 && gemms.input_gradient(l, layers[i - 1], dz, rows, masked[i - 1], bias_grad(layers[i - 1]));
     // W ← W − lr·dzᵀ·a, after the input gradient's GEMM has read W (CPU, f32).
-    if (sgd_in_gemm) {
-      const float lr = optimizer->kernel_lr(l.weight_group);
-      kernels::cpu::gemm(Transpose::yes, Transpose::no, l.out, l.in, rows, -lr, static_cast<const float*>(dz), l.out,
-                         static_cast<const float*>(below), l.in, 1.0f, l.weight.raw<float>(), l.in);
-    }
+    if (sgd_in_gemm) gemms.descend_in_gemm(l, below, dz, rows, optimizer->kernel_lr(l.weight_group));
   }
 }
 
