@@ -7,30 +7,31 @@
 
 namespace ember::kernels::cpu {
 
-template <class T>
-void bias_relu_forward(T* __restrict y, const T* __restrict bias, std::size_t rows, std::size_t cols) {
+// y[r, c] += bias[c] for every row, then ReLU where asked.
+template <bool Relu, class T>
+void add_bias_to_rows(T* __restrict y, const T* __restrict bias, std::size_t rows, std::size_t cols) {
   parallel_for(
       rows, items_per_piece(cols),
       [&](std::size_t first, std::size_t last) {
         for (std::size_t r = first; r < last; ++r) {
           T* row = y + r * cols;
-          for (std::size_t c = 0; c < cols; ++c) row[c] = unary_formula<UnaryOp::relu>(row[c] + bias[c], {});
+          for (std::size_t c = 0; c < cols; ++c) {
+            const T sum = row[c] + bias[c];
+            row[c] = Relu ? unary_formula<UnaryOp::relu>(sum, {}) : sum;
+          }
         }
       },
       1);
 }
 
 template <class T>
+void bias_relu_forward(T* __restrict y, const T* __restrict bias, std::size_t rows, std::size_t cols) {
+  add_bias_to_rows<true>(y, bias, rows, cols);
+}
+
+template <class T>
 void bias_forward(T* __restrict y, const T* __restrict bias, std::size_t rows, std::size_t cols) {
-  parallel_for(
-      rows, items_per_piece(cols),
-      [&](std::size_t first, std::size_t last) {
-        for (std::size_t r = first; r < last; ++r) {
-          T* row = y + r * cols;
-          for (std::size_t c = 0; c < cols; ++c) row[c] += bias[c];
-        }
-      },
-      1);
+  add_bias_to_rows<false>(y, bias, rows, cols);
 }
 
 template <class T>

@@ -340,6 +340,16 @@ void channel_moments(const T* x, std::size_t n, std::size_t c, std::size_t hw, s
 }
 }  // namespace
 
+// y = x·scale + shift over channel ch of every image (NCHW): batch norm's affine map, training or not.
+template <class T>
+void scale_channel(const T* x, T* y, std::size_t n, std::size_t c, std::size_t hw, std::size_t ch, T scale, T shift) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const T* in = x + (i * c + ch) * hw;
+    T* out = y + (i * c + ch) * hw;
+    for (std::size_t p = 0; p < hw; ++p) out[p] = in[p] * scale + shift;
+  }
+}
+
 template <class T>
 void batch_norm_forward_train(const T* x, const T* gamma, const T* beta, T* y, T* save_mean, T* save_invstd,
                               T* running_mean, T* running_var, std::size_t n, std::size_t c, std::size_t hw, T momentum,
@@ -359,11 +369,7 @@ void batch_norm_forward_train(const T* x, const T* gamma, const T* beta, T* y, T
         static_cast<T>(batch_norm_running<double>(running_var[ch], batch_norm_unbiased_var(var, n * hw), momentum));
     const auto affine = batch_norm_affine<double>(mean, invstd, gamma[ch], beta[ch]);
     const T scale = static_cast<T>(affine.scale), shift = static_cast<T>(affine.shift);
-    for (std::size_t i = 0; i < n; ++i) {
-      const T* in = x + (i * c + ch) * hw;
-      T* out = y + (i * c + ch) * hw;
-      for (std::size_t p = 0; p < hw; ++p) out[p] = in[p] * scale + shift;
-    }
+    scale_channel(x, y, n, c, hw, ch, scale, shift);
   }
 }
 
@@ -374,11 +380,7 @@ void batch_norm_forward_eval(const T* x, const T* gamma, const T* beta, const T*
     const double invstd = batch_norm_invstd<double>(running_var[ch], eps);
     const auto affine = batch_norm_affine<double>(running_mean[ch], invstd, gamma[ch], beta[ch]);
     const T scale = static_cast<T>(affine.scale), shift = static_cast<T>(affine.shift);
-    for (std::size_t i = 0; i < n; ++i) {
-      const T* in = x + (i * c + ch) * hw;
-      T* out = y + (i * c + ch) * hw;
-      for (std::size_t p = 0; p < hw; ++p) out[p] = in[p] * scale + shift;
-    }
+    scale_channel(x, y, n, c, hw, ch, scale, shift);
   }
 }
 

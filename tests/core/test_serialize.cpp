@@ -18,12 +18,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path temp_dir() {
-  const fs::path dir = fs::temp_directory_path() / ("ember_serialize_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return dir;
-}
-
 std::vector<std::uint8_t> file_with_header(const std::string& header, std::size_t data_bytes,
                                            std::uint64_t claimed_length = UINT64_MAX) {
   const std::uint64_t len = claimed_length == UINT64_MAX ? header.size() : claimed_length;
@@ -41,7 +35,7 @@ std::string parse_error(const std::vector<std::uint8_t>& bytes) {
 }  // namespace
 
 TEST_CASE("tensors of every dtype and their metadata survive a save and load") {
-  const fs::path path = temp_dir() / "all.safetensors";
+  const fs::path path = ember::testing::process_dir("serialize") / "all.safetensors";
   StateDict tensors{{"weights", from_vector<float>({1.5f, -2.0f, 3.25f, 0.0f}, {2, 2})},
                     {"doubles", from_vector<double>({1e-300, 2.0}, {2})},
                     {"ints", from_vector<std::int32_t>({-7, 8, 9}, {3})},
@@ -71,7 +65,7 @@ TEST_CASE("tensors of every dtype and their metadata survive a save and load") {
 }
 
 TEST_CASE("a save replaces the old file atomically and leaves no temporary file") {
-  const fs::path dir = temp_dir() / "atomic";
+  const fs::path dir = ember::testing::process_dir("serialize") / "atomic";
   fs::remove_all(dir);
   fs::create_directories(dir);
   const fs::path path = dir / "ckpt.safetensors";
@@ -93,8 +87,9 @@ TEST_CASE("a save replaces the old file atomically and leaves no temporary file"
 TEST_CASE("missing, empty and folder paths are I/O errors naming the path") {
   CHECK_THAT(message_of<IoError>([] { load_safetensors("/nonexistent/ckpt.safetensors"); }),
              Contains("/nonexistent/ckpt.safetensors: no such checkpoint file"));
-  CHECK_THAT(message_of<IoError>([] { load_safetensors(temp_dir().string()); }), Contains("is a folder"));
-  const fs::path empty = temp_dir() / "empty.safetensors";
+  CHECK_THAT(message_of<IoError>([] { load_safetensors(ember::testing::process_dir("serialize").string()); }),
+             Contains("is a folder"));
+  const fs::path empty = ember::testing::process_dir("serialize") / "empty.safetensors";
   std::ofstream(empty).close();
   CHECK_THAT(message_of<FormatError>([&] { load_safetensors(empty.string()); }), Contains("the file is empty"));
 }

@@ -24,12 +24,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path temp_dir() {
-  const fs::path dir = fs::temp_directory_path() / ("ember_idx_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return dir;
-}
-
 std::vector<std::uint8_t> idx_bytes(std::uint8_t type, const std::vector<std::uint32_t>& dims, std::size_t payload,
                                     std::uint8_t ndim_override = 0xff) {
   std::vector<std::uint8_t> b{0, 0, type,
@@ -63,7 +57,7 @@ std::string error_of(const std::vector<std::uint8_t>& bytes) {
 }  // namespace
 
 TEST_CASE("IDX written raw and gzip-compressed reads back equal") {
-  const fs::path dir = temp_dir();
+  const fs::path dir = ember::testing::process_dir("idx");
   std::vector<std::uint8_t> values(3 * 5 * 7);
   for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<std::uint8_t>(i * 31 + 3);
   const Tensor t = from_vector(values, {3, 5, 7});
@@ -121,7 +115,7 @@ TEST_CASE("malformed IDX files are rejected with the problem named") {
 }
 
 TEST_CASE("IdxDataset finds files with or without .gz and checks counts") {
-  const fs::path dir = temp_dir() / "mnist";
+  const fs::path dir = ember::testing::process_dir("idx") / "mnist";
   fs::remove_all(dir);
   fs::create_directories(dir);
   std::vector<std::uint8_t> images(6 * 4 * 4);
@@ -167,7 +161,7 @@ namespace {
 // Four IDX files: `train_labels` with images of train_h×train_w, `test_labels` with test_h×test_w.
 fs::path write_dataset(const std::string& name, const std::vector<std::uint8_t>& train_labels,
                        const std::vector<std::uint8_t>& test_labels, std::int64_t test_side = 5) {
-  const fs::path dir = temp_dir() / name;
+  const fs::path dir = ember::testing::process_dir("idx") / name;
   fs::remove_all(dir);
   fs::create_directories(dir);
   auto write = [&](const char* prefix, const std::vector<std::uint8_t>& labels, std::int64_t side) {

@@ -17,11 +17,10 @@
 using namespace ember;
 
 namespace {
+// The tutorial's 784-hidden-10 MLP, initialized from `seed`.
 std::shared_ptr<nn::Sequential> mlp(std::int64_t hidden, std::uint64_t seed) {
   Generator g(seed);
-  return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
-      std::make_shared<nn::Linear>(784, hidden, true, &g), std::make_shared<nn::ReLU>(),
-      std::make_shared<nn::Linear>(hidden, 10, true, &g)});
+  return nn::mlp(784, {hidden}, 10, &g);
 }
 }  // namespace
 

@@ -88,20 +88,20 @@ CloseReport compare(const std::vector<A>& actual, const std::vector<B>& expected
     REQUIRE(ember_report_.ok);                                                          \
   } while (0)
 
-inline std::vector<float> random_floats(std::size_t n, std::uint64_t seed, float low = -1.0f, float high = 1.0f) {
+// n values uniform in [low, high), the same for a seed on every machine (mt19937_64).
+template <class T>
+std::vector<T> random_values(std::size_t n, std::uint64_t seed, T low, T high) {
   std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> dist(low, high);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
+  std::uniform_real_distribution<T> dist(low, high);
+  std::vector<T> v(n);
+  for (T& x : v) x = dist(rng);
   return v;
 }
-
+inline std::vector<float> random_floats(std::size_t n, std::uint64_t seed, float low = -1.0f, float high = 1.0f) {
+  return random_values<float>(n, seed, low, high);
+}
 inline std::vector<double> random_doubles(std::size_t n, std::uint64_t seed, double low = -1.0, double high = 1.0) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> dist(low, high);
-  std::vector<double> v(n);
-  for (double& x : v) x = dist(rng);
-  return v;
+  return random_values<double>(n, seed, low, high);
 }
 
 // Every value of a module's state dict, in order, as f32: two models compare equal with ==.
@@ -113,9 +113,15 @@ std::vector<float> state_values(const Module& m) {
   return out;
 }
 
-// An empty folder of this test process's own under the system's temporary folder: `area`/`name`.
+// This test process's own folder for `area` under the system's temporary folder (created, kept).
+inline std::filesystem::path process_dir(const std::string& area) {
+  const auto dir = std::filesystem::temp_directory_path() / ("ember_" + area + "_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+// An empty folder `name` in it.
 inline std::filesystem::path fresh_dir(const std::string& area, const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / ("ember_" + area + "_" + std::to_string(::getpid())) / name;
+  const auto dir = process_dir(area) / name;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
