@@ -76,7 +76,7 @@ void add_elementwise(std::vector<Case>& cases, const Arena& arena, std::size_t n
   const double e = static_cast<double>(n), grid = static_cast<double>(host.rows * host.cols);
   const OpArgs<float> slope{0.01f, 0.0f};
   // Transcendentals may differ by a few ulp between CUDA's and glibc's math (see
-  // tests/cuda/test_cuda_kernels.cpp); plain arithmetic by one rounding.
+  // tests/cuda/twin_tolerances.h); plain arithmetic by one rounding.
   const std::vector<Entry<Flat>> table{
       {"relu_forward", 8 * e, &Flat::out, 1e-6, 0.0, unary(UnaryOp::relu)},
       {"exp", 8 * e, &Flat::out, 1e-6, 2e-6, unary(UnaryOp::exp)},

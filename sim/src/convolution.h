@@ -1,4 +1,5 @@
-// The convolutions of the cuDNN model (cudnn.cpp): their geometry and their sums, by reference loops.
+// The convolutions of the cuDNN model (cudnn.cpp, cudnn_convolutions.cpp): their geometry and
+// their sums, by reference loops.
 #pragma once
 #include <cudnn.h>
 

@@ -4,7 +4,8 @@
 // products exact in f32, the sums f32, each result rounded once) — with the epilogues BIAS, RELU_BIAS,
 // RELU_AUX_BIAS, DRELU_BGRAD and BGRADB, their argument rules and status codes, a heuristic that
 // offers one algorithm (or none, with EMBER_SIM_LT_ALGOS=0, so a caller's fallback runs), and the
-// work computed in stream order and checked against the other streams like any kernel.
+// work computed in stream order (by the reference loops of lt_matmul.cpp) and checked against the
+// other streams like any kernel.
 //
 // Stricter than cuBLASLt where its documentation leaves room:
 // - The heuristic derives the alignments an algorithm may assume from what it is told (the
@@ -29,13 +30,12 @@
 #include <cstring>
 #include <mutex>
 #include <new>
-#include <numeric>
-#include <random>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "executor.h"
+#include "lt_matmul.h"
 #include "numerics.h"
 #include "runtime.h"
 #include "state.h"
@@ -155,21 +155,6 @@ cublasStatus_t check(const Desc& d, const Layout& a, const Layout& b, const Layo
     if (!d.aux || d.aux_ld % 128 != 0 || d.aux_ld < static_cast<std::int64_t>(s.m)) return CUBLAS_STATUS_INVALID_VALUE;
   }
   return CUBLAS_STATUS_SUCCESS;
-}
-
-// The mask bit of element (i, j): the bits of each 128-row group permuted (see the file comment).
-const std::vector<std::uint8_t>& mask_permutation() {
-  static const std::vector<std::uint8_t> perm = [] {
-    std::vector<std::uint8_t> p(128);
-    std::iota(p.begin(), p.end(), std::uint8_t{0});
-    std::mt19937_64 rng(ember_sim::rt::config().seed ^ 0x6d61736bULL);
-    std::shuffle(p.begin(), p.end(), rng);
-    return p;
-  }();
-  return perm;
-}
-std::uint64_t mask_bit(std::uint64_t i, std::uint64_t j, std::int64_t ld) {
-  return j * static_cast<std::uint64_t>(ld) + (i / 128) * 128 + mask_permutation()[i % 128];
 }
 
 std::size_t matrix_bytes(const Layout& l) {
@@ -390,73 +375,33 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
   const std::size_t aux_bytes = static_cast<std::size_t>(d.aux_ld) / 8 * s.n;
   if (uses_aux(e))
     accesses.push_back({d.aux, aux_bytes, e == CUBLASLT_EPILOGUE_RELU_AUX_BIAS, "the ReLU bit-mask of cublasLtMatmul"});
-  const bool ta = d.transa != CUBLAS_OP_N, tb = d.transb != CUBLAS_OP_N;
-  const std::int64_t lda = la.ld, ldb = lb.ld, ldc = lc.ld, ldd = ld.ld, aux_ld = d.aux_ld;
-  // The bias and its gradient are in D's type (cublasLt.h, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE).
-  auto* bias = const_cast<void*>(d.bias);
-  const ember_sim::Format in = format_of(la.type), out_format = format_of(ld.type);
-  auto* aux = static_cast<std::uint8_t*>(const_cast<void*>(d.aux));
-  // CUBLAS_COMPUTE_32F_FAST_TF32: the products' inputs rounded to TF32 (numerics.h).
-  const bool tf32 = d.compute == CUBLAS_COMPUTE_32F_FAST_TF32;
-  const auto work = [=] {
-    const std::uint64_t m = s.m, n = s.n, k = s.k;
-    // Element (r, col) of a column-major operand (A, B: the operands' format) or of C (D's format).
-    const auto at = [&](const void* base, std::int64_t lead, std::uint64_t r, std::uint64_t col) {
-      return ember_sim::load(base, col * static_cast<std::uint64_t>(lead) + r, in);
-    };
-    const auto c_at = [&](std::uint64_t r, std::uint64_t col) {
-      return ember_sim::load(C, col * static_cast<std::uint64_t>(ldc) + r, out_format);
-    };
-    const auto bias_at = [&](std::uint64_t i) { return ember_sim::load(bias, i, out_format); };
-    const auto factor = [&](float v) { return tf32 ? ember_sim::tf32_round(v) : v; };
-    std::vector<double> bgrad(e == CUBLASLT_EPILOGUE_BGRADB ? n : m, 0.0);
-    for (std::uint64_t j = 0; j < n; ++j)
-      for (std::uint64_t i = 0; i < m; ++i) {
-        float acc = 0.0f;
-        for (std::uint64_t p = 0; p < k; ++p)
-          acc += factor(ta ? at(A, lda, p, i) : at(A, lda, i, p)) * factor(tb ? at(B, ldb, j, p) : at(B, ldb, p, j));
-        float v = a_scale * acc + (b_scale != 0.0f ? b_scale * c_at(i, j) : 0.0f);
-        switch (e) {
-          case CUBLASLT_EPILOGUE_RELU:
-            v = v > 0.0f ? v : 0.0f;
-            break;
-          case CUBLASLT_EPILOGUE_BIAS:
-            v += bias_at(i);
-            break;
-          case CUBLASLT_EPILOGUE_RELU_BIAS:
-            v = v + bias_at(i) > 0.0f ? v + bias_at(i) : 0.0f;
-            break;
-          case CUBLASLT_EPILOGUE_RELU_AUX_BIAS: {
-            v += bias_at(i);
-            const std::uint64_t bit = mask_bit(i, j, aux_ld);
-            if (v > 0.0f)
-              aux[bit / 8] = static_cast<std::uint8_t>(aux[bit / 8] | (1u << (bit % 8)));
-            else
-              aux[bit / 8] = static_cast<std::uint8_t>(aux[bit / 8] & ~(1u << (bit % 8)));
-            v = v > 0.0f ? v : 0.0f;
-            break;
-          }
-          case CUBLASLT_EPILOGUE_DRELU_BGRAD: {
-            const std::uint64_t bit = mask_bit(i, j, aux_ld);
-            if (!((aux[bit / 8] >> (bit % 8)) & 1u)) v = 0.0f;
-            bgrad[i] += v;  // over the columns of D
-            break;
-          }
-          default:
-            break;
-        }
-        ember_sim::store(D, j * static_cast<std::uint64_t>(ldd) + i, out_format, v);
-      }
-    if (e == CUBLASLT_EPILOGUE_BGRADB) {
-      // Σ over GEMM's k of op(B)[k, j]: one value per column of D.
-      for (std::uint64_t j = 0; j < n; ++j)
-        for (std::uint64_t p = 0; p < k; ++p) bgrad[j] += tb ? at(B, ldb, j, p) : at(B, ldb, p, j);
-    }
-    if (bias_written)
-      for (std::size_t i = 0; i < bgrad.size(); ++i)
-        ember_sim::store(bias, i, out_format, static_cast<float>(bgrad[i]));
-  };
-  const cudaError_t status = ember_sim::rt::enqueue_work(stream, "cublasLtMatmul", std::move(accesses), work);
+  // The bias and its gradient are in D's type (cublasLt.h, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE);
+  // CUBLAS_COMPUTE_32F_FAST_TF32 rounds the products' inputs to TF32 (numerics.h).
+  const ember_sim::cublaslt_model::Matmul call{.m = s.m,
+                                               .n = s.n,
+                                               .k = s.k,
+                                               .ta = d.transa != CUBLAS_OP_N,
+                                               .tb = d.transb != CUBLAS_OP_N,
+                                               .A = A,
+                                               .B = B,
+                                               .C = C,
+                                               .D = D,
+                                               .lda = la.ld,
+                                               .ldb = lb.ld,
+                                               .ldc = lc.ld,
+                                               .ldd = ld.ld,
+                                               .in = format_of(la.type),
+                                               .out_format = format_of(ld.type),
+                                               .a_scale = a_scale,
+                                               .b_scale = b_scale,
+                                               .e = e,
+                                               .bias_written = bias_written,
+                                               .bias = const_cast<void*>(d.bias),
+                                               .aux = static_cast<std::uint8_t*>(const_cast<void*>(d.aux)),
+                                               .aux_ld = d.aux_ld,
+                                               .tf32 = d.compute == CUBLAS_COMPUTE_32F_FAST_TF32};
+  const cudaError_t status =
+      ember_sim::rt::enqueue_work(stream, "cublasLtMatmul", std::move(accesses), [call] { call.run(); });
   return status == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
 }
 

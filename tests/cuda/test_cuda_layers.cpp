@@ -111,7 +111,7 @@ TEST_CASE("checkpoints load on any device, whatever device saved them") {
 }
 
 TEST_CASE("leaky_relu on the GPU: forward and gradient as on the CPU") {
-  // Its kernels are the generic elementwise ones (test_cuda_kernels.cpp); here the op end to end.
+  // Its kernels are the generic elementwise ones (test_cuda_elementwise_kernels.cpp); here the op end to end.
   const Tensor x = from_vector<float>({-1, 2, -0.0f, 0.5f}, {4});
   CHECK(nn::leaky_relu(x.to(kGpu), 0.5).to_vector<float>() == nn::leaky_relu(x, 0.5).to_vector<float>());
   Tensor on_gpu = x.to(kGpu).set_requires_grad(true), on_cpu = x.clone().set_requires_grad(true);
