@@ -20,11 +20,12 @@
 // is generated from it: the enums, the visitors that turn a run-time op into a compile-time one,
 // the names tests and errors print, the counts. An activation's entry also generates its public
 // function, its derivative's wiring and its autocast policy line in core/ops/ (ops.h,
-// unary.cpp, op_list.h). Adding an activation without arguments — softplus was added so —
-// touches three files: its entry and its two formulas (the value, and the derivative in
-// activation_grad_formula) here, its sample in tests/support/op_table_elementwise.cpp (with its
-// PyTorch spelling), and its row in docs/ops.md. Every op-wide test (gradcheck, CPU f32 against
-// f64, CUDA against the CPU, PyTorch, autocast, the docs) then covers it.
+// unary.cpp, op_list.h). Adding an activation without arguments touches three files: its entry
+// and its two formulas (the value, and the derivative in activation_grad_formula) here, its sample
+// in tests/support/op_table_elementwise.cpp (with its PyTorch spelling), and its row in
+// docs/ops.md; a fourth, tests/interop/autocast_mode_2x_lists.h, where PyTorch lists the op for
+// autocast (softplus: CUDA's f32 list). Every op-wide test (gradcheck, CPU f32 against f64, CUDA
+// against the CPU, PyTorch, autocast, the docs) then covers it.
 #pragma once
 
 #include <math.h>
