@@ -37,7 +37,28 @@ FusedMlpStep::Impl::BakedIn FusedMlpStep::Impl::baked_in() const {
   return now;
 }
 
+namespace {
+// The number of fields of an aggregate: the most initializers T{...} accepts.
+struct AnyField {
+  template <class T>
+  constexpr operator T() const {
+    return T{};
+  }
+};
+template <class T, class... Fields>
+constexpr std::size_t aggregate_fields() {
+  if constexpr (requires { T{Fields{}..., AnyField{}}; })
+    return aggregate_fields<T, Fields..., AnyField>();
+  else
+    return sizeof...(Fields);
+}
+}  // namespace
+
 bool FusedMlpStep::Impl::unchanged_since(const BakedIn& then) const {
+  // A new option is compared by GroupOptions' defaulted ==, as every option but the rate should be;
+  // this assert makes whoever adds one decide whether it is, like the rate, read from memory at
+  // each replay (and so to be left out here) instead.
+  static_assert(aggregate_fields<optim::GroupOptions>() == 8, "a new GroupOptions field: see unchanged_since");
   const auto& groups = optimizer->param_groups();
   if (optimizer->version() != then.version || groups.size() != then.groups.size()) return false;
   for (std::size_t i = 0; i < groups.size(); ++i) {
