@@ -36,7 +36,7 @@ cd "$root"
 declare -A budget=(
   [facts]=20         # nvidia-smi, nvcc --version, importing torch (about 5 s)
   [build]=210        # est.: configure plus the library, test_cuda, the device tests and 4 programs on 16 cores
-  [test]=150         # est.: test_cuda at full sizes (cuDNN's and cuBLASLt's first loads included), then 5 device tests
+  [test]=200         # test_cuda at full sizes (took 23-28 s), then 5 device tests and install_example (est. 60-90 s: builds the examples with nvcc)
   [train]=70         # five short runs of mnist_train (10,000 images each epoch) and a stop and resume
   [bench]=45         # bench_kernels at 1M and 64M elements, 10 timed repeats per kernel
   [compare]=100      # eager rows about 5 s each; torch.compile's cold compile est. 30-60 s per model, so last
@@ -313,12 +313,13 @@ section_test() {
   say "- test_cuda ($(($(date +%s) - t0)) s, exit $rc): ${tail_line:-no summary line}"
   grep -qE "skipped|no usable CUDA" "$out/test.log" && grep -m1 -E "skipped|no usable CUDA" "$out/test.log" | sed 's/^/  - /' >>"$report"
   [ $rc -eq 0 ] || quote "$out/test.log" "FAILED|REQUIRE|CHECK|with expansion|due to unexpected|CUDA error" 40
-  # Then the device tests written once per device, on this one.
+  # Then the device tests written once per device, on this one, and the extension example built
+  # against an installed ember (its own gelu.cu through ember_add_extension, run on this GPU).
   t0=$(date +%s)
   local rc2=0
-  echo "==== ctest -R _cuda\$" >>"$out/test.log"
+  echo "==== ctest -R _cuda\$|^install_example\$" >>"$out/test.log"
   (cd "$build" && gpu timeout $((b - $(date +%s) + t0 > 5 ? b - $(date +%s) + t0 : 5)) \
-    ctest -R '_cuda$' -E '^test_cuda$' -j 4 --output-on-failure --timeout 120) >>"$out/test.log" 2>&1 || rc2=$?
+    ctest -R '_cuda$|^install_example$' -E '^test_cuda$' -j 4 --output-on-failure --timeout 180) >>"$out/test.log" 2>&1 || rc2=$?
   local summary_line
   summary_line=$(grep -E "tests passed|tests failed" "$out/test.log" | tail -1)
   say "- device tests ($(($(date +%s) - t0)) s, exit $rc2): ${summary_line:-no summary line}"
@@ -456,7 +457,7 @@ section_devices() {
 }
 
 # ---- sanitize ----------------------------------------------------------------------------------
-# memcheck and racecheck instrument ember's kernels only (--kernel-name kns=ember: its kernels live
+# The tools instrument ember's kernels only (--kernel-name kns=ember: its kernels live
 # in namespace ember), so the time does not depend on cuDNN's and cuBLAS's. The tool's start-up is
 # measured first, on one small test case, and recorded.
 section_sanitize() {
@@ -469,19 +470,23 @@ section_sanitize() {
     "device-to-device copies, clone, copy_ and fill_ on the GPU" >>"$out/sanitize.log" 2>&1
   local startup=$(($(date +%s) - t0))
   say "- start-up with one test case: $startup s"
-  for tool in memcheck racecheck; do
-    local share=1
-    [ $tool = memcheck ] && share=2  # memcheck takes half of what is left, racecheck the rest
-    local left=$(((b - ($(date +%s) - t0)) / share))
+  # memcheck over the whole binary (cuBLAS, cuBLASLt and cuDNN calls included; the filter keeps
+  # the check to ember's kernels), then initcheck and racecheck on the kernel tests. Each tool gets
+  # an equal share of what is left.
+  local kernel_tests="[#test_cuda_kernels],[#test_cuda_elementwise_kernels],[#test_cuda_half_kernels],[#test_cuda_streams]"
+  local tools=(memcheck initcheck racecheck) i
+  for i in 0 1 2; do
+    tool=${tools[$i]}
+    local left=$(((b - ($(date +%s) - t0)) / (3 - i)))
     [ "$left" -gt 5 ] || { say "- $tool: not run (no time left)"; continue; }
-    local t0_tool
+    local t0_tool which=()
+    [ $tool = memcheck ] || which=(-# "$kernel_tests")
     t0_tool=$(date +%s)
     echo "==== compute-sanitizer --tool $tool" >>"$out/sanitize.log"
     EMBER_TEST_SIZES=small gpu timeout "$left" compute-sanitizer --tool "$tool" "${filter[@]}" --error-exitcode 99 \
-      "$build/tests/test_cuda" -# "[#test_cuda_kernels],[#test_cuda_elementwise_kernels],[#test_cuda_half_kernels],[#test_cuda_streams]" \
-      >>"$out/sanitize.log" 2>&1
+      "$build/tests/test_cuda" "${which[@]}" >>"$out/sanitize.log" 2>&1
     local r=$?
-    say "- $tool on the kernel tests (small sizes): exit $r in $(($(date +%s) - t0_tool)) s; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize.log" | tail -1)"
+    say "- $tool on ${which[*]:+the kernel tests}${which[*]:-all of test_cuda} (small sizes): exit $r in $(($(date +%s) - t0_tool)) s; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize.log" | tail -1)"
     [ $r -ne 0 ] && rc=$r
   done
   note "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize.log" | tr '\n' ' ')"
