@@ -38,7 +38,7 @@ declare -A budget=(
   [build]=210        # est.: configure plus the library, test_cuda, the device tests and 4 programs on 16 cores
   [test]=200         # test_cuda at full sizes (took 23-28 s), then 5 device tests and install_example (est. 60-90 s: builds the examples with nvcc)
   [train]=70         # five short runs of mnist_train (10,000 images each epoch) and a stop and resume
-  [bench]=45         # bench_kernels at 1M and 64M elements, 10 timed repeats per kernel
+  [bench]=75         # bench_kernels at 1M and 64M elements, 10 timed repeats per kernel (did not finish in 45 s)
   [compare]=100      # eager rows about 5 s each; torch.compile's cold compile est. 30-60 s per model, so last
   [mixed]=120        # the MLP in 3 precisions on both sides, one round: over 50 s on an H200 (first call)
   [loader]=15        # 5 epochs of streaming, pinned and pageable
@@ -479,14 +479,16 @@ section_sanitize() {
     tool=${tools[$i]}
     local left=$(((b - ($(date +%s) - t0)) / (3 - i)))
     [ "$left" -gt 5 ] || { say "- $tool: not run (no time left)"; continue; }
-    local t0_tool which=()
-    [ $tool = memcheck ] || which=(-# "$kernel_tests")
+    local t0_tool which=(-# "~[#test_cuda_dist]") label="all of test_cuda but NCCL's"
+    # NCCL probes its own kernels with cudaFuncGetAttributes and gets "no kernel image" for the
+    # architectures it was not built for (an H200: 4 such API errors, its own and handled by it).
+    [ $tool = memcheck ] || { which=(-# "$kernel_tests"); label="the kernel tests"; }
     t0_tool=$(date +%s)
     echo "==== compute-sanitizer --tool $tool" >>"$out/sanitize.log"
     EMBER_TEST_SIZES=small gpu timeout "$left" compute-sanitizer --tool "$tool" "${filter[@]}" --error-exitcode 99 \
       "$build/tests/test_cuda" "${which[@]}" >>"$out/sanitize.log" 2>&1
     local r=$?
-    say "- $tool on ${which[*]:+the kernel tests}${which[*]:-all of test_cuda} (small sizes): exit $r in $(($(date +%s) - t0_tool)) s; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize.log" | tail -1)"
+    say "- $tool on $label (small sizes): exit $r in $(($(date +%s) - t0_tool)) s; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize.log" | tail -1)"
     [ $r -ne 0 ] && rc=$r
   done
   note "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize.log" | tr '\n' ' ')"

@@ -6,11 +6,19 @@
 // the CPU's: they differ by at most K·2⁻²⁴·Σ|x·w| ≤ 2⁻¹⁶·Σ|x·w| for K ≤ 256, before each rounds
 // once. How wide tensor cores accumulate is NVIDIA's to choose (the software GPU sums in f32); a
 // GPU that sums narrower than f32 would exceed this bound, and the test says so.
+//
+// cuBLASLt's 16-bit epilogues run on tensor cores whose f32 accumulator may truncate rather than
+// round: up to one f32 ulp of the running sum per addition, K·2⁻²³·Σ|a·b| in all. An H200
+// (cuBLAS 13.0) left 9 of 65,536 masked input gradients (K = 512) outside 2⁻¹⁶·Σ|a·b| in one run
+// and none in three others: which algorithm the heuristic picks decides it. Those checks allow
+// max(2⁻¹⁶, K·2⁻²³)·Σ|a·b| and print how many elements needed more than 2⁻¹⁶.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "core/ops/fused.h"
 #include "core/ops/ops.h"
@@ -149,8 +157,19 @@ TEMPLATE_TEST_CASE("cuBLASLt's epilogues in bf16 and f16 round the f32 sums once
   kcpu::gemm(Transpose::no, Transpose::yes, rows, out, in, 1.0f, a32.data(), in, w32.data(), in, 0.0f, z.data(), out);
   kcpu::gemm(Transpose::no, Transpose::yes, rows, out, in, 1.0f, abs_a.data(), in, abs_w.data(), in, 0.0f,
              magnitude.data(), out);
-  const auto within = [&](float got, float want, float terms) {
-    return std::fabs(got - want) <= ulp_at<T>(want) + terms * 0x1p-16f;
+  // One 16-bit ulp plus the accumulation bound of the file comment for a sum of `k` products;
+  // `beyond_nearest` counts the elements that needed more than round-to-nearest's 2⁻¹⁶.
+  std::size_t beyond_nearest = 0;
+  const auto within_sum_of = [&](std::size_t k) {
+    const float accumulation = std::max(0x1p-16f, static_cast<float>(k) * 0x1p-23f);
+    return [&beyond_nearest, accumulation](float got, float want, float terms, float ulp) {
+      const float error = std::fabs(got - want);
+      if (error > ulp + terms * 0x1p-16f) ++beyond_nearest;
+      return error <= ulp + terms * accumulation;
+    };
+  };
+  const auto within = [&, forward_sum = within_sum_of(in)](float got, float want, float terms) {
+    return forward_sum(got, want, terms, ulp_at<T>(want));
   };
 
   Tensor da = device_copy(a), dw = device_copy(w), dbias = device_copy(bias),
@@ -218,10 +237,11 @@ TEMPLATE_TEST_CASE("cuBLASLt's epilogues in bf16 and f16 round the f32 sums once
   const std::vector<T> got_dz = ddz.to_vector<T>(), got_db = dbias_grad.to_vector<T>();
   std::vector<float> db(out, 0.0f), db_magnitude(out, 0.0f);
   outside = 0;
+  const auto within_dz = within_sum_of(out);
   for (std::size_t i = 0; i < rows * out; ++i) {
     const bool active = static_cast<float>(h[i]) > 0.0f;
     const float want = active ? dz[i] : 0.0f;
-    if (!within(static_cast<float>(got_dz[i]), want, dz_magnitude[i])) ++outside;
+    if (!within_dz(static_cast<float>(got_dz[i]), want, dz_magnitude[i], ulp_at<T>(want))) ++outside;
     db[i % out] += want;
     db_magnitude[i % out] += active ? dz_magnitude[i] : 0.0f;
   }
@@ -259,9 +279,12 @@ TEMPLATE_TEST_CASE("cuBLASLt's epilogues in bf16 and f16 round the f32 sums once
              want_w_magnitude.data(), in);
   const std::vector<float> got_w = dgrad_w.to_vector<float>(), got_b = dgrad_b.to_vector<float>();
   outside = 0;
+  const auto within_w = within_sum_of(rows);
   for (std::size_t i = 0; i < out * in; ++i)
-    if (std::fabs(got_w[i] - want_w[i]) > want_w_magnitude[i] * 0x1p-16f) ++outside;  // f32: no 16-bit rounding
+    if (!within_w(got_w[i], want_w[i], want_w_magnitude[i], 0.0f)) ++outside;  // f32: no 16-bit rounding
   CHECK(outside == 0);
+  std::printf("cuBLASLt epilogues in %s: %zu elements beyond round-to-nearest accumulation's 2^-16 bound\n",
+              std::string(dtype_name(dtype)).c_str(), beyond_nearest);
   for (std::size_t j = 0; j < out; ++j) {
     float want = 0.0f, terms = 0.0f;
     for (std::size_t r = 0; r < rows; ++r) {
