@@ -1,9 +1,9 @@
 // Everything a program or a new layer needs from ember, in one include.
 #pragma once
 
-#include "core/base/dtype.h"
-#include "core/base/error.h"
-#include "core/base/fusion.h"
+#include "base/dtype.h"
+#include "base/error.h"
+#include "base/fusion.h"
 #include "core/cuda/graph.h"
 #include "core/cuda/runtime.h"
 #include "core/io/serialize.h"

@@ -10,7 +10,7 @@
 
 #include "apps/common/plot.h"
 #include "apps/common/program.h"
-#include "core/base/config.h"
+#include "base/config.h"
 #include "core/cuda/runtime.h"
 #include "core/io/serialize.h"
 #include "core/ops/ops.h"

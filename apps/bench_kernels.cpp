@@ -14,7 +14,7 @@
 #include "apps/bench/case.h"
 #include "apps/bench/timing.h"
 #include "apps/common/program.h"
-#include "core/base/config.h"
+#include "base/config.h"
 #include "core/cuda/profile.h"
 #include "core/cuda/runtime.h"
 #include "core/io/serialize.h"

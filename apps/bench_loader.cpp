@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "apps/common/program.h"
-#include "core/base/config.h"
+#include "base/config.h"
 #include "core/cuda/runtime.h"
 #include "core/ops/ops.h"
 #include "data/loader.h"

@@ -17,7 +17,7 @@
 #include "apps/common/run_checks.h"
 #include "apps/common/run_outputs.h"
 #include "apps/common/stop_signals.h"
-#include "core/base/fusion.h"
+#include "base/fusion.h"
 #include "data/classification_loaders.h"
 #include "distributed/dist.h"
 #include "layers/nn.h"

@@ -4,7 +4,7 @@
 # project's own core/ or data/) can shadow one of ember's. Run at install time:
 #   cmake -DSOURCE=<ember's tree> -DGENERATED=<build>/generated -DDESTINATION=<prefix>/include
 #         -P InstallHeaders.cmake
-set(folders core kernels layers optim data distributed train)
+set(folders base core kernels layers optim data distributed train)
 set(headers ember.h extension.h extension_cuda.cuh extension_version.h)
 foreach(folder ${folders})
   file(GLOB found RELATIVE ${SOURCE} ${SOURCE}/${folder}/*.h ${SOURCE}/${folder}/*/*.h)
@@ -25,4 +25,4 @@ endfunction()
 foreach(header ${headers})
   install_rewritten(${SOURCE}/${header} ${DESTINATION}/ember/${header})
 endforeach()
-install_rewritten(${GENERATED}/core/base/config.h ${DESTINATION}/ember/core/base/config.h)
+install_rewritten(${GENERATED}/base/config.h ${DESTINATION}/ember/base/config.h)

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/base/error.h"
+#include "base/error.h"
 
 namespace ember::data {
 namespace {

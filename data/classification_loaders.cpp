@@ -3,7 +3,7 @@
 
 #include <iomanip>
 
-#include "core/base/error.h"
+#include "base/error.h"
 
 namespace ember::data {
 

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <numeric>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "core/tensor/random.h"
 #include "data/idx.h"
 

@@ -10,7 +10,7 @@
 #include <memory>
 #include <vector>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "core/io/serialize.h"
 
 namespace ember::data {

@@ -7,8 +7,8 @@
 
 #include <pthread.h>
 
-#include "core/base/config.h"
-#include "core/base/error.h"
+#include "base/config.h"
+#include "base/error.h"
 #include "core/ops/ops.h"
 
 namespace ember::data {

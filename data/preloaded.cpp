@@ -1,7 +1,7 @@
 // PreloadedLoader: one copy of the dataset to the device, then a gather per batch.
 #include "data/preloaded.h"
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "core/ops/ops.h"
 
 namespace ember::data {

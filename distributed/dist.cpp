@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "core/base/config.h"
+#include "base/config.h"
 #include "core/cuda/runtime.h"
 #include "core/tensor/autograd.h"
 

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "core/tensor/tensor.h"
 
 namespace ember::dist {

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <limits>
 
-#include "core/base/config.h"
+#include "base/config.h"
 #include "distributed/dist.h"
 #include "distributed/nccl.h"
 

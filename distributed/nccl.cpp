@@ -1,7 +1,7 @@
 // CUDA tensors' collectives through NCCL (see distributed/nccl.h).
 #include "distributed/nccl.h"
 
-#include "core/base/config.h"
+#include "base/config.h"
 
 #if EMBER_WITH_NCCL
 #include <cuda_runtime.h>

@@ -7,7 +7,7 @@
 // and f16), enqueued on `stream`.
 #pragma once
 
-#include "core/base/half.h"
+#include "base/half.h"
 #include "kernels/common.h"
 
 namespace ember::kernels::cpu {

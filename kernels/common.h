@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/base/host_device.h"  // EMBER_HOST_DEVICE
+#include "base/host_device.h"  // EMBER_HOST_DEVICE
 
 typedef struct CUstream_st* cudaStream_t;  // identical to the CUDA runtime's own typedef
 

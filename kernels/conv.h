@@ -10,7 +10,7 @@
 // OH = (H + 2P − KH)/S + 1 (and likewise OW). All outputs are overwritten unless stated.
 #pragma once
 
-#include "core/base/half.h"
+#include "base/half.h"
 #include "kernels/common.h"
 
 namespace ember::kernels {

@@ -11,7 +11,7 @@
 // and f16, computing in f32: compute_t).
 #pragma once
 
-#include "core/base/dtype.h"
+#include "base/dtype.h"
 #include "kernels/common.h"
 #include "kernels/elementwise_math.h"
 

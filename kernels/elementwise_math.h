@@ -36,7 +36,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "core/base/half.h"
+#include "base/half.h"
 #include "kernels/common.h"
 
 namespace ember::kernels {
@@ -250,7 +250,7 @@ using compute_t = std::conditional_t<is_half_v<T>, float, T>;
 // as C++ does, and where C++ leaves the result undefined it follows the GPU's saturating
 // conversion instructions: NaN gives 0, values beyond the type's range give its limit (−1e10 →
 // INT32_MIN, 300 → 255 for u8). Integers to narrower integers wrap, as in C++. bf16 and f16 go
-// through f32 both ways (Note [half conversions] in core/base/half.h).
+// through f32 both ways (Note [half conversions] in base/half.h).
 template <class From, class To>
 EMBER_HOST_DEVICE To cast_formula(From x) {
   if constexpr (is_half_v<From>) {

@@ -24,7 +24,7 @@
 
 #include <string>
 
-#include "core/base/dtype.h"
+#include "base/dtype.h"
 #include "kernels/common.h"
 
 namespace ember::kernels {

@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "core/base/half.h"
+#include "base/half.h"
 #include "kernels/common.h"
 #include "kernels/gemm.h"
 

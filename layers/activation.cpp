@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "core/ops/ops.h"
 
 namespace ember::nn {

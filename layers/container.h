@@ -8,7 +8,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/base/fusion.h"
+#include "base/fusion.h"
 #include "layers/module.h"
 
 namespace ember::nn {

@@ -1,7 +1,7 @@
 // Dropout.
 #include "layers/dropout.h"
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "core/ops/ops.h"
 #include "core/tensor/random.h"
 

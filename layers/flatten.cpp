@@ -1,7 +1,7 @@
 // Flatten.
 #include "layers/flatten.h"
 
-#include "core/base/error.h"
+#include "base/error.h"
 
 namespace ember::nn {
 

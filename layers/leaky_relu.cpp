@@ -1,7 +1,7 @@
 // The LeakyReLU module's summary line; its op is ember::leaky_relu (core/ops/unary.cpp).
 #include "layers/leaky_relu.h"
 
-#include "core/base/error.h"
+#include "base/error.h"
 
 namespace ember::nn {
 

@@ -3,7 +3,7 @@
 
 #include <map>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "layers/activation.h"
 #include "layers/conv.h"
 #include "layers/dropout.h"

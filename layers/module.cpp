@@ -4,7 +4,7 @@
 #include <set>
 #include <sstream>
 
-#include "core/base/config.h"
+#include "base/config.h"
 #include "core/ops/op_helpers.h"
 #include "core/tensor/autograd.h"
 

@@ -1,7 +1,7 @@
 // LayerNorm and BatchNorm2d.
 #include "layers/normalization.h"
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "core/ops/ops.h"
 #include "core/tensor/autograd.h"
 

@@ -1,7 +1,7 @@
 // MaxPool2d.
 #include "layers/pooling.h"
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "core/ops/ops.h"
 
 namespace ember::nn {

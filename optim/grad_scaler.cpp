@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "core/ops/ops.h"
 #include "core/tensor/autograd.h"
 

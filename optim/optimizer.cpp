@@ -7,8 +7,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "core/base/config.h"
-#include "core/base/fusion.h"
+#include "base/config.h"
+#include "base/fusion.h"
 #include "core/cuda/runtime.h"
 #include "core/ops/dispatch.h"
 #include "core/ops/op_helpers.h"

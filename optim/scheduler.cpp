@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/base/error.h"
+#include "base/error.h"
 
 namespace ember::optim {
 

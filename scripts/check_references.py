@@ -55,7 +55,7 @@ def first_line(root, path):
 
 def scanned(root, path):
     """Whether path is one of the sources whose comments are read (a page is read for notes)."""
-    kind = path.removesuffix(".in")  # a template is read as what it makes (core/base/config.h.in)
+    kind = path.removesuffix(".in")  # a template is read as what it makes (base/config.h.in)
     name = os.path.basename(path)
     if NOT_OURS.match(path):
         return False

@@ -35,7 +35,7 @@ for example in "$root"/examples/*/CMakeLists.txt; do
 done
 [ "$built" -ge 2 ] || { echo "test_install: found $built projects under $root/examples, expected 2 or more" >&2; exit 1; }
 # Where ember has CUDA, the example's own CUDA kernel must have been compiled, not left out.
-if grep -q '#define EMBER_WITH_CUDA 1' "$prefix/include/ember/core/base/config.h"; then
+if grep -q '#define EMBER_WITH_CUDA 1' "$prefix/include/ember/base/config.h"; then
   if ! find "$work/build-custom_layer" -name 'gelu.cu.o' | grep -q .; then
     echo "test_install: ember has CUDA but ember_add_extension did not compile gelu.cu" >&2
     exit 1

@@ -11,8 +11,8 @@
 #include <span>
 #include <sstream>
 
-#include "core/base/config.h"
-#include "core/base/error.h"
+#include "base/config.h"
+#include "base/error.h"
 #include "distributed/dist.h"
 #include "train/data_parallel.h"
 

@@ -30,7 +30,7 @@ namespace ember::train {
 struct FusedMlpStepOptions {
   // cuBLASLt epilogues on CUDA where cuBLASLt supports them; false forces plain GEMMs and ember's
   // own bias/ReLU kernels (for comparison, or as a fallback). The global off-switch (Note [fusion
-  // off-switch], core/base/fusion.h) turns this and sgd_in_gemm off.
+  // off-switch], base/fusion.h) turns this and sgd_in_gemm off.
   bool gemm_epilogues = true;
   // Capture the step in a CUDA graph after `eager_steps` (≥ 1) eager steps on full batches (so
   // that every gradient and optimizer buffer exists before capture) and replay it for every full

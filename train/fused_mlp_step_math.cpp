@@ -25,9 +25,9 @@
 #include <optional>
 #include <vector>
 
-#include "core/base/config.h"
-#include "core/base/error.h"
-#include "core/base/fusion.h"
+#include "base/config.h"
+#include "base/error.h"
+#include "base/fusion.h"
 #include "core/cuda/graph.h"
 #include "core/cuda/kernel_errors.h"
 #include "core/cuda/runtime.h"

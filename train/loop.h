@@ -12,7 +12,7 @@
 #include <functional>
 #include <vector>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "data/loader.h"
 #include "layers/module.h"
 #include "optim/scheduler.h"

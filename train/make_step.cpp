@@ -1,8 +1,8 @@
 // The choice between the fused and the autograd step (see make_step.h).
 #include "train/make_step.h"
 
-#include "core/base/error.h"
-#include "core/base/fusion.h"
+#include "base/error.h"
+#include "base/fusion.h"
 #include "layers/container.h"
 
 namespace ember::train {

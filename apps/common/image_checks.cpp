@@ -8,7 +8,7 @@
 #include <string_view>
 #include <utility>
 
-#include "core/base/error.h"
+#include "base/error.h"
 
 namespace ember::apps {
 namespace {

@@ -15,7 +15,7 @@
 #include <memory>
 #include <string_view>
 
-#include "core/base/error.h"
+#include "base/error.h"
 
 namespace ember::apps {
 namespace {

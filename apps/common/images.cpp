@@ -5,7 +5,7 @@
 #include <array>
 #include <cmath>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "core/io/serialize.h"
 
 #define STB_IMAGE_WRITE_IMPLEMENTATION

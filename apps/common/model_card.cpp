@@ -7,7 +7,7 @@
 
 #include "apps/common/model_names.h"
 #include "apps/common/program.h"
-#include "core/base/error.h"
+#include "base/error.h"
 #include "layers/models.h"
 #include "layers/nn.h"
 

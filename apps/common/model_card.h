@@ -31,7 +31,7 @@
 #include <string>
 #include <vector>
 
-#include "core/base/fusion.h"
+#include "base/fusion.h"
 #include "core/io/serialize.h"
 #include "core/tensor/random.h"
 #include "data/classification.h"

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "layers/models.h"
 
 namespace ember::apps {

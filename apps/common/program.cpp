@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "core/cuda/runtime.h"
 #include "distributed/dist.h"
 

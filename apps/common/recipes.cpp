@@ -1,7 +1,7 @@
 // mnist_train's recipes.
 #include "apps/common/recipes.h"
 
-#include "core/base/error.h"
+#include "base/error.h"
 
 namespace ember::apps {
 

@@ -1,6 +1,6 @@
 // What each of mnist_train's models trains with when no flag says otherwise: the MLP keeps the
 // tutorials' settings; the CNN gets the recipe that takes it past 98% on the digits in 5 epochs
-// (docs/results/cnn.md). Both opt into every fused path (core/base/fusion.h) unless
+// (docs/results/cnn.md). Both opt into every fused path (base/fusion.h) unless
 // EMBER_FUSION=0 turns them off.
 #pragma once
 

@@ -3,8 +3,8 @@
 
 #include <vector>
 
-#include "core/base/config.h"
-#include "core/base/error.h"
+#include "base/config.h"
+#include "base/error.h"
 
 #if EMBER_WITH_CUDA
 #include <cuda_runtime.h>

@@ -1,7 +1,7 @@
 // Messages for errors found inside kernels.
 #include "core/cuda/kernel_errors.h"
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "kernels/common.h"
 
 namespace ember {

@@ -1,7 +1,7 @@
 // Turns the record a kernel filled in about bad input into ember's typed exception.
 #pragma once
 
-#include "core/tensor/device.h"
+#include "base/device.h"
 
 namespace ember::kernels {
 struct DeviceErrorRecord;

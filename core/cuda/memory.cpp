@@ -5,9 +5,8 @@
 #include <cstdint>
 #include <mutex>
 
-#include "core/base/config.h"
-#include "core/base/error.h"
-#include "core/tensor/storage.h"
+#include "base/config.h"
+#include "base/error.h"
 
 #if EMBER_WITH_CUDA
 #include <cuda_runtime.h>
@@ -41,19 +40,6 @@ std::size_t pool_attribute(Device device, cudaMemPoolAttr attribute) {
 
 std::string mib(std::size_t bytes) { return detail::concat(bytes / (1024.0 * 1024.0), " MiB"); }
 
-[[noreturn]] void throw_out_of_memory(Device device, std::size_t bytes) {
-  cudaGetLastError();  // an allocation failure is not sticky; clear it
-  const MemoryStats s = memory_stats(device);
-  std::size_t free_bytes = 0, total_bytes = 0;
-  cudaMemGetInfo(&free_bytes, &total_bytes);
-  throw OutOfMemoryError(
-      detail::concat("CUDA out of memory on ", device, ": tried to allocate ", mib(bytes), "; tensors hold ",
-                     mib(s.bytes_in_use), " (peak ", mib(s.peak_bytes_in_use), "), the pool reserves ",
-                     mib(s.reserved_bytes), ", the device has ", mib(free_bytes), " free of ", mib(total_bytes),
-                     ". Try a smaller batch size, drop references to tensors you no longer need, or call "
-                     "ember::cuda::empty_cache() to return cached blocks"));
-}
-
 }  // namespace
 
 void* allocate_pinned(std::size_t bytes) {
@@ -68,9 +54,24 @@ void* allocate_device(Device device, std::size_t bytes, cudaStream_t stream) {
   device_pool(device);  // configures the pool on first use
   void* data = nullptr;
   const cudaError_t status = cudaMallocAsync(&data, bytes, stream);
-  if (status == cudaErrorMemoryAllocation) throw_out_of_memory(device, bytes);
+  if (status == cudaErrorMemoryAllocation) {
+    cudaGetLastError();  // an allocation failure is not sticky; clear it
+    return nullptr;
+  }
   CUDA_CHECK(status);
   return data;
+}
+
+void throw_out_of_memory(Device device, std::size_t bytes, std::size_t tensor_bytes, std::size_t peak_tensor_bytes) {
+  std::size_t free_bytes = 0, total_bytes = 0;
+  cudaMemGetInfo(&free_bytes, &total_bytes);
+  throw OutOfMemoryError(
+      detail::concat("CUDA out of memory on ", device, ": tried to allocate ", mib(bytes), "; tensors hold ",
+                     mib(tensor_bytes), " (peak ", mib(peak_tensor_bytes), "), the pool reserves ",
+                     mib(pool_attribute(device, cudaMemPoolAttrReservedMemCurrent)), ", the device has ",
+                     mib(free_bytes), " free of ", mib(total_bytes),
+                     ". Try a smaller batch size, drop references to tensors you no longer need, or call "
+                     "ember::cuda::empty_cache() to return cached blocks"));
 }
 
 void free_device(void* data, cudaStream_t stream) noexcept { CUDA_CHECK_NOTHROW(cudaFreeAsync(data, stream)); }
@@ -95,6 +96,7 @@ namespace {
 void* allocate_pinned(std::size_t) { no_cuda(); }
 void free_pinned(void*) noexcept {}
 void* allocate_device(Device, std::size_t, cudaStream_t) { no_cuda(); }
+void throw_out_of_memory(Device, std::size_t, std::size_t, std::size_t) { no_cuda(); }
 void free_device(void*, cudaStream_t) noexcept {}
 PoolBytes pool_bytes(Device) { return {}; }
 void trim_pool(Device) {}

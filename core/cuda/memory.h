@@ -7,7 +7,6 @@
 #include <cstddef>
 
 #include "core/cuda/runtime.h"
-#include "core/tensor/device.h"
 
 namespace ember::cuda::memory {
 
@@ -15,8 +14,13 @@ void* allocate_pinned(std::size_t bytes);
 void free_pinned(void* data) noexcept;
 
 // From the device's pool, on `stream` (its compute stream): freed memory stays cached in the pool
-// (release threshold "never"). Throws OutOfMemoryError with the pool's statistics and what to try.
+// (release threshold "never"). nullptr when the pool cannot grow: the caller, which knows what its
+// tensors hold, then calls throw_out_of_memory.
 void* allocate_device(Device device, std::size_t bytes, cudaStream_t stream);
+// Throws OutOfMemoryError for `bytes` on `device`: what tensors hold (now and at the peak), what
+// the pool reserves and the device has free, and what to try.
+[[noreturn]] void throw_out_of_memory(Device device, std::size_t bytes, std::size_t tensor_bytes,
+                                      std::size_t peak_tensor_bytes);
 void free_device(void* data, cudaStream_t stream) noexcept;  // stream-ordered
 
 struct PoolBytes {

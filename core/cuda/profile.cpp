@@ -1,7 +1,7 @@
 // NVTX ranges (header-only NVTX 3 from the CUDA toolkit), or nothing without CUDA.
 #include "core/cuda/profile.h"
 
-#include "core/base/config.h"
+#include "base/config.h"
 
 #if EMBER_WITH_CUDA
 #include <nvtx3/nvToolsExt.h>

@@ -10,9 +10,9 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "core/base/config.h"
-#include "core/base/env.h"
-#include "core/base/error.h"
+#include "base/config.h"
+#include "base/env.h"
+#include "base/error.h"
 #include "core/cuda/kernel_errors.h"
 #include "kernels/common.h"
 #include "kernels/conv.h"
@@ -63,6 +63,16 @@ namespace ember::cuda {
 void require_cuda_device(Device device, const char* caller) {
   EMBER_CHECK(device.is_cuda(), DeviceError, caller, ": expected a CUDA device, but got ", device,
               " (streams, events and the device-side error record belong to a CUDA device: pass cuda:N)");
+}
+
+void require_usable_device(Device device) {
+  require_cuda_device(device, "require_usable_device");
+  if (!is_available())
+    throw DeviceError(detail::concat("cannot use ", device, ": ", unavailable_reason(),
+                                     ". Use Device::best() to fall back to the CPU, or pass --device cpu"));
+  if (device.index < 0 || device.index >= device_count())
+    throw DeviceError(detail::concat("cannot use ", device, ": only ", device_count(),
+                                     " CUDA device(s) found (cuda:0 to cuda:", device_count() - 1, ")"));
 }
 
 #if EMBER_WITH_CUDA
@@ -120,7 +130,7 @@ void apply_environment() {
 
 void check_index(Device device, const char* caller) {
   require_cuda_device(device, caller);
-  if (device.index < 0 || device.index >= device_count()) require_usable(device);
+  if (device.index < 0 || device.index >= device_count()) require_usable_device(device);
 }
 
 struct PerDevice {

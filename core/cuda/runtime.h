@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "core/tensor/device.h"
+#include "base/device.h"
 
 typedef struct CUstream_st* cudaStream_t;  // identical to the CUDA runtime's own typedef
 typedef struct CUevent_st* cudaEvent_t;
@@ -30,6 +30,10 @@ std::string device_description(int index);
 // Throws DeviceError naming `caller` and the device unless `device` is a CUDA device (cuda:N);
 // every call below that takes a Device starts with it.
 void require_cuda_device(Device device, const char* caller);
+// Throws DeviceError unless CUDA device `device` can hold tensors now (a usable runtime and driver,
+// and index < device_count()), saying what was found; require_usable (core/tensor/device.h) for
+// any device.
+void require_usable_device(Device device);
 
 // An owned CUDA stream. Non-blocking: it does not wait on the legacy default stream. Its
 // destructor waits for the work issued on it, so memory it used can be freed safely afterwards
@@ -150,7 +154,7 @@ void check_device_errors(Device device);
 // Sync debug mode: every launch is followed by a synchronization, so a failing kernel is reported
 // at its cause. Deterministic mode: cuDNN restricted to deterministic algorithms, so one seed
 // gives one result on the GPU too. Both start from the environment (EMBER_SYNC_DEBUG=1,
-// EMBER_DETERMINISTIC=1; Note [environment flags] in core/base/env.h); the setters override it.
+// EMBER_DETERMINISTIC=1; Note [environment flags] in base/env.h); the setters override it.
 bool sync_debug();
 void set_sync_debug(bool on);
 bool deterministic();

@@ -12,7 +12,7 @@
 #include <optional>
 #include <utility>
 
-#include "core/base/env.h"
+#include "base/env.h"
 
 namespace ember::io {
 namespace {

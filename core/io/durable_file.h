@@ -19,7 +19,7 @@
 #include <span>
 #include <string>
 
-#include "core/base/error.h"
+#include "base/error.h"
 
 namespace ember::io {
 

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "core/base/error.h"
+#include "base/error.h"
 
 namespace ember {
 

@@ -1,4 +1,5 @@
-// Autocast's state (per thread, per device type), its cast cache and the policy table.
+// Autocast's scopes, its cast cache and the policy table (the per-thread switch:
+// core/tensor/autocast_state.cpp).
 #include "core/ops/autocast.h"
 
 #include <algorithm>
@@ -6,7 +7,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "core/tensor/autograd.h"
 
 namespace ember {
@@ -14,12 +15,6 @@ namespace {
 
 using enum CastPolicy;
 
-struct TypeState {
-  bool enabled;
-  DType dtype;
-};
-thread_local TypeState t_cpu{false, DType::bf16};
-thread_local TypeState t_cuda{false, DType::f16};
 thread_local int t_open_scopes = 0;  // enabled scopes open on this thread; the cache lives while > 0
 // Parameters' lower-precision casts: the source (kept alive, so its address is not reused) and
 // the cast, by the source's impl and the target dtype.
@@ -27,8 +22,6 @@ struct CachedCast {
   Tensor source, cast;
 };
 thread_local std::unordered_map<const TensorImpl*, std::array<CachedCast, 2>> t_cache;
-
-TypeState& state_of(DeviceType type) { return type == DeviceType::cuda ? t_cuda : t_cpu; }
 
 Tensor lower(const Tensor& t, DType dtype) {
   if (!(t.is_leaf() && t.requires_grad() && autograd::is_grad_enabled())) return t.to(dtype);
@@ -63,7 +56,7 @@ CastPolicy autocast_policy(OpKey op, Device device) {
 AutocastScope::AutocastScope(Device device, DType dtype, bool enabled) : type_(device.type) {
   EMBER_CHECK(dtype == DType::bf16 || dtype == DType::f16, ValueError, "autocast: dtype must be bf16 or f16, got ",
               dtype, " (autocast lowers products to a 16-bit type; for f32 leave it off)");
-  TypeState& s = state_of(type_);
+  AutocastState& s = autocast_state(type_);
   was_enabled_ = s.enabled;
   was_dtype_ = s.dtype;
   s = {enabled, dtype};
@@ -73,16 +66,13 @@ AutocastScope::AutocastScope(Device device, DType dtype, bool enabled) : type_(d
 
 AutocastScope::~AutocastScope() {
   if (counted_ && --t_open_scopes == 0) t_cache.clear();
-  state_of(type_) = {was_enabled_, was_dtype_};
+  autocast_state(type_) = {was_enabled_, was_dtype_};
 }
-
-bool autocast_enabled(Device device) { return state_of(device.type).enabled; }
-DType autocast_dtype(Device device) { return state_of(device.type).dtype; }
 
 namespace ext {
 
 // With autocast off on every device (the common case) an op's check copies and allocates nothing.
-bool any_enabled() { return t_cpu.enabled || t_cuda.enabled; }
+bool any_enabled() { return autocast_state(DeviceType::cpu).enabled || autocast_state(DeviceType::cuda).enabled; }
 
 AutocastInputs::AutocastInputs(OpPolicy policy, std::initializer_list<const Tensor*> inputs) {
   if (!any_enabled()) return;
@@ -122,16 +112,6 @@ void AutocastInputs::apply(OpPolicy op_policy) {
     changed_ |= !cast.is_same(t);
     t = cast;
   }
-}
-
-AutocastOff::AutocastOff() : was_cpu_(t_cpu.enabled), was_cuda_(t_cuda.enabled) {
-  t_cpu.enabled = false;
-  t_cuda.enabled = false;
-}
-
-AutocastOff::~AutocastOff() {
-  t_cpu.enabled = was_cpu_;
-  t_cuda.enabled = was_cuda_;
 }
 
 }  // namespace ext

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "core/ops/op_list.h"
+#include "core/tensor/autocast_state.h"
 #include "core/tensor/tensor.h"
 
 namespace ember {
@@ -69,8 +70,6 @@ class AutocastScope {
 [[nodiscard]] inline AutocastScope autocast(Device device) {
   return AutocastScope(device, device.is_cuda() ? DType::f16 : DType::bf16);
 }
-bool autocast_enabled(Device device);
-DType autocast_dtype(Device device);  // the scope's dtype, or the default above outside one
 
 namespace ext {
 
@@ -96,18 +95,6 @@ class AutocastInputs {
 
   std::vector<Tensor> cast_;
   bool changed_ = false;
-};
-
-// Autocast off on every device type for a scope (the backward pass), restored at its end.
-class AutocastOff {
- public:
-  AutocastOff();
-  ~AutocastOff();
-  AutocastOff(const AutocastOff&) = delete;
-  AutocastOff& operator=(const AutocastOff&) = delete;
-
- private:
-  bool was_cpu_, was_cuda_;
 };
 
 }  // namespace ext

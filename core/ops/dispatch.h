@@ -20,7 +20,7 @@
 #include <cstdint>
 #include <utility>
 
-#include "core/base/config.h"
+#include "base/config.h"
 #include "core/cuda/runtime.h"
 #include "core/tensor/tensor.h"
 
@@ -30,7 +30,7 @@ namespace ember::ext {
 
 // Calls f(float{}) or f(double{}) for f32 or f64. Ops check their arguments first (check_floating
 // names the op and the argument) and widen bf16 and f16 before they reach a kernel (Note [half
-// precision] in core/base/half.h); this refuses the rest, so that no kernel ever reads 16-bit data
+// precision] in base/half.h); this refuses the rest, so that no kernel ever reads 16-bit data
 // as f32.
 template <class F>
 decltype(auto) visit_floating(DType dtype, F&& f) {
@@ -40,7 +40,7 @@ decltype(auto) visit_floating(DType dtype, F&& f) {
   return f(float{});
 }
 
-using ember::visit_dtype;  // f(T{}) for any dtype's element type (core/base/dtype.h)
+using ember::visit_dtype;  // f(T{}) for any dtype's element type (base/dtype.h)
 
 // For CUDA code: makes the device current and gives the stream to enqueue on.
 class CudaScope {

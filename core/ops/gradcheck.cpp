@@ -4,7 +4,7 @@
 #include <cmath>
 #include <sstream>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "core/tensor/autograd.h"
 
 namespace ember {

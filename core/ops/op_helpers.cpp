@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "core/base/env.h"
+#include "base/env.h"
 #include "kernels/gemm_bf16.h"
 
 namespace ember::ext {

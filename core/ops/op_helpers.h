@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "core/tensor/tensor.h"
 
 namespace ember::ext {

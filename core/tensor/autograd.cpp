@@ -4,8 +4,8 @@
 #include <atomic>
 #include <unordered_map>
 
-#include "core/ops/autocast.h"
 #include "core/ops/ops.h"
+#include "core/tensor/autocast_state.h"
 
 namespace ember::autograd {
 namespace {

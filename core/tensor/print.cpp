@@ -1,7 +1,7 @@
 // Printing a tensor: PyTorch's layout of nested brackets, host data only.
 #include <ostream>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "core/tensor/storage.h"
 #include "core/tensor/tensor.h"
 

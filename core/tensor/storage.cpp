@@ -10,8 +10,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/base/config.h"
-#include "core/base/error.h"
+#include "base/config.h"
+#include "base/error.h"
 #include "core/cuda/memory.h"
 #include "core/cuda/runtime.h"
 
@@ -160,18 +160,6 @@ HostCache<PinnedMemory>& pinned_cache() {
 
 }  // namespace
 
-const char* memory_kind_name(MemoryKind kind) {
-  switch (kind) {
-    case MemoryKind::pageable:
-      return "pageable";
-    case MemoryKind::pinned:
-      return "pinned";
-    case MemoryKind::device:
-      return "device";
-  }
-  return "invalid";
-}
-
 MemoryStats memory_stats(Device device) {
   if (device.is_cpu()) {
     MemoryStats s = g_pageable.snapshot();
@@ -237,6 +225,10 @@ Storage::Storage(std::size_t bytes, Device device, MemoryKind kind) : bytes_(byt
     case MemoryKind::device: {
       stream_ = cuda::compute_stream(device_);
       data_ = cuda::memory::allocate_device(device_, bytes_, stream_);
+      if (data_ == nullptr) {
+        const MemoryStats held = memory_stats(device_);
+        cuda::memory::throw_out_of_memory(device_, bytes_, held.bytes_in_use, held.peak_bytes_in_use);
+      }
       // Made for work on another stream: that stream starts after the allocation, and the free
       // will wait for it (Note [stream ownership of device memory]).
       if (const cudaStream_t current = cuda::current_stream(device_); current != stream_) {

@@ -19,9 +19,6 @@ namespace cuda {
 class Event;
 }
 
-enum class MemoryKind : std::uint8_t { pageable, pinned, device };
-const char* memory_kind_name(MemoryKind kind);
-
 struct MemoryStats {
   std::size_t bytes_in_use = 0;       // held by live storages
   std::size_t peak_bytes_in_use = 0;  // since start or the last reset_peak_memory_stats

@@ -7,13 +7,13 @@
 #include <numeric>
 #include <sstream>
 
-#include "core/base/config.h"
-#include "core/cuda/copy.h"
+#include "base/config.h"
 #include "core/cuda/runtime.h"
 #include "core/ops/dispatch.h"
 #include "core/ops/op_helpers.h"
 #include "core/ops/ops.h"
 #include "core/tensor/autograd.h"
+#include "core/tensor/cuda_copy.h"
 #include "core/tensor/random.h"
 #include "kernels/elementwise.h"
 

@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/base/dtype.h"
-#include "core/base/error.h"
+#include "base/dtype.h"
+#include "base/error.h"
 #include "core/tensor/device.h"
 #include "core/tensor/storage.h"
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-#include "core/base/config.h"
+#include "base/config.h"
 #include "kernels/cpu_features.h"
 #include "kernels/gemm.h"
 

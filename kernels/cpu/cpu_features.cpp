@@ -1,7 +1,7 @@
 // cpuid's answers, read once (Note [CPU dispatch] in kernels/cpu_features.h).
 #include "kernels/cpu_features.h"
 
-#include "core/base/env.h"
+#include "base/env.h"
 
 namespace ember::kernels::cpu {
 namespace {

@@ -3,7 +3,7 @@
 
 #include <type_traits>
 
-#include "core/base/half.h"
+#include "base/half.h"
 #include "kernels/cpu_features.h"
 #include "kernels/parallel.h"
 

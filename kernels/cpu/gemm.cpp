@@ -21,8 +21,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/base/config.h"
-#include "core/base/error.h"
+#include "base/config.h"
+#include "base/error.h"
 #include "kernels/cpu_features.h"
 #include "kernels/gemm.h"
 #include "kernels/parallel.h"

@@ -9,7 +9,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "kernels/cpu/transpose_avx512.h"
 #include "kernels/cpu_features.h"
 #include "kernels/parallel.h"

@@ -2,7 +2,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "core/base/dtype.h"
+#include "base/dtype.h"
 #include "kernels/layout.h"
 
 namespace ember::kernels::cpu {

@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/base/config.h"
+#include "base/config.h"
 #include "kernels/gemm.h"
 
 #if defined(__x86_64__)

@@ -1,8 +1,8 @@
 // Convolutions through cuDNN 9's legacy API (cudnnConvolutionForward and friends), which every
 // cuDNN 9 release carries. Per thread and device: one handle, bound to the caller's stream at
 // each call, and a cache of plans (descriptors and chosen algorithms) per geometry.
-#include "core/base/config.h"
-#include "core/base/error.h"
+#include "base/config.h"
+#include "base/error.h"
 #include "kernels/conv.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"

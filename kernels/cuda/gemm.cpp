@@ -7,7 +7,7 @@
 #include <atomic>
 #include <unordered_map>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "kernels/cuda/cublas_workspace.h"
 #include "kernels/cuda/library_types.h"
 #include "kernels/gemm.h"

@@ -11,7 +11,7 @@
 #include <tuple>
 #include <utility>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "kernels/cuda/cublas_workspace.h"
 #include "kernels/cuda/library_types.h"
 #include "kernels/gemm_epilogue.h"

@@ -3,7 +3,7 @@
 
 #include <atomic>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "kernels/common.h"
 #include "kernels/cuda/launch.cuh"
 

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "core/base/dtype.h"
+#include "base/dtype.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/layout.h"
 

@@ -3,8 +3,8 @@
 
 #include <library_types.h>
 
-#include "core/base/dtype.h"
-#include "core/base/error.h"
+#include "base/dtype.h"
+#include "base/error.h"
 
 namespace ember::kernels::cuda {
 

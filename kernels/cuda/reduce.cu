@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "kernels/cuda/column_sum.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/elementwise.h"

@@ -4,7 +4,7 @@
 
 #include <cstdlib>
 
-#include "core/base/dtype.h"
+#include "base/dtype.h"
 #include "core/cuda/runtime.h"
 #include "core/ops/op_helpers.h"
 #include "core/tensor/device.h"

@@ -1,4 +1,4 @@
-// bfloat16 and float16 (core/base/half.h): the conversions from f32 against a reference built
+// bfloat16 and float16 (base/half.h): the conversions from f32 against a reference built
 // another way — every finite value of the 16-bit format as a double, the nearest one found by
 // search, ties to the even significand — on every 16-bit pattern, on f32 patterns around every
 // rounding boundary and on random ones; then tensors of them: casts, printing, safetensors, the

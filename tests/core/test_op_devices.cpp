@@ -13,7 +13,7 @@
 #include <cstring>
 #include <set>
 
-#include "core/base/config.h"
+#include "base/config.h"
 #include "core/cuda/runtime.h"
 #include "support/device_under_test.h"
 #include "support/helpers.h"

@@ -8,7 +8,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "core/base/half.h"
+#include "base/half.h"
 #include "cuda/cuda_helpers.h"
 
 namespace ember::testing {

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/base/half.h"
+#include "base/half.h"
 #include "core/ops/ops.h"
 #include "cuda/cuda_helpers.h"
 #include "layers/models.h"

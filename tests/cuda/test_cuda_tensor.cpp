@@ -143,6 +143,34 @@ TEST_CASE("allocating and freeing the same sizes in a loop does not grow the poo
   CHECK(after.peak_bytes_in_use >= (std::size_t{1} << 22));
 }
 
+TEST_CASE("more than the device holds is an OutOfMemoryError with the figures and what to try, not sticky") {
+  std::size_t free_bytes = 0, total_bytes = 0;
+  REQUIRE(cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess);
+  Tensor held = empty({1 << 20}, {.device = kGpu});  // 4 MiB that the message must count
+  synchronize(kGpu);
+  const MemoryStats before = memory_stats(kGpu);
+  const auto elements = static_cast<std::int64_t>(total_bytes / sizeof(float) + (std::int64_t{1} << 28));
+  std::ostringstream held_text;  // what the message must say the tensors hold, `held` included
+  held_text << "tensors hold " << before.bytes_in_use / (1024.0 * 1024.0) << " MiB";
+  REQUIRE(before.bytes_in_use >= (std::size_t{4} << 20));
+  CHECK_THROWS_MATCHES(empty({elements}, {.device = kGpu}), OutOfMemoryError,
+                       Catch::Matchers::Predicate<OutOfMemoryError>(
+                           [&](const OutOfMemoryError& e) {
+                             const std::string m = e.what();
+                             return m.find("CUDA out of memory on cuda:0") != std::string::npos &&
+                                    m.find(held_text.str()) != std::string::npos &&
+                                    m.find("Try a smaller batch size") != std::string::npos;
+                           },
+                           "names the device, what tensors hold and what to try"));
+  // Nothing was counted, and the failure left no error behind: the next allocation and kernel work.
+  const MemoryStats after = memory_stats(kGpu);
+  CHECK(after.bytes_in_use == before.bytes_in_use);
+  CHECK(after.allocations == before.allocations);
+  Tensor next = empty({1000}, {.device = kGpu});
+  next.fill_(3.0);
+  CHECK(next.cpu().to_vector<float>()[999] == 3.0f);
+}
+
 TEST_CASE("non_blocking copies to the host reuse cached pinned blocks: one cudaHostAlloc for a loop") {
   const Tensor source = arange(0, 5000, 1, {.device = kGpu});
   Tensor first = source.to(Device::cpu(), /*non_blocking=*/true);

@@ -7,7 +7,7 @@
 
 #include "apps/common/image_file.h"
 #include "apps/common/images.h"
-#include "core/base/error.h"
+#include "base/error.h"
 
 namespace {
 

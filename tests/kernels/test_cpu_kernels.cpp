@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "core/base/half.h"
+#include "base/half.h"
 #include "kernels/bias_activation.h"
 #include "kernels/conv.h"
 #include "kernels/elementwise.h"

@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <map>
 
-#include "core/base/fusion.h"
+#include "base/fusion.h"
 #include "core/ops/ops.h"
 #include "distributed/dist.h"
 #include "layers/nn.h"

@@ -2,7 +2,7 @@
 //
 // Note [environment flags]
 //   EMBER_DEVICE=cpu|cuda|cuda:N  the device Device::best() picks (core/tensor/device.h)
-//   EMBER_FUSION=0                the plain paths instead of the fused ones (core/base/fusion.h)
+//   EMBER_FUSION=0                the plain paths instead of the fused ones (base/fusion.h)
 //   EMBER_SYNC_DEBUG=1            synchronize after every CUDA launch, so an error is reported at
 //                                 its cause (core/cuda/runtime.h)
 //   EMBER_DETERMINISTIC=1         cuDNN restricted to deterministic algorithms (core/cuda/runtime.h)

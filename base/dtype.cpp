@@ -1,9 +1,9 @@
 // DType names and sizes.
-#include "core/base/dtype.h"
+#include "base/dtype.h"
 
 #include <string>
 
-#include "core/base/error.h"
+#include "base/error.h"
 
 namespace ember {
 

@@ -5,7 +5,7 @@
 // rounding, or what .grad holds, is off until asked for, and says so where it is declared.
 //
 // Note [fusion off-switch]
-// EMBER_FUSION=0 in the environment (Note [environment flags] in core/base/env.h) or
+// EMBER_FUSION=0 in the environment (Note [environment flags] in base/env.h) or
 // set_fusion_enabled(false) turns every fused path off, whatever the options ask: models are
 // built unfused, the fused MLP step runs its plain kernels, and the optimizers advance their step
 // counts in a launch of their own. It is for debugging and for comparing with the plain paths,

@@ -6,7 +6,7 @@
 #include <ostream>
 #include <string_view>
 
-#include "core/base/half.h"
+#include "base/half.h"
 
 namespace ember {
 
@@ -16,7 +16,7 @@ namespace ember {
 // from it (as c10's AT_FORALL_SCALAR_TYPES). A new dtype is one line here.
 //   _(enum name, C++ type, floating, safetensors name, MPI_<type>, nccl<type>)
 // MPI has no 16-bit floating type: bf16 and f16 travel as 16-bit words, and MPI reductions refuse
-// them (distributed/mpi.cpp). Note [half precision] in core/base/half.h says what they are for.
+// them (distributed/mpi.cpp). Note [half precision] in base/half.h says what they are for.
 #define EMBER_FORALL_DTYPES(_)                             \
   _(f32, float, true, F32, FLOAT, Float32)                 \
   _(f64, double, true, F64, DOUBLE, Float64)               \

@@ -1,9 +1,9 @@
-// The fusion switch (see core/base/fusion.h).
-#include "core/base/fusion.h"
+// The fusion switch (see base/fusion.h).
+#include "base/fusion.h"
 
 #include <atomic>
 
-#include "core/base/env.h"
+#include "base/env.h"
 
 namespace ember {
 namespace {

@@ -35,7 +35,7 @@
 #include <cstring>
 #include <ostream>
 
-#include "core/base/host_device.h"
+#include "base/host_device.h"
 
 namespace ember {
 namespace half_bits {

@@ -1,8 +1,8 @@
 // Tensor copies that involve a CUDA device.
-#include "core/cuda/copy.h"
+#include "core/tensor/cuda_copy.h"
 
-#include "core/base/config.h"
-#include "core/base/error.h"
+#include "base/config.h"
+#include "base/error.h"
 #include "core/cuda/kernel_errors.h"
 #include "core/cuda/runtime.h"
 #include "core/tensor/storage.h"

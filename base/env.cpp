@@ -1,5 +1,5 @@
-// Reading the EMBER_* environment variables (Note [environment flags] in core/base/env.h).
-#include "core/base/env.h"
+// Reading the EMBER_* environment variables (Note [environment flags] in base/env.h).
+#include "base/env.h"
 
 #include <cstdlib>
 
