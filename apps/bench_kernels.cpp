@@ -28,6 +28,7 @@ struct Settings {
   std::string device = "all", filter, json;
   std::vector<std::size_t> sizes;
   int repeat = 25;
+  int threads = 1;
   bool include_broken = false;
 };
 
@@ -45,7 +46,7 @@ std::vector<std::size_t> parse_sizes(const std::string& text) {
 }
 
 int bench(const Settings& s, const std::string& sizes_text) {
-  set_num_threads(1);
+  set_num_threads(s.threads);
   std::vector<Device> devices;
   if (s.device == "all" || s.device == "cpu") devices.push_back(Device::cpu());
   if (s.device == "all" && cuda::is_available()) devices.push_back(Device::cuda(0));
@@ -86,8 +87,10 @@ int bench(const Settings& s, const std::string& sizes_text) {
       add_rowwise(cases, arena, n);
       add_optimizers(cases, arena, n);
     }
-    add_gemms(cases, arena, !sizes_text.empty() && *std::max_element(sizes.begin(), sizes.end()) < (1 << 16));
+    const bool quick = !sizes_text.empty() && *std::max_element(sizes.begin(), sizes.end()) < (1 << 16);
+    add_gemms(cases, arena, quick);
     add_convolutions(cases, arena);
+    add_attention(cases, arena, quick);
     if (s.include_broken) add_broken(cases, arena);
     for (Case& c : cases) {
       if (!std::regex_search(c.family, filter)) continue;
@@ -155,6 +158,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(apps::positive);
   app.add_option("--json", s.json, "also write every result as JSON to this file");
+  app.add_option("--threads", s.threads, "CPU threads the kernels may use (ember::set_num_threads)")
+      ->capture_default_str()
+      ->check(apps::positive);
   app.add_flag("--include-broken", s.include_broken,
                "add a deliberately wrong kernel version (self-test: it must be refused)");
   return apps::run_cli(app, argc, argv, [&] {

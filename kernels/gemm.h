@@ -36,6 +36,13 @@ namespace ember::kernels::cpu {
 template <class T>
 void gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda,
           const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc);
+// `batch` independent products: C_i = op(A_i)·op(B_i) with A_i = a + i·stride_a (B_i, C_i likewise),
+// dense rows of lda, ldb, ldc. The batch runs in parallel when the products are large enough in all
+// (kGemmProductsPerPiece); each product is whole on one thread, so the bits do not depend on it.
+template <class T>
+void gemm_batched(Transpose ta, Transpose tb, std::size_t batch, std::size_t m, std::size_t n, std::size_t k,
+                  const T* a, std::size_t lda, std::size_t stride_a, const T* b, std::size_t ldb, std::size_t stride_b,
+                  T* c, std::size_t ldc, std::size_t stride_c);
 // The f32 kernel of Note [f32 GEMM on AVX-512], for a CPU with AVX512F (cpu_has_avx512f()) and
 // k > 0; gemm() calls it there.
 void gemm_f32_avx512(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, float alpha,
@@ -69,6 +76,10 @@ namespace ember::kernels::cuda {
 
 void gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
           std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc, cudaStream_t stream);
+// The batched product of cpu::gemm_batched, one SGEMM per batch element in order on `stream`.
+void gemm_batched(Transpose ta, Transpose tb, std::size_t batch, std::size_t m, std::size_t n, std::size_t k,
+                  const float* a, std::size_t lda, std::size_t stride_a, const float* b, std::size_t ldb,
+                  std::size_t stride_b, float* c, std::size_t ldc, std::size_t stride_c, cudaStream_t stream);
 // C = op(A)·op(B), or C += op(A)·op(B) when `accumulate`, with A and B in bf16 or f16 (`ab`):
 // cublasGemmEx with f32 compute (tensor cores where the GPU has them). C is f32, or of type `ab`
 // (not accumulating) with each f32 sum rounded once to it. Tensor cores sum in an order and width

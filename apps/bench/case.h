@@ -149,6 +149,7 @@ void add_rowwise(std::vector<Case>& cases, const Arena& arena, std::size_t n);
 void add_optimizers(std::vector<Case>& cases, const Arena& arena, std::size_t n);
 void add_gemms(std::vector<Case>& cases, const Arena& arena, bool quick);
 void add_convolutions(std::vector<Case>& cases, const Arena& arena);
+void add_attention(std::vector<Case>& cases, const Arena& arena, bool quick);
 void add_broken(std::vector<Case>& cases, const Arena& arena);
 
 }  // namespace ember::apps::bench

@@ -134,17 +134,10 @@ Tensor rows_of(const Tensor& bias, std::int64_t m) {
 
 }  // namespace
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
-  if (const ext::AutocastInputs cast{OpKey::matmul, {&a, &b}}) return matmul(cast[0], cast[1]);
-  ext::check_defined("matmul", {"input", a});
-  ext::check_defined("matmul", {"other", b});
-  ext::check_same_device("matmul", {{"input", a}, {"other", b}});
-  ext::check_same_dtype("matmul", {"input", a}, {"other", b});
-  ext::check_floating("matmul", {"input", a});
-  ext::check_dim("matmul", {"input", a}, 2);
-  ext::check_dim("matmul", {"other", b}, 2);
-  EMBER_CHECK(a.shape()[1] == b.shape()[0], ShapeError, "matmul: shapes ", shape_str(a.shape()), " and ",
-              shape_str(b.shape()), " cannot be multiplied (", a.shape()[1], " != ", b.shape()[0], ")");
+namespace {
+
+// A product of 2-D a and b, recorded for autograd.
+Tensor matmul_2d(const Tensor& a, const Tensor& b) {
   Tensor out = gemm(Transpose::no, Transpose::no, a, b);
   if (autograd::needs_recording({&a, &b})) {
     autograd::record(out, "matmul", {&a, &b},
@@ -154,6 +147,101 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
                      });
   }
   return out;
+}
+
+// op(a_i)·op(b_i) for every batch index i of a [..., ., .] and b [..., ., .] with the same batch
+// dims: f32 and f64 as they are, 16-bit operands in f32 and rounded once (Note [half precision]).
+Tensor gemm_batched(Transpose ta, Transpose tb, const Tensor& a, const Tensor& b) {
+  if (is_half(a.dtype()))
+    return gemm_batched(ta, tb, a.detach().to(DType::f32), b.detach().to(DType::f32)).to(a.dtype());
+  const std::size_t nd = a.shape().size();
+  const auto dim = [](const Tensor& t, std::size_t from_end) {
+    return static_cast<std::size_t>(t.shape()[t.shape().size() - from_end]);
+  };
+  const std::size_t a_rows = dim(a, 2), a_cols = dim(a, 1), b_rows = dim(b, 2), b_cols = dim(b, 1);
+  const std::size_t m = ta == Transpose::no ? a_rows : a_cols, k = ta == Transpose::no ? a_cols : a_rows;
+  const std::size_t n = tb == Transpose::no ? b_cols : b_rows;
+  Shape out_shape(a.shape().begin(), a.shape().end() - 2);
+  out_shape.push_back(static_cast<std::int64_t>(m));
+  out_shape.push_back(static_cast<std::int64_t>(n));
+  Tensor c = ext::new_empty(a, out_shape);
+  const std::size_t batch = static_cast<std::size_t>(numel_of(Shape(a.shape().begin(), a.shape().begin() + nd - 2)));
+  ext::dispatch(
+      a,
+      [&](auto zero) {
+        using T = decltype(zero);
+        kernels::cpu::gemm_batched<T>(ta, tb, batch, m, n, k, a.raw<T>(), a_cols, a_rows * a_cols, b.raw<T>(), b_cols,
+                                      b_rows * b_cols, c.raw<T>(), n, m * n);
+      },
+      [&](auto stream) {
+        kernels::cuda::gemm_batched(ta, tb, batch, m, n, k, a.raw<float>(), a_cols, a_rows * a_cols, b.raw<float>(),
+                                    b_cols, b_rows * b_cols, c.raw<float>(), n, m * n, stream);
+      });
+  return c;
+}
+
+// The batch dims of a and b broadcast together (NumPy's rules), or a ShapeError naming both.
+Shape broadcast_batch(const Tensor& a, const Tensor& b) {
+  const Shape sa(a.shape().begin(), a.shape().end() - 2), sb(b.shape().begin(), b.shape().end() - 2);
+  Shape out(std::max(sa.size(), sb.size()), 1);
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const std::int64_t da = i < out.size() - sa.size() ? 1 : sa[i - (out.size() - sa.size())];
+    const std::int64_t db = i < out.size() - sb.size() ? 1 : sb[i - (out.size() - sb.size())];
+    EMBER_CHECK(da == db || da == 1 || db == 1, ShapeError, "matmul: the batch dims of shapes ", shape_str(a.shape()),
+                " and ", shape_str(b.shape()), " do not broadcast (", da, " against ", db, ")");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+// a [..., m, k] · b [..., k, n] with broadcast batch dims; each operand first broadcast to the
+// common batch (broadcast_to, whose gradient sums back over the dims it repeated).
+Tensor matmul_batched(const Tensor& a, const Tensor& b) {
+  Shape batch = broadcast_batch(a, b);
+  const auto widened_to = [&](const Tensor& t) {
+    Shape full = batch;
+    full.push_back(t.shape()[t.dim() - 2]);
+    full.push_back(t.shape().back());
+    return t.shape() == full ? t : broadcast_to(t, full);
+  };
+  const Tensor a3 = widened_to(a), b3 = widened_to(b);
+  Tensor out = gemm_batched(Transpose::no, Transpose::no, a3.detach(), b3.detach());
+  if (autograd::needs_recording({&a3, &b3})) {
+    autograd::record(
+        out, "matmul", {&a3, &b3}, [a_saved = a3.detach(), b_saved = b3.detach()](const Tensor& g, NeedsGrad needs) {
+          return Gradients{needs[0] ? gemm_batched(Transpose::no, Transpose::yes, g, b_saved) : Tensor(),   // g·bᵀ
+                           needs[1] ? gemm_batched(Transpose::yes, Transpose::no, a_saved, g) : Tensor()};  // aᵀ·g
+        });
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (const ext::AutocastInputs cast{OpKey::matmul, {&a, &b}}) return matmul(cast[0], cast[1]);
+  ext::check_defined("matmul", {"input", a});
+  ext::check_defined("matmul", {"other", b});
+  ext::check_same_device("matmul", {{"input", a}, {"other", b}});
+  ext::check_same_dtype("matmul", {"input", a}, {"other", b});
+  ext::check_floating("matmul", {"input", a});
+  EMBER_CHECK(a.dim() >= 1 && b.dim() >= 1, ShapeError, "matmul: both arguments need at least 1 dim, got shapes ",
+              shape_str(a.shape()), " and ", shape_str(b.shape()));
+  // Vectors as PyTorch takes them: a 1-D input is a row [1, k], a 1-D other a column [k, 1], and
+  // the dim added for it is dropped from the result.
+  if (a.dim() == 1 || b.dim() == 1) {
+    Shape a_shape = a.shape(), b_shape = b.shape();
+    if (a.dim() == 1) a_shape.insert(a_shape.begin(), 1);
+    if (b.dim() == 1) b_shape.push_back(1);
+    Tensor out = matmul(reshape(a, a_shape), reshape(b, b_shape));
+    Shape out_shape = out.shape();
+    if (b.dim() == 1) out_shape.pop_back();
+    if (a.dim() == 1) out_shape.erase(out_shape.end() - (b.dim() == 1 ? 1 : 2));
+    return reshape(out, out_shape);
+  }
+  EMBER_CHECK(a.shape().back() == b.shape()[b.dim() - 2], ShapeError, "matmul: shapes ", shape_str(a.shape()), " and ",
+              shape_str(b.shape()), " cannot be multiplied (", a.shape().back(), " != ", b.shape()[b.dim() - 2], ")");
+  return a.dim() == 2 && b.dim() == 2 ? matmul_2d(a, b) : matmul_batched(a, b);
 }
 
 namespace {

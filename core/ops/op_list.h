@@ -57,6 +57,7 @@
   X(matmul, "matmul", lower_precision, lower_precision)                     \
   X(linear, "linear", lower_precision, lower_precision)                     \
   X(fused_linear_relu, "fused::linear_relu", lower_precision, lower_precision) \
+  X(scaled_dot_product_attention, "scaled_dot_product_attention", lower_precision, lower_precision) \
   X(conv2d, "conv2d", lower_precision, lower_precision)                     \
   X(fused_conv2d_relu, "fused::conv2d_relu", lower_precision, lower_precision) \
   X(fused_conv2d_relu_max_pool2d, "fused::conv2d_relu_max_pool2d", lower_precision, lower_precision) \

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <concepts>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -60,8 +61,10 @@ Tensor ne(const Tensor& input, const Tensor& other);
 Tensor gt(const Tensor& input, double other);
 Tensor lt(const Tensor& input, double other);
 
-// Matrix products. matmul: [m, k]·[k, n] → [m, n]. linear: input [..., in] · weightᵀ (weight is
-// [out, in], PyTorch's layout) + bias [out] → [..., out]; bias may be undefined.
+// Matrix products. matmul as torch.matmul: [m, k]·[k, n] → [m, n]; [..., m, k]·[..., k, n] →
+// [..., m, n] with the batch dims broadcast (one product per batch element); a 1-D input is a row
+// and a 1-D other a column, their added dim dropped from the result. linear: input [..., in] ·
+// weightᵀ (weight is [out, in], PyTorch's layout) + bias [out] → [..., out]; bias may be undefined.
 Tensor matmul(const Tensor& input, const Tensor& other);
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor());
 Tensor transpose(const Tensor& input);  // swaps the last two dims (a copy)
@@ -76,6 +79,28 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = Te
 Tensor max_pool2d(const Tensor& input, int kernel, int stride = 0);
 Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
                   Tensor& running_var, bool training, double momentum = 0.1, double eps = 1e-5);
+
+// Attention as torch.nn.functional.scaled_dot_product_attention (PyTorch 2.15's semantics):
+// softmax(scale·q·kᵀ + mask)·v over q [..., L, E], k [..., S, E], v [..., S, Ev] with equal batch
+// dims → [..., L, Ev]. attn_mask broadcasts to [..., L, S]: u8 (nonzero = attend, as PyTorch's
+// bool masks; the opposite of nn.MultiheadAttention's) or q's dtype (added to the scores), and gets
+// no gradient. is_causal lets query i see keys j ≤ i (top-left aligned when L ≠ S); a mask
+// together with is_causal is an error. scale defaults to 1/√E. Dropout on the probabilities when
+// dropout_p > 0, from (dropout_seed, dropout_offset) as dropout() draws it on the [..., L, S]
+// probabilities. A row masked everywhere gives output 0 and gradient 0. On the CPU it runs fused
+// (Note [fused attention] in kernels/attention.h: memory linear in L and S); elsewhere, and in
+// scaled_dot_product_attention_reference, as matmul → softmax → dropout → matmul.
+struct AttentionOptions {
+  Tensor attn_mask = {};
+  double dropout_p = 0.0;
+  bool is_causal = false;
+  std::optional<double> scale = std::nullopt;
+  std::uint64_t dropout_seed = 0, dropout_offset = 0;
+};
+Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
+                                    const AttentionOptions& options = {});
+Tensor scaled_dot_product_attention_reference(const Tensor& query, const Tensor& key, const Tensor& value,
+                                              const AttentionOptions& options = {});
 
 // Dropout: zeroes each element with probability p and scales the rest by 1/(1 − p). Which
 // elements drop is a function of (seed, offset + element index), the same on every device.

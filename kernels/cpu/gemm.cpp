@@ -177,6 +177,20 @@ void gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t 
   seconds_in_gemm += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+template <class T>
+void gemm_batched(Transpose ta, Transpose tb, std::size_t batch, std::size_t m, std::size_t n, std::size_t k,
+                  const T* a, std::size_t lda, std::size_t stride_a, const T* b, std::size_t ldb, std::size_t stride_b,
+                  T* c, std::size_t ldc, std::size_t stride_c) {
+  const double products = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  const std::size_t pieces =
+      std::clamp<std::size_t>(static_cast<std::size_t>(static_cast<double>(batch) * products / kGemmProductsPerPiece),
+                              1, batch > 0 ? batch : 1);
+  parallel_parts(pieces, [&](std::size_t first, std::size_t last) {
+    for (std::size_t i = first * batch / pieces; i < last * batch / pieces; ++i)
+      gemm<T>(ta, tb, m, n, k, T(1), a + i * stride_a, lda, b + i * stride_b, ldb, T(0), c + i * stride_c, ldc);
+  });
+}
+
 double gemm_seconds() { return seconds_in_gemm; }
 
 std::string gemm_kernels() {
@@ -189,6 +203,12 @@ template void gemm<float>(Transpose, Transpose, std::size_t, std::size_t, std::s
                           const float*, std::size_t, float, float*, std::size_t);
 template void gemm<double>(Transpose, Transpose, std::size_t, std::size_t, std::size_t, double, const double*,
                            std::size_t, const double*, std::size_t, double, double*, std::size_t);
+template void gemm_batched<float>(Transpose, Transpose, std::size_t, std::size_t, std::size_t, std::size_t,
+                                  const float*, std::size_t, std::size_t, const float*, std::size_t, std::size_t,
+                                  float*, std::size_t, std::size_t);
+template void gemm_batched<double>(Transpose, Transpose, std::size_t, std::size_t, std::size_t, std::size_t,
+                                   const double*, std::size_t, std::size_t, const double*, std::size_t, std::size_t,
+                                   double*, std::size_t, std::size_t);
 template void gemm_library<float>(Transpose, Transpose, std::size_t, std::size_t, std::size_t, float, const float*,
                                   std::size_t, const float*, std::size_t, float, float*, std::size_t);
 template void gemm_library<double>(Transpose, Transpose, std::size_t, std::size_t, std::size_t, double, const double*,

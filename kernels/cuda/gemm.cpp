@@ -102,6 +102,13 @@ void gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t 
   count_library_call();
 }
 
+void gemm_batched(Transpose ta, Transpose tb, std::size_t batch, std::size_t m, std::size_t n, std::size_t k,
+                  const float* a, std::size_t lda, std::size_t stride_a, const float* b, std::size_t ldb,
+                  std::size_t stride_b, float* c, std::size_t ldc, std::size_t stride_c, cudaStream_t stream) {
+  for (std::size_t i = 0; i < batch; ++i)
+    gemm(ta, tb, m, n, k, 1.0f, a + i * stride_a, lda, b + i * stride_b, ldb, 0.0f, c + i * stride_c, ldc, stream);
+}
+
 void gemm_half(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, DType ab, const void* a,
                std::size_t lda, const void* b, std::size_t ldb, DType c_dtype, void* c, std::size_t ldc,
                bool accumulate, cudaStream_t stream) {

@@ -15,7 +15,8 @@
   _(matmul)                             \
   _(mm)                                 \
   _(linear)                             \
-  _(bmm)
+  _(bmm)                                \
+  _(scaled_dot_product_attention)
 #define AT_FORALL_FP32(_)  \
   _(acos)                  \
   _(exp)                   \

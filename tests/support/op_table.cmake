@@ -5,7 +5,8 @@
 # ops_cpu, and ops_cuda, skipped (77) where no CUDA device is usable and run on the software GPU
 # in its build (label sim, so scripts/sim_test.sh runs it).
 add_library(ember_op_table STATIC support/op_table.cpp support/op_table_elementwise.cpp support/op_table_reduce.cpp
-                                  support/op_table_nn.cpp support/op_table_shape.cpp)
+                                  support/op_table_nn.cpp support/op_table_attention.cpp
+                                  support/op_table_shape.cpp)
 ember_target_defaults(ember_op_table)
 target_include_directories(ember_op_table PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
 target_link_libraries(ember_op_table PUBLIC ember::ember)

@@ -12,7 +12,7 @@ namespace ember::testing {
 
 std::vector<OpInfo> op_table() {
   std::vector<OpInfo> all;
-  for (auto family : {elementwise_ops, reduction_ops, network_ops, shape_ops}) {
+  for (auto family : {elementwise_ops, reduction_ops, network_ops, attention_ops, shape_ops}) {
     std::vector<OpInfo> ops = family();
     all.insert(all.end(), ops.begin(), ops.end());
   }

@@ -99,6 +99,7 @@ SampleRun run_sample(const OpInfo& op, const Sample& sample, DType dtype, Device
 std::vector<OpInfo> elementwise_ops();
 std::vector<OpInfo> reduction_ops();
 std::vector<OpInfo> network_ops();
+std::vector<OpInfo> attention_ops();
 std::vector<OpInfo> shape_ops();
 
 // Sample inputs, f64 on the CPU: uniform in [low, high) from `seed`, or the values given.

@@ -1,0 +1,52 @@
+// bench_kernels' attention family: scaled_dot_product_attention's fused kernels (Note [fused
+// attention]) against the reference path (the batched matmul, softmax and matmul that autograd
+// records), forward and forward + backward, at the shape the ViT's long sequences stress: B·H =
+// 32, L = S = 1024, d = 64 (quick: B·H = 4, L = S = 128, d = 32). On CUDA only the reference path
+// exists so far.
+#include "apps/bench/case.h"
+#include "core/ops/ops.h"
+#include "core/tensor/random.h"
+
+namespace ember::apps::bench {
+
+void add_attention(std::vector<Case>& cases, const Arena& arena, bool quick) {
+  const std::int64_t heads = quick ? 4 : 32, length = quick ? 128 : 1024, dim = quick ? 32 : 64;
+  const Shape shape{heads, length, dim};
+  Generator g(5);
+  const Tensor q = arena.copy(uniform(shape, -1, 1, {}, &g)), k = arena.copy(uniform(shape, -1, 1, {}, &g)),
+               v = arena.copy(uniform(shape, -1, 1, {}, &g)), upstream = arena.copy(uniform(shape, -1, 1, {}, &g));
+  const std::string label =
+      "B·H " + std::to_string(heads) + ", L=S " + std::to_string(length) + ", d " + std::to_string(dim);
+  // Forward: the two products, 4·B·L·S·d. The backward recomputes the scores and makes the four
+  // gradient products: 2.5 times the forward, as FlashAttention counts it.
+  const double forward_flops = 4.0 * heads * length * length * dim;
+  const double io_bytes = 4.0 * 4 * heads * length * dim;  // q, k, v and the output
+  using Attention = Tensor (*)(const Tensor&, const Tensor&, const Tensor&, const AttentionOptions&);
+  const auto add = [&](const char* version, Attention attention, bool backward, bool in_use) {
+    const auto run_once = [=](int) {
+      if (!backward) {
+        Tensor out = attention(q, k, v, AttentionOptions{});
+        return;
+      }
+      Tensor ql = q.detach().set_requires_grad(), kl = k.detach().set_requires_grad(),
+             vl = v.detach().set_requires_grad();
+      sum(attention(ql, kl, vl, AttentionOptions{}) * upstream).backward();
+    };
+    // Checked against the other path: the same attention within f32 rounding of softmax and products.
+    const auto check = [=]() -> std::string {
+      const Tensor got = attention(q, k, v, AttentionOptions{}).cpu(),
+                   want = scaled_dot_product_attention_reference(q, k, v, AttentionOptions{}).cpu();
+      const double worst = max(reshape(abs(got - want), {1, -1}), -1).to_vector<float>()[0];
+      return worst <= 1e-4 ? std::string() : "differs from the reference path by " + std::to_string(worst);
+    };
+    cases.push_back({"attention", std::string(version) + (backward ? " fwd+bwd" : " forward"), in_use, arena.device(),
+                     label, io_bytes * (backward ? 2 : 1), forward_flops * (backward ? 3.5 : 1.0), 1, run_once, check});
+  };
+  const bool cpu = !arena.device().is_cuda();
+  for (const bool backward : {false, true}) {
+    if (cpu) add("fused", scaled_dot_product_attention, backward, true);
+    add("reference", scaled_dot_product_attention_reference, backward, !cpu);
+  }
+}
+
+}  // namespace ember::apps::bench

@@ -1,0 +1,184 @@
+// The CPU's fused attention (Note [fused attention] in kernels/attention.h): tiles of 64 queries by
+// 64 keys, each tile's products by the CPU GEMM, the softmax bookkeeping in between.
+#include "kernels/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels/dropout.h"
+#include "kernels/gemm.h"
+#include "kernels/parallel.h"
+
+namespace ember::kernels::cpu {
+namespace {
+
+constexpr std::size_t kQueryTile = 64, kKeyTile = 64;
+
+template <class T>
+constexpr T kMinusInfinity = -std::numeric_limits<T>::infinity();
+
+// Runs body(task) for tasks [0, tasks), grouped into pieces of about kGemmProductsPerPiece
+// multiply-adds (`work` per task) so that small attention stays on one thread. Each task writes
+// only its own outputs, so the grouping does not change a bit.
+template <class Body>
+void for_each_task(std::size_t tasks, double work, Body&& body) {
+  const double by_work = static_cast<double>(tasks) * work / kGemmProductsPerPiece;
+  const std::size_t pieces = std::clamp<std::size_t>(static_cast<std::size_t>(by_work), 1, tasks > 0 ? tasks : 1);
+  parallel_parts(pieces, [&](std::size_t first, std::size_t last) {
+    for (std::size_t t = first * tasks / pieces; t < last * tasks / pieces; ++t) body(t);
+  });
+}
+
+// The scaled scores of queries [i0, i0 + rows) against keys [j0, j0 + cols) of batch element b,
+// masked: s[r·kKeyTile + c]. −∞ where the mask or causality says "do not attend".
+template <class T>
+void scores_tile(const T* q, const T* k, T* s, std::size_t b, std::size_t i0, std::size_t rows, std::size_t j0,
+                 std::size_t cols, const AttentionShape& shape, const AttentionParams& p) {
+  const std::size_t e = shape.head_dim;
+  gemm<T>(Transpose::no, Transpose::yes, rows, cols, e, static_cast<T>(p.scale), q + i0 * e, e, k + j0 * e, e, T(0), s,
+          kKeyTile);
+  const AttentionMask& mask = p.mask;
+  for (std::size_t r = 0; r < rows; ++r) {
+    T* row = s + r * kKeyTile;
+    const std::size_t i = i0 + r;
+    if (mask.kind != AttentionMaskKind::none) {
+      const std::size_t base = mask.batch_offsets[b] + i * mask.row_stride;
+      for (std::size_t c = 0; c < cols; ++c) {
+        const std::size_t at = base + (j0 + c) * mask.col_stride;
+        if (mask.kind == AttentionMaskKind::boolean) {
+          if (static_cast<const std::uint8_t*>(mask.data)[at] == 0) row[c] = kMinusInfinity<T>;
+        } else {
+          row[c] += static_cast<const T*>(mask.data)[at];
+        }
+      }
+    }
+    if (p.causal)
+      for (std::size_t c = (i >= j0 ? i - j0 + 1 : 0); c < cols; ++c) row[c] = kMinusInfinity<T>;
+  }
+}
+
+// Probability (b, i, j) times the dropout's keep/(1 − p), as the forward multiplies V by it.
+template <class T>
+T dropped(T probability, std::size_t b, std::size_t i, std::size_t j, const AttentionShape& shape,
+          const AttentionParams& p, T keep_scale) {
+  if (p.dropout_p <= 0.0f) return probability;
+  const std::uint64_t counter = (static_cast<std::uint64_t>(b) * shape.q_len + i) * shape.kv_len + j;
+  return dropout_apply(dropout_keeps(p.seed, p.offset + counter, p.dropout_p), probability, keep_scale);
+}
+
+// The last key tile that query rows [i0, i0 + rows) can see (causal: up to the last row's index).
+std::size_t keys_seen(std::size_t i0, std::size_t rows, const AttentionShape& shape, const AttentionParams& p) {
+  return p.causal ? std::min(shape.kv_len, i0 + rows) : shape.kv_len;
+}
+
+}  // namespace
+
+template <class T>
+void attention_forward(const T* q, const T* k, const T* v, T* out, T* lse, const AttentionShape& shape,
+                       const AttentionParams& p) {
+  const std::size_t L = shape.q_len, S = shape.kv_len, E = shape.head_dim, Ev = shape.value_dim;
+  const std::size_t tiles = (L + kQueryTile - 1) / kQueryTile;
+  const T keep_scale = dropout_scale<T>(p.dropout_p);
+  for_each_task(shape.batch * tiles, static_cast<double>(kQueryTile * S * (E + Ev)), [&](std::size_t task) {
+    const std::size_t b = task / tiles, i0 = task % tiles * kQueryTile, rows = std::min(kQueryTile, L - i0);
+    const T* qb = q + b * L * E;
+    const T* kb = k + b * S * E;
+    const T* vb = v + b * S * Ev;
+    std::vector<T> s(kQueryTile * kKeyTile), m(rows, kMinusInfinity<T>), l(rows, T(0));
+    T* acc = out + (b * L + i0) * Ev;  // the running output rows, normalized at the end
+    std::fill(acc, acc + rows * Ev, T(0));
+    const std::size_t seen = keys_seen(i0, rows, shape, p);
+    for (std::size_t j0 = 0; j0 < seen; j0 += kKeyTile) {
+      const std::size_t cols = std::min(kKeyTile, seen - j0);
+      scores_tile(qb, kb, s.data(), b, i0, rows, j0, cols, shape, p);
+      for (std::size_t r = 0; r < rows; ++r) {
+        T* row = s.data() + r * kKeyTile;
+        const T m_new = std::max(m[r], *std::max_element(row, row + cols));
+        if (m_new == kMinusInfinity<T>) {  // nothing to attend to yet: this tile adds nothing
+          std::fill(row, row + cols, T(0));
+          continue;
+        }
+        const T rescale = std::exp(m[r] - m_new);  // 0 while m was −∞
+        T row_sum = 0;
+        for (std::size_t c = 0; c < cols; ++c) {
+          const T probability = std::exp(row[c] - m_new);
+          row_sum += probability;
+          row[c] = dropped(probability, b, i0 + r, j0 + c, shape, p, keep_scale);
+        }
+        l[r] = l[r] * rescale + row_sum;
+        m[r] = m_new;
+        if (rescale != T(1))
+          for (std::size_t x = 0; x < Ev; ++x) acc[r * Ev + x] *= rescale;
+      }
+      gemm<T>(Transpose::no, Transpose::no, rows, Ev, cols, T(1), s.data(), kKeyTile, vb + j0 * Ev, Ev, T(1), acc, Ev);
+    }
+    for (std::size_t r = 0; r < rows; ++r) {
+      const T inverse = l[r] > T(0) ? T(1) / l[r] : T(0);
+      for (std::size_t x = 0; x < Ev; ++x) acc[r * Ev + x] *= inverse;
+      lse[b * L + i0 + r] = l[r] > T(0) ? m[r] + std::log(l[r]) : kMinusInfinity<T>;
+    }
+  });
+}
+
+template <class T>
+void attention_backward(const T* q, const T* k, const T* v, const T* out, const T* dout, const T* lse, T* dq, T* dk,
+                        T* dv, const AttentionShape& shape, const AttentionParams& p) {
+  const std::size_t L = shape.q_len, S = shape.kv_len, E = shape.head_dim, Ev = shape.value_dim;
+  const T keep_scale = dropout_scale<T>(p.dropout_p);
+  const T scale = static_cast<T>(p.scale);
+  for_each_task(shape.batch, static_cast<double>(L * S * (2 * E + 2 * Ev)), [&](std::size_t b) {
+    const T *qb = q + b * L * E, *kb = k + b * S * E, *vb = v + b * S * Ev;
+    const T *ob = out + b * L * Ev, *dob = dout + b * L * Ev, *lb = lse + b * L;
+    T *dqb = dq + b * L * E, *dkb = dk + b * S * E, *dvb = dv + b * S * Ev;
+    std::fill(dqb, dqb + L * E, T(0));
+    std::fill(dkb, dkb + S * E, T(0));
+    std::fill(dvb, dvb + S * Ev, T(0));
+    std::vector<T> d(L), prob(kQueryTile * kKeyTile), dprob(kQueryTile * kKeyTile);
+    for (std::size_t i = 0; i < L; ++i) {  // D = rowsum(dO∘O)
+      T dot = 0;
+      for (std::size_t x = 0; x < Ev; ++x) dot += dob[i * Ev + x] * ob[i * Ev + x];
+      d[i] = dot;
+    }
+    for (std::size_t j0 = 0; j0 < S; j0 += kKeyTile) {
+      const std::size_t cols = std::min(kKeyTile, S - j0);
+      for (std::size_t i0 = p.causal ? j0 / kQueryTile * kQueryTile : 0; i0 < L; i0 += kQueryTile) {
+        const std::size_t rows = std::min(kQueryTile, L - i0);
+        scores_tile(qb, kb, prob.data(), b, i0, rows, j0, cols, shape, p);
+        // P (into prob) and P̃ (into dprob, for dV), from the saved lse.
+        for (std::size_t r = 0; r < rows; ++r)
+          for (std::size_t c = 0; c < cols; ++c) {
+            T& value = prob[r * kKeyTile + c];
+            value = lb[i0 + r] == kMinusInfinity<T> ? T(0) : std::exp(value - lb[i0 + r]);
+            dprob[r * kKeyTile + c] = dropped(value, b, i0 + r, j0 + c, shape, p, keep_scale);
+          }
+        gemm<T>(Transpose::yes, Transpose::no, cols, Ev, rows, T(1), dprob.data(), kKeyTile, dob + i0 * Ev, Ev, T(1),
+                dvb + j0 * Ev, Ev);
+        // dP = (dO·Vᵀ)∘Z/(1 − p), then dS = P∘(dP − D) in place of dP.
+        gemm<T>(Transpose::no, Transpose::yes, rows, cols, Ev, T(1), dob + i0 * Ev, Ev, vb + j0 * Ev, Ev, T(0),
+                dprob.data(), kKeyTile);
+        for (std::size_t r = 0; r < rows; ++r)
+          for (std::size_t c = 0; c < cols; ++c) {
+            T& ds = dprob[r * kKeyTile + c];
+            ds = prob[r * kKeyTile + c] * (dropped(ds, b, i0 + r, j0 + c, shape, p, keep_scale) - d[i0 + r]);
+          }
+        gemm<T>(Transpose::no, Transpose::no, rows, E, cols, scale, dprob.data(), kKeyTile, kb + j0 * E, E, T(1),
+                dqb + i0 * E, E);
+        gemm<T>(Transpose::yes, Transpose::no, cols, E, rows, scale, dprob.data(), kKeyTile, qb + i0 * E, E, T(1),
+                dkb + j0 * E, E);
+      }
+    }
+  });
+}
+
+#define EMBER_ATTENTION_INSTANTIATE(T)                                                                        \
+  template void attention_forward<T>(const T*, const T*, const T*, T*, T*, const AttentionShape&,             \
+                                     const AttentionParams&);                                                 \
+  template void attention_backward<T>(const T*, const T*, const T*, const T*, const T*, const T*, T*, T*, T*, \
+                                      const AttentionShape&, const AttentionParams&);
+EMBER_ATTENTION_INSTANTIATE(float)
+EMBER_ATTENTION_INSTANTIATE(double)
+#undef EMBER_ATTENTION_INSTANTIATE
+
+}  // namespace ember::kernels::cpu

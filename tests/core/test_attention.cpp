@@ -1,0 +1,207 @@
+// scaled_dot_product_attention on the CPU: the fused kernels (kernels/attention.h) in f32 against
+// the reference path in f64, results and gradients, over the cases of PyTorch's semantics; dropout
+// against the reference path's mask; rows masked everywhere; the errors; the same bits at 1, 2 and
+// 3 threads; and memory that does not hold the score matrix. (The op table's entry adds gradcheck,
+// the CUDA comparison and PyTorch's own results, tests/support/op_table_attention.cpp.)
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/ops/ops.h"
+#include "core/tensor/autograd.h"
+#include "core/tensor/random.h"
+#include "core/tensor/storage.h"
+#include "support/helpers.h"
+
+using namespace ember;
+using Catch::Matchers::Contains;
+
+namespace {
+
+struct Case {
+  Shape batch;
+  std::int64_t l, s, e;
+  enum Mask { none, causal, boolean, additive } mask;
+};
+
+Tensor seeded(const Shape& shape, std::uint64_t seed) {
+  Generator g(seed);
+  return uniform(shape, -1.0, 1.0, {.dtype = DType::f64}, &g);
+}
+
+Shape with(Shape batch, std::int64_t rows, std::int64_t cols) {
+  batch.push_back(rows);
+  batch.push_back(cols);
+  return batch;
+}
+
+// The case's options; a boolean mask keeps the diagonal so that no row is masked everywhere (that
+// row has a test of its own).
+AttentionOptions options_for(const Case& c, DType dtype) {
+  AttentionOptions o;
+  if (c.mask == Case::causal) o.is_causal = true;
+  if (c.mask == Case::boolean) {
+    Tensor keep = gt(seeded({c.l, c.s}, 7), -0.3);  // about two thirds kept
+    std::vector<std::uint8_t> bytes = keep.to_vector<std::uint8_t>();
+    for (std::int64_t i = 0; i < c.l; ++i) bytes[static_cast<std::size_t>(i * c.s + i % c.s)] = 1;
+    o.attn_mask = from_vector(bytes, {c.l, c.s}, {.dtype = DType::u8});
+  }
+  if (c.mask == Case::additive) o.attn_mask = mul(seeded({c.l, c.s}, 8), 3.0).to(dtype);
+  return o;
+}
+
+struct Run {
+  Tensor out, dq, dk, dv;
+};
+
+template <class Attention>
+Run run(const Case& c, DType dtype, Attention attention) {
+  Tensor q = seeded(with(c.batch, c.l, c.e), 1).to(dtype).set_requires_grad();
+  Tensor k = seeded(with(c.batch, c.s, c.e), 2).to(dtype).set_requires_grad();
+  Tensor v = seeded(with(c.batch, c.s, c.e), 3).to(dtype).set_requires_grad();
+  const Tensor upstream = seeded(with(c.batch, c.l, c.e), 4).to(dtype);
+  Tensor out = attention(q, k, v, options_for(c, dtype));
+  sum(out * upstream).backward();
+  return {out.detach(), q.grad(), k.grad(), v.grad()};
+}
+
+// |got − want| ≤ atol + rtol·|want| everywhere; the number of elements outside.
+std::size_t outside(const Tensor& got, const Tensor& want, double rtol, double atol) {
+  const std::vector<double> g = got.to(DType::f64).to_vector<double>(), w = want.to(DType::f64).to_vector<double>();
+  REQUIRE(g.size() == w.size());
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < g.size(); ++i)
+    if (!(std::fabs(g[i] - w[i]) <= atol + rtol * std::fabs(w[i]))) ++bad;
+  return bad;
+}
+
+const auto fused = [](const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {
+  return scaled_dot_product_attention(q, k, v, o);
+};
+const auto reference = [](const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {
+  return scaled_dot_product_attention_reference(q, k, v, o);
+};
+
+}  // namespace
+
+TEST_CASE("fused attention in f32 is the f64 reference within rtol 1e-5 + atol 1e-6, results and gradients") {
+  for (const std::int64_t l : {1, 17, 50, 197})
+    for (const std::int64_t e : {16, 32, 64})
+      for (const Case::Mask mask : {Case::none, Case::causal, Case::boolean, Case::additive}) {
+        const Case c{{2, 2}, l, l == 50 ? 70 : l, e, mask};  // one case with more keys than queries
+        INFO("L " << c.l << ", S " << c.s << ", E " << c.e << ", mask kind " << static_cast<int>(mask));
+        const Run got = run(c, DType::f32, fused), want = run(c, DType::f64, reference);
+        CHECK(outside(got.out, want.out, 1e-5, 1e-6) == 0);
+        CHECK(outside(got.dq, want.dq, 1e-5, 1e-6) == 0);
+        CHECK(outside(got.dk, want.dk, 1e-5, 1e-6) == 0);
+        CHECK(outside(got.dv, want.dv, 1e-5, 1e-6) == 0);
+      }
+}
+
+TEST_CASE("fused attention's dropout drops what the reference path's dropout drops") {
+  const Case c{{2, 3}, 70, 90, 16, Case::none};
+  for (const double p : {0.1, 0.5}) {
+    const auto with_dropout = [p](auto attention) {
+      return [p, attention](const Tensor& q, const Tensor& k, const Tensor& v, AttentionOptions o) {
+        o.dropout_p = p;
+        o.dropout_seed = 1234;
+        o.dropout_offset = 99;
+        return attention(q, k, v, o);
+      };
+    };
+    const Run got = run(c, DType::f64, with_dropout(fused)), want = run(c, DType::f64, with_dropout(reference));
+    CHECK(outside(got.out, want.out, 1e-12, 1e-13) == 0);
+    CHECK(outside(got.dq, want.dq, 1e-12, 1e-13) == 0);
+    CHECK(outside(got.dk, want.dk, 1e-12, 1e-13) == 0);
+    CHECK(outside(got.dv, want.dv, 1e-12, 1e-13) == 0);
+    // And it drops something: the result differs from no dropout.
+    const Run plain = run(c, DType::f64, fused);
+    CHECK(outside(got.out, plain.out, 1e-3, 1e-3) > 0);
+  }
+}
+
+TEST_CASE("a query row masked everywhere gives output 0 and gradients 0, not NaN") {
+  Tensor q = seeded({1, 4, 8}, 11).set_requires_grad(), k = seeded({1, 6, 8}, 12).set_requires_grad(),
+         v = seeded({1, 6, 8}, 13).set_requires_grad();
+  std::vector<std::uint8_t> keep(4 * 6, 1);
+  for (int j = 0; j < 6; ++j) keep[2 * 6 + j] = 0;  // row 2 sees nothing
+  const Tensor mask = from_vector(keep, {4, 6}, {.dtype = DType::u8});
+  Tensor out = scaled_dot_product_attention(q, k, v, {.attn_mask = mask});
+  sum(out).backward();
+  const std::vector<double> o = out.to_vector<double>(), dq = q.grad().to_vector<double>();
+  for (int x = 0; x < 8; ++x) {
+    CHECK(o[2 * 8 + x] == 0.0);
+    CHECK(dq[2 * 8 + x] == 0.0);
+  }
+  for (double value : o) CHECK(std::isfinite(value));
+  // A large finite negative additive mask is a softmax like any other (not "masked").
+  const Tensor additive =
+      where(mask, scalar_tensor(0.0, {.dtype = DType::f64}), scalar_tensor(-1e30, {.dtype = DType::f64}));
+  const Tensor finite = scaled_dot_product_attention(q.detach(), k.detach(), v.detach(), {.attn_mask = additive});
+  CHECK(finite.to_vector<double>()[2 * 8] != 0.0);
+}
+
+TEST_CASE("attention refuses a mask with is_causal, shapes that do not fit and masks it cannot read") {
+  const Tensor q = zeros({2, 3, 4}), k = zeros({2, 5, 4}), v = zeros({2, 5, 6});
+  const Tensor mask = ones({3, 5}, {.dtype = DType::u8});
+  CHECK_THROWS_WITH(scaled_dot_product_attention(q, k, v, {.attn_mask = mask, .is_causal = true}),
+                    Contains("attn_mask and is_causal together"));
+  CHECK_THROWS_AS(scaled_dot_product_attention(q, zeros({2, 5, 3}), v), ShapeError);
+  CHECK_THROWS_AS(scaled_dot_product_attention(q, zeros({1, 5, 4}), zeros({1, 5, 6})), ShapeError);
+  CHECK_THROWS_AS(scaled_dot_product_attention(q, k, v, {.attn_mask = ones({4, 5}, {.dtype = DType::u8})}), ShapeError);
+  CHECK_THROWS_AS(scaled_dot_product_attention(q, k, v, {.attn_mask = ones({3, 5}, {.dtype = DType::i64})}),
+                  DTypeError);
+  CHECK_THROWS_WITH(scaled_dot_product_attention(q, k, v, {.attn_mask = zeros({3, 5}).set_requires_grad()}),
+                    Contains("attn_mask gets no gradient"));
+  CHECK_THROWS_WITH(scaled_dot_product_attention(q, k, v, {.dropout_p = 1.5}), Contains("dropout_p"));
+  // Broadcast masks read right: a key-padding mask [2, 1, 5] equals its expanded [2, 3, 5] copy.
+  const Tensor qs = seeded({2, 3, 4}, 21), ks = seeded({2, 5, 4}, 22), vs = seeded({2, 5, 6}, 23);
+  const std::vector<std::uint8_t> rows{1, 1, 1, 0, 0, 1, 1, 1, 1, 0};
+  std::vector<std::uint8_t> expanded;
+  for (int b = 0; b < 2; ++b)
+    for (int i = 0; i < 3; ++i) expanded.insert(expanded.end(), rows.begin() + b * 5, rows.begin() + b * 5 + 5);
+  const Tensor padding = from_vector(rows, {2, 1, 5}, {.dtype = DType::u8}),
+               full = from_vector(expanded, {2, 3, 5}, {.dtype = DType::u8});
+  CHECK(scaled_dot_product_attention(qs, ks, vs, {.attn_mask = padding}).to_vector<double>() ==
+        scaled_dot_product_attention(qs, ks, vs, {.attn_mask = full}).to_vector<double>());
+  CHECK(scaled_dot_product_attention(qs, ks, vs, {.attn_mask = padding}).to_vector<double>() !=
+        scaled_dot_product_attention(qs, ks, vs).to_vector<double>());
+}
+
+TEST_CASE("fused attention gives the same bits at 1, 2 and 3 threads, forward and backward") {
+  const Case c{{2, 4}, 130, 150, 32, Case::causal};
+  std::vector<std::vector<float>> firsts;
+  for (const int threads : {1, 2, 3}) {
+    set_num_threads(threads);
+    const Run r = run(c, DType::f32, fused);
+    std::vector<float> all = r.out.to_vector<float>();
+    for (const Tensor& t : {r.dq, r.dk, r.dv}) {
+      const std::vector<float> part = t.to_vector<float>();
+      all.insert(all.end(), part.begin(), part.end());
+    }
+    firsts.push_back(all);
+  }
+  set_num_threads(1);
+  CHECK(firsts[1] == firsts[0]);
+  CHECK(firsts[2] == firsts[0]);
+}
+
+TEST_CASE("fused attention never holds the score matrix; the reference path does") {
+  // L = S = 1024, two heads: one [2, L, S] f32 matrix is 8 MiB, the inputs and outputs 512 KiB.
+  const Tensor q = seeded({2, 1024, 16}, 31).to(DType::f32).set_requires_grad(),
+               k = seeded({2, 1024, 16}, 32).to(DType::f32).set_requires_grad(),
+               v = seeded({2, 1024, 16}, 33).to(DType::f32).set_requires_grad();
+  const std::size_t scores_bytes = 2 * 1024 * 1024 * sizeof(float);
+  const auto peak_above_start = [&](auto attention) {
+    reset_peak_memory_stats(Device::cpu());
+    const std::size_t start = memory_stats(Device::cpu()).bytes_in_use;
+    sum(attention(q, k, v, AttentionOptions{})).backward();
+    return memory_stats(Device::cpu()).peak_bytes_in_use - start;
+  };
+  const std::size_t fused_peak = peak_above_start(fused), reference_peak = peak_above_start(reference);
+  INFO("peak tensor bytes above the inputs: fused " << fused_peak << ", reference " << reference_peak);
+  CHECK(fused_peak < scores_bytes / 4);
+  CHECK(reference_peak > scores_bytes);
+}
