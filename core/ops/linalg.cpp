@@ -149,11 +149,9 @@ Tensor matmul_2d(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-// op(a_i)·op(b_i) for every batch index i of a [..., ., .] and b [..., ., .] with the same batch
-// dims: f32 and f64 as they are, 16-bit operands in f32 and rounded once (Note [half precision]).
+// op(a_i)·op(b_i) for every batch index i of a [..., ., .] and b [..., ., .] (f32 or f64) with the
+// same batch dims.
 Tensor gemm_batched(Transpose ta, Transpose tb, const Tensor& a, const Tensor& b) {
-  if (is_half(a.dtype()))
-    return gemm_batched(ta, tb, a.detach().to(DType::f32), b.detach().to(DType::f32)).to(a.dtype());
   const std::size_t nd = a.shape().size();
   const auto dim = [](const Tensor& t, std::size_t from_end) {
     return static_cast<std::size_t>(t.shape()[t.shape().size() - from_end]);
@@ -197,6 +195,9 @@ Shape broadcast_batch(const Tensor& a, const Tensor& b) {
 // a [..., m, k] · b [..., k, n] with broadcast batch dims; each operand first broadcast to the
 // common batch (broadcast_to, whose gradient sums back over the dims it repeated).
 Tensor matmul_batched(const Tensor& a, const Tensor& b) {
+  // 16-bit operands in f32 through the casts (Note [half precision]): a broadcast operand's
+  // gradient, a sum over the batch, is then rounded once too.
+  if (is_half(a.dtype())) return matmul_batched(a.to(DType::f32), b.to(DType::f32)).to(a.dtype());
   Shape batch = broadcast_batch(a, b);
   const auto widened_to = [&](const Tensor& t) {
     Shape full = batch;

@@ -207,12 +207,22 @@ std::vector<OpInfo> network_ops() {
   return {
       {"matmul", true, true, false, kProduct,
        [] {
-         return std::vector<Sample>{call("[3, 4]·[4, 2]", {random_input({3, 4}, 70), random_input({4, 2}, 71)},
-                                         EMBER_APPLY(matmul(x[0], x[1])), "x0 @ x1"),
-                                    call("[1, 5]·[5, 1]", {random_input({1, 5}, 72), random_input({5, 1}, 73)},
-                                         EMBER_APPLY(matmul(x[0], x[1])), "x0 @ x1"),
-                                    call("[37, 45]·[45, 11]", {random_input(kLarge, 74), random_input({45, 11}, 75)},
-                                         EMBER_APPLY(matmul(x[0], x[1])), "x0 @ x1")};
+         return std::vector<Sample>{
+             call("[3, 4]·[4, 2]", {random_input({3, 4}, 70), random_input({4, 2}, 71)},
+                  EMBER_APPLY(matmul(x[0], x[1])), "x0 @ x1"),
+             call("[1, 5]·[5, 1]", {random_input({1, 5}, 72), random_input({5, 1}, 73)},
+                  EMBER_APPLY(matmul(x[0], x[1])), "x0 @ x1"),
+             call("[37, 45]·[45, 11]", {random_input(kLarge, 74), random_input({45, 11}, 75)},
+                  EMBER_APPLY(matmul(x[0], x[1])), "x0 @ x1"),
+             call("batched [2, 3, 4]·[2, 4, 5]", {random_input({2, 3, 4}, 76), random_input({2, 4, 5}, 77)},
+                  EMBER_APPLY(matmul(x[0], x[1])), "x0 @ x1"),
+             call("batch dims broadcast: [2, 1, 3, 4]·[3, 4, 2]",
+                  {random_input({2, 1, 3, 4}, 78), random_input({3, 4, 2}, 79)}, EMBER_APPLY(matmul(x[0], x[1])),
+                  "x0 @ x1"),
+             call("a vector times a batch: [4]·[2, 4, 3]", {random_input({4}, 170), random_input({2, 4, 3}, 171)},
+                  EMBER_APPLY(matmul(x[0], x[1])), "x0 @ x1"),
+             call("a matrix times a vector: [3, 4]·[4]", {random_input({3, 4}, 172), random_input({4}, 173)},
+                  EMBER_APPLY(matmul(x[0], x[1])), "x0 @ x1")};
        },
        kProduct, kBf16Product},
       {"linear", true, true, false, kProduct,
