@@ -15,7 +15,11 @@ Sequential::Sequential(std::initializer_list<std::shared_ptr<Module>> modules) {
 }
 
 Sequential& Sequential::append(std::shared_ptr<Module> module) {
-  register_module(std::to_string(size()), std::move(module));
+  return append(std::to_string(size()), std::move(module));
+}
+
+Sequential& Sequential::append(const std::string& name, std::shared_ptr<Module> module) {
+  register_module(name, std::move(module));
   return *this;
 }
 

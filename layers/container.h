@@ -13,7 +13,7 @@
 
 namespace ember::nn {
 
-// Runs its children in order; they are named "0", "1", ... as in PyTorch.
+// Runs its children in order; they are named "0", "1", ... as in PyTorch, or as appended.
 class Sequential : public Module {
  public:
   Sequential() = default;
@@ -24,7 +24,9 @@ class Sequential : public Module {
   requires(sizeof...(Modules) > 0 &&
            (std::is_base_of_v<Module, Modules> && ...)) explicit Sequential(std::shared_ptr<Modules>... modules)
       : Sequential({std::static_pointer_cast<Module>(std::move(modules))...}) {}
-  Sequential& append(std::shared_ptr<Module> module);
+  Sequential& append(std::shared_ptr<Module> module);  // named by its position
+  // Named as given, as a Sequential built from an OrderedDict is in PyTorch ("head", "encoder_layer_0").
+  Sequential& append(const std::string& name, std::shared_ptr<Module> module);
   Tensor forward(const Tensor& input) override;
   std::string type_name() const override { return "Sequential"; }
   ModuleKind kind() const override { return ModuleKind::sequential; }

@@ -24,6 +24,7 @@ class Dropout : public Module {
   // run drops the same elements as an uninterrupted one.
   std::uint64_t offset() const { return offset_; }
   void set_offset(std::uint64_t offset) { offset_ = offset; }
+  std::uint64_t* random_offset() override { return &offset_; }
 
  private:
   double p_;

@@ -38,6 +38,11 @@ class Module : public std::enable_shared_from_this<Module> {
   virtual std::string type_name() const = 0;
   virtual std::string extra_repr() const { return ""; }
   virtual ModuleKind kind() const { return ModuleKind::other; }
+  // A layer that draws random numbers from a counter-based stream (Dropout, MultiheadAttention's
+  // dropout) says how far into it it is: a training checkpoint keeps the position, so that a
+  // resumed run draws what an uninterrupted one would, and each rank of a data-parallel run moves
+  // its own far apart. Null for a layer that draws nothing.
+  virtual std::uint64_t* random_offset() { return nullptr; }
 
   // The name this module has inside its parent ("0", "fc1"); empty for a top-level module.
   const std::string& name() const { return name_; }

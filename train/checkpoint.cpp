@@ -187,18 +187,19 @@ LoadedCheckpoint load_checkpoint(const std::string& path, nn::Module& model, opt
   return loaded;
 }
 
-std::vector<nn::Dropout*> dropout_layers(nn::Module& model) {
-  std::vector<nn::Dropout*> out;
+std::vector<std::uint64_t*> random_offsets(nn::Module& model) {
+  std::vector<std::uint64_t*> out;
   for (const auto& [name, child] : model.named_children()) {
-    if (child->kind() == nn::ModuleKind::dropout) out.push_back(static_cast<nn::Dropout*>(child.get()));
-    for (nn::Dropout* inner : dropout_layers(*child)) out.push_back(inner);
+    if (std::uint64_t* offset = child->random_offset()) out.push_back(offset);
+    for (std::uint64_t* inner : random_offsets(*child)) out.push_back(inner);
   }
   return out;
 }
 
 Metadata training_position_metadata(nn::Module& model, int epochs_done, std::int64_t steps_done) {
   std::string offsets;
-  for (nn::Dropout* d : dropout_layers(model)) offsets += (offsets.empty() ? "" : ",") + std::to_string(d->offset());
+  for (const std::uint64_t* offset : random_offsets(model))
+    offsets += (offsets.empty() ? "" : ",") + std::to_string(*offset);
   return {{"epoch", std::to_string(epochs_done)}, {"step", std::to_string(steps_done)}, {"dropout_offsets", offsets}};
 }
 
@@ -218,8 +219,8 @@ ResumedTraining resume_training_checkpoint(const std::string& path, nn::Module& 
   if (meta.count("dropout_offsets")) {
     std::stringstream in(meta["dropout_offsets"]);
     std::string item;
-    for (nn::Dropout* d : dropout_layers(model))
-      if (std::getline(in, item, ',')) d->set_offset(std::stoull(item));
+    for (std::uint64_t* offset : random_offsets(model))
+      if (std::getline(in, item, ',')) *offset = std::stoull(item);
   }
   // A data-parallel run's checkpoint holds rank 0's positions: each rank moves on to its own.
   if (dist::is_initialized() && dist::world_size() > 1) separate_dropout_streams(model);

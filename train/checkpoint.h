@@ -66,9 +66,9 @@ LoadedCheckpoint load_checkpoint(const std::string& path, nn::Module& model, opt
 std::string file_sha256(const std::string& path);
 
 // ---- a training run's checkpoint: the pair above, with what an exact resume needs -----------------
-// The Dropout layers of a model, in order (their positions in their random streams make a resumed
-// run drop what an uninterrupted one would).
-std::vector<nn::Dropout*> dropout_layers(nn::Module& model);
+// The positions of a model's random streams (Module::random_offset: its Dropout layers and
+// attention dropouts), in order: they make a resumed run drop what an uninterrupted one would.
+std::vector<std::uint64_t*> random_offsets(nn::Module& model);
 
 // What an exact resume needs beyond the tensors, for the state's metadata: the epochs done
 // ("epoch"), the steps done of the next epoch ("step") and the Dropout layers' stream positions

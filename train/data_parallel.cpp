@@ -9,8 +9,7 @@
 namespace ember::train {
 
 void separate_dropout_streams(nn::Module& model) {
-  for (nn::Dropout* d : dropout_layers(model))
-    d->set_offset(d->offset() + (static_cast<std::uint64_t>(dist::rank()) << 40));
+  for (std::uint64_t* offset : random_offsets(model)) *offset += static_cast<std::uint64_t>(dist::rank()) << 40;
 }
 
 void make_replica(nn::Module& model) {

@@ -199,7 +199,12 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 
 Tensor scaled_dot_product_attention_reference(const Tensor& q, const Tensor& k, const Tensor& v,
                                               const AttentionOptions& o) {
-  const Dims dims = check_attention(q, k, v, o);
+  check_attention(q, k, v, o);
+  return matmul(scaled_dot_product_attention_weights(q, k, o), v);
+}
+
+Tensor scaled_dot_product_attention_weights(const Tensor& q, const Tensor& k, const AttentionOptions& o) {
+  const Dims dims = check_attention(q, k, k, o);
   const TensorOptions like{.dtype = q.dtype(), .device = q.device()};
   const Tensor minus_infinity = scalar_tensor(-std::numeric_limits<double>::infinity(), like),
                zero = scalar_tensor(0.0, like);
@@ -216,7 +221,7 @@ Tensor scaled_dot_product_attention_reference(const Tensor& q, const Tensor& k, 
   const Tensor masked_row = unsqueeze(eq(max(scores.detach(), -1), minus_infinity), static_cast<int>(scores.dim()) - 1);
   Tensor probabilities = where(masked_row, zero, softmax(where(masked_row, zero, scores), -1));
   if (o.dropout_p > 0.0) probabilities = dropout(probabilities, o.dropout_p, o.dropout_seed, o.dropout_offset);
-  return matmul(probabilities, v);
+  return probabilities;
 }
 
 }  // namespace ember

@@ -101,6 +101,10 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
                                     const AttentionOptions& options = {});
 Tensor scaled_dot_product_attention_reference(const Tensor& query, const Tensor& key, const Tensor& value,
                                               const AttentionOptions& options = {});
+// The reference path's probabilities, softmax(q·kᵀ·scale + mask) after dropout, [..., L, S]: what
+// the output is the product of with value (nn::MultiheadAttention's weights).
+Tensor scaled_dot_product_attention_weights(const Tensor& query, const Tensor& key,
+                                            const AttentionOptions& options = {});
 
 // Dropout: zeroes each element with probability p and scales the rest by 1/(1 − p). Which
 // elements drop is a function of (seed, offset + element index), the same on every device.

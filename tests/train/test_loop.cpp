@@ -251,7 +251,7 @@ TEST_CASE("a training checkpoint resumes at the next epoch with the dropout stre
   const train::ResumedTraining resumed = train::resume_training_checkpoint(path, *second, adam_second);
   CHECK(resumed.start_epoch == 2);
   CHECK(resumed.checkpoint.metadata.at("note") == "kept");
-  CHECK(train::dropout_layers(*second).at(0)->offset() == train::dropout_layers(*first).at(0)->offset());
+  CHECK(*train::random_offsets(*second).at(0) == *train::random_offsets(*first).at(0));
   train::AutogradStep step_second(*second, adam_second);
   train::train_epoch(*second, step_second, batches, 2);
   CHECK(parameters_of(*second) == parameters_of(*whole));  // bit for bit
@@ -287,13 +287,13 @@ TEST_CASE("a stop mid-epoch resumes at its step and ends as the uninterrupted ru
   CHECK((where.stopped && where.epoch == 1 && where.step == 2));
   const Tensor loss_sum = step_first.loss_sum().clone();
   const Checkpoint optimizer_state = adam_first.state_dict();
-  const std::uint64_t dropout_offset = train::dropout_layers(*first).at(0)->offset();
+  const std::uint64_t dropout_offset = *train::random_offsets(*first).at(0);
 
   auto second = build();
   optim::Adam adam_second(second->parameters(), {.lr = 0.01});
   second->load_state_dict(first->state_dict());
   adam_second.load_state_dict(optimizer_state);
-  train::dropout_layers(*second).at(0)->set_offset(dropout_offset);
+  *train::random_offsets(*second).at(0) = dropout_offset;
   train::AutogradStep step_second(*second, adam_second);
   train::FitOptions resuming{.epochs = 3, .start_epoch = 1, .start_step = 2, .loss_sum_so_far = loss_sum};
   resuming.on_epoch = on_epoch;

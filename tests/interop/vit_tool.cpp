@@ -1,0 +1,94 @@
+// The ember side of the ViT and MultiheadAttention comparison with PyTorch (vit_torch.py):
+//   vit_tool save PATH SEED          a seeded small ViT (28×28, patch 7, width 32, 2 blocks, 4 heads,
+//                                    MLP 64, 10 classes) as safetensors
+//   vit_tool run PATH INPUTS OUT     that ViT loaded from PATH, on INPUTS' images "x" and labels "y":
+//                                    "logits", "loss" (cross-entropy) and "grad.<parameter>"
+//   vit_tool mha SEED INPUTS OUT     a seeded MultiheadAttention(16, 4) on INPUTS' "q", "k", "v"
+//                                    ([L, N, E], [S, N, E]) and masks "kpm" [N, S], "mask" [L, S]
+//                                    (u8, 1: do not attend) and "fmask" [L, S] (added): its
+//                                    parameters "p.<name>" and the outputs and weights of four calls
+#include <cstdlib>
+#include <iostream>
+#include <string>
+
+#include "ember.h"
+
+using namespace ember;
+
+namespace {
+
+nn::VitShape small_vit() {
+  nn::VitShape s;
+  s.patch = 7, s.hidden = 32, s.depth = 2, s.heads = 4, s.mlp = 64;
+  return s;
+}
+
+const Tensor& input(const Checkpoint& file, const std::string& path, const std::string& name) {
+  const Tensor* t = find_tensor(file.tensors, name);
+  if (!t) throw ValueError(path + ": no tensor '" + name + "'");
+  return *t;
+}
+
+void run(const std::string& path, const std::string& inputs_path, const std::string& out) {
+  auto model = nn::vit(small_vit());
+  nn::load(*model, path);
+  const Checkpoint inputs = load_safetensors(inputs_path);
+  const Tensor& x = input(inputs, inputs_path, "x");
+  const Tensor& y = input(inputs, inputs_path, "y");
+  const Tensor logits = (*model)(x);
+  const Tensor loss = cross_entropy(logits, y);
+  loss.backward();
+  StateDict result{{"logits", logits.detach()}, {"loss", loss.detach()}};
+  for (const auto& [name, p] : model->named_parameters()) result.emplace_back("grad." + name, p.grad());
+  save_safetensors(out, result);
+}
+
+void mha(std::uint64_t seed, const std::string& inputs_path, const std::string& out) {
+  Generator g(seed);
+  nn::MultiheadAttention attention(16, 4, 0.0, true, /*batch_first=*/false, &g);
+  const Checkpoint inputs = load_safetensors(inputs_path);
+  const Tensor &q = input(inputs, inputs_path, "q"), &k = input(inputs, inputs_path, "k"),
+               &v = input(inputs, inputs_path, "v"), &kpm = input(inputs, inputs_path, "kpm"),
+               &mask = input(inputs, inputs_path, "mask"), &fmask = input(inputs, inputs_path, "fmask");
+  StateDict result;
+  for (const auto& [name, p] : attention.named_parameters()) result.emplace_back("p." + name, p);
+  const NoGradGuard no_grad;
+  result.emplace_back("self_out", attention(q));
+  auto [cross, weights] = attention.attend(q, k, v, {.key_padding_mask = kpm, .attn_mask = mask});
+  result.emplace_back("cross_out", cross);
+  result.emplace_back("cross_w", weights);
+  auto [per_head, head_weights] =
+      attention.attend(q, k, v, {.key_padding_mask = kpm, .attn_mask = mask, .average_attn_weights = false});
+  result.emplace_back("cross_w_heads", head_weights);
+  result.emplace_back(
+      "fused_out",
+      attention.attend(q, k, v, {.key_padding_mask = kpm, .attn_mask = mask, .need_weights = false}).first);
+  result.emplace_back("float_out", attention.attend(q, k, v, {.attn_mask = fmask, .need_weights = false}).first);
+  save_safetensors(out, result);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const std::string command = argc > 1 ? argv[1] : "";
+    if (command == "save" && argc == 4) {
+      Generator g(std::strtoull(argv[3], nullptr, 10));
+      nn::save(*nn::vit(small_vit(), &g), argv[2]);
+      return 0;
+    }
+    if (command == "run" && argc == 5) {
+      run(argv[2], argv[3], argv[4]);
+      return 0;
+    }
+    if (command == "mha" && argc == 5) {
+      mha(std::strtoull(argv[2], nullptr, 10), argv[3], argv[4]);
+      return 0;
+    }
+    std::cerr << "usage: vit_tool save PATH SEED | run PATH INPUTS OUT | mha SEED INPUTS OUT\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "vit_tool: " << e.what() << "\n";
+    return 1;
+  }
+}
