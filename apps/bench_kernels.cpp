@@ -128,12 +128,15 @@ int bench(const Settings& s, const std::string& sizes_text) {
       add_transfers_and_launches(extra, device, s.repeat);
     if (!gpu && std::regex_search(std::string("autograd_overhead"), filter)) add_autograd_overhead(extra, s.repeat);
     if (!gpu && std::regex_search(std::string("parallel_split"), filter)) add_parallel_split(extra, s.repeat);
+    if (!gpu && std::regex_search(std::string("attention_memory"), filter)) add_attention_memory(extra, quick);
     for (const auto& row : extra) {
-      std::printf(
-          "%-24s %-22s %-26s %11.3f %9s\n", row["family"].get<std::string>().c_str(),
-          row["version"].get<std::string>().c_str(), row["shape"].get<std::string>().c_str(),
-          row["time_us"].get<double>(),
-          row.contains("gb_per_s") ? std::to_string(static_cast<int>(row["gb_per_s"].get<double>())).c_str() : "");
+      std::printf("%-24s %-22s %-26s %11.3f %9s\n", row["family"].get<std::string>().c_str(),
+                  row["version"].get<std::string>().c_str(), row["shape"].get<std::string>().c_str(),
+                  row["time_us"].get<double>(),
+                  row.contains("gb_per_s") ? std::to_string(static_cast<int>(row["gb_per_s"].get<double>())).c_str()
+                  : row.contains("peak_mb")
+                      ? (std::to_string(static_cast<int>(row["peak_mb"].get<double>())) + " MB peak").c_str()
+                      : "");
       report["results"].push_back(row);
     }
   }

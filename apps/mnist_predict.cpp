@@ -51,7 +51,7 @@ std::string labels_path_for(const std::string& images) {
 }
 
 // The model and its card; every problem with the file is a usage error naming it.
-std::pair<std::shared_ptr<nn::Sequential>, apps::ModelCard> load_model(const std::string& path) {
+std::pair<std::shared_ptr<nn::Module>, apps::ModelCard> load_model(const std::string& path) {
   try {
     const Checkpoint file = load_safetensors(path, Device::cpu());
     apps::ModelCard card = apps::read_model_card(file, path);
@@ -129,7 +129,7 @@ std::vector<Input> idx_inputs(const Settings& s, const apps::ModelCard& card) {
 // file's 10,000 images at once would take gigabytes). Outputs that are not finite — from finite
 // weights (build_model checks them), the arithmetic overflowing float's range — are refused,
 // naming the first input that gives them: their probabilities would be NaN.
-std::vector<float> classify(nn::Sequential& model, const Settings& s, const apps::ModelCard& card,
+std::vector<float> classify(nn::Module& model, const Settings& s, const apps::ModelCard& card,
                             const std::vector<Input>& inputs, Device device) {
   constexpr std::size_t kBatch = 256;
   NoGradGuard no_grad;
@@ -140,7 +140,7 @@ std::vector<float> classify(nn::Sequential& model, const Settings& s, const apps
     for (std::size_t i = begin; i < end; ++i)
       batch.insert(batch.end(), inputs[i].pixels.begin(), inputs[i].pixels.end());
     const auto n = static_cast<std::int64_t>(end - begin);
-    const Shape shape = card.kind == "cnn" ? Shape{n, 1, card.height, card.width} : Shape{n, card.height * card.width};
+    const Shape shape = card.kind != "mlp" ? Shape{n, 1, card.height, card.width} : Shape{n, card.height * card.width};
     const Tensor x =
         normalize_u8(from_vector(batch, shape).to(device), card.normalization.mean, card.normalization.std);
     const Tensor logits = model(x);

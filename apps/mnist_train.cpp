@@ -1,6 +1,7 @@
 // mnist_train: trains the tutorials' image classifiers — the 784-32-10 MLP and the CNN of PyTorch's
-// MNIST example — on MNIST, Fashion-MNIST or any IDX dataset, on the best device (or the one asked
-// for), with the tutorials' output, and saves checkpoints that PyTorch loads as they are.
+// MNIST example — and a small Vision Transformer (torchvision's, by name) on MNIST, Fashion-MNIST or any IDX dataset,
+// on the best device (or the one asked for), with the tutorials' output, and saves checkpoints that PyTorch loads as
+// they are.
 //
 // Reading order: the recipes (what each model trains with), validate (every option checked before
 // any file is touched), build_run (data, model, optimizer, the training step), then run_training:
@@ -12,6 +13,7 @@
 #include <cstdio>
 
 #include "apps/common/model_card.h"
+#include "apps/common/model_flags.h"
 #include "apps/common/program.h"
 #include "apps/common/recipes.h"
 #include "apps/common/run_checks.h"
@@ -23,6 +25,7 @@
 #include "layers/nn.h"
 #include "optim/optimizer.h"
 #include "optim/scheduler.h"
+#include "train/checkpoint.h"
 #include "train/data_parallel.h"
 #include "train/loop.h"
 #include "train/make_step.h"
@@ -35,10 +38,11 @@ namespace {
 
 // The command line. The library's options structs hold what they name; the rest is this program's.
 struct Settings {
-  std::string dataset = "mnist", data_dir, device = "auto", model = "mlp", hidden, channels = "32,64", step = "auto";
+  std::string dataset = "mnist", data_dir, device = "auto", step = "auto";
+  apps::ModelFlags model;  // --model, its widths and the ViT's sizes
   apps::Recipe recipe = apps::recipe_for("mlp");
   std::string overridden;  // the recipe's flags given on the command line
-  int epochs = 5, threads = 1, keep = 2;
+  int threads = 1, keep = 2;
   std::uint64_t seed = 0;
   long long val_size = -1;                   // -1: a sixth of the training images
   optim::GroupOptions optimizer;             // --momentum, --weight-decay (the rate is the recipe's)
@@ -48,9 +52,7 @@ struct Settings {
   train::AutogradStepOptions autograd;  // --micro-batches (either step), --precision
   bool distributed = false, log_step_losses = false;
   std::string json_log, save, resume, init, plot, precision = "f32";
-  std::vector<std::int64_t> hidden_sizes, channel_sizes;  // --hidden and --channels, parsed by validate
-  std::vector<std::string> command;                       // as typed, for the line that resumes it
-  bool is_cnn() const { return model == "cnn"; }
+  std::vector<std::string> command;  // as typed, for the line that resumes it
 };
 
 // ---- validate: every option checked before any file is touched ---------------------------------
@@ -59,7 +61,11 @@ void validate(Settings& s) {
   if (!std::isfinite(r.lr) || r.lr <= 0) throw UsageError("--lr must be a positive number");
   if (!(r.lr_decay > 0 && r.lr_decay <= 1)) throw UsageError("--lr-decay must be in (0, 1]");
   if (!(s.optimizer.momentum >= 0 && s.optimizer.momentum < 1)) throw UsageError("--momentum must be in [0, 1)");
-  if (s.step == "fused" && s.is_cnn()) throw UsageError("--step fused trains the MLP only; the CNN runs on autograd");
+  if (s.step == "fused" && s.model.model != "mlp")
+    throw UsageError("--step fused trains the MLP only; the " + s.model.model + " runs on autograd");
+  apps::check_recipe(r, s.loader.preload);
+  s.autograd.label_smoothing = r.label_smoothing;
+  s.autograd.clip_grad_norm = r.clip_grad_norm;
   s.fused_step.precision = s.autograd.precision = parse_dtype(s.precision);
   if (!s.resume.empty() && !s.init.empty()) throw UsageError("--resume and --init cannot be used together");
   if (r.batch_size % s.autograd.micro_batches != 0)
@@ -70,12 +76,7 @@ void validate(Settings& s) {
     throw UsageError("--plot " + s.plot + ": the picture is written as SVG; give a name ending in .svg");
   for (const auto& [flag, path] : {std::pair{"--save", s.save}, {"--json-log", s.json_log}, {"--plot", s.plot}})
     apps::check_output_path(flag, path);  // before any epoch is trained
-  // Hidden widths default to the tutorials': 32 for the MLP, 128 for the CNN's dense layer.
-  s.hidden_sizes =
-      apps::parse_sizes("--hidden", s.hidden.empty() ? (s.is_cnn() ? "128" : "32") : s.hidden, "32 or 512,256");
-  s.channel_sizes = apps::parse_sizes("--channels", s.channels, "32,64");
-  if (s.is_cnn() && (s.hidden_sizes.size() != 1 || s.channel_sizes.size() != 2))
-    throw UsageError("--model cnn takes one --hidden width (e.g. 128) and two --channels (e.g. 32,64)");
+  apps::check_model_flags(s.model);
 }
 
 // ---- build_run: data, model, optimizer, the training step, and what a resume restores ----------
@@ -85,7 +86,7 @@ struct Run {
   data::ClassificationData data;
   std::size_t val_size = 0;
   apps::ModelCard card;
-  std::shared_ptr<nn::Sequential> model;
+  std::shared_ptr<nn::Module> model;
   std::unique_ptr<optim::Optimizer> optimizer;
   std::unique_ptr<data::ClassificationLoaders> loaders;
   std::unique_ptr<train::Step> step;
@@ -96,9 +97,7 @@ struct Run {
 };
 
 void build_model(const Settings& s, Run& run) {
-  run.card = apps::card_for(run.data, s.model, s.recipe.normalize);
-  run.card.hidden = s.hidden_sizes;
-  if (s.is_cnn()) run.card.channels = s.channel_sizes;
+  run.card = apps::card_for(s.model, run.data, s.recipe.normalize);
   Generator init(s.seed);
   run.model = apps::new_model(run.card, &init, FusionOptions::all());
   if (!s.init.empty()) try {
@@ -110,6 +109,7 @@ void build_model(const Settings& s, Run& run) {
   if (s.distributed) train::make_replica(*run.model);  // rank 0's initialization everywhere
   optim::GroupOptions options = s.optimizer;
   options.lr = s.recipe.lr;
+  options.weight_decay = s.recipe.weight_decay;
   run.optimizer = optim::make_optimizer(s.recipe.optimizer, run.model->parameters(), options);
 }
 
@@ -120,12 +120,16 @@ void build_model(const Settings& s, Run& run) {
 train::Metadata run_settings(const Settings& s, const Run& run) {
   auto text = [](const auto&... parts) { return detail::concat(parts...); };
   // clang-format off
-  return {{"model_kind", s.model}, {"hidden", apps::join_sizes(s.hidden_sizes)}, {"dataset", s.dataset},
-          {"channels", apps::join_sizes(s.channel_sizes)}, {"val_size", text(run.val_size)}, {"seed", text(s.seed)},
-          {"images", text(run.data.train->size(), "+", run.data.test->size())}, {"epochs", text(s.epochs)},
+  return {{"model_kind", s.model.model}, {"hidden", apps::join_sizes(s.model.hidden_sizes)}, {"dataset", s.dataset},
+          {"channels", apps::join_sizes(s.model.channel_sizes)}, {"val_size", text(run.val_size)}, {"seed", text(s.seed)},
+          {"images", text(run.data.train->size(), "+", run.data.test->size())}, {"epochs", text(s.recipe.epochs)},
           {"optimizer", s.recipe.optimizer}, {"lr", text(s.recipe.lr)}, {"lr_decay", text(s.recipe.lr_decay)},
           {"batch_size", text(s.recipe.batch_size)}, {"normalize", text(s.recipe.normalize)},
-          {"momentum", text(s.optimizer.momentum)}, {"weight_decay", text(s.optimizer.weight_decay)},
+          {"momentum", text(s.optimizer.momentum)}, {"weight_decay", text(s.recipe.weight_decay)},
+          {"vit", s.model.is_vit() ? s.model.sizes() : ""},
+          {"schedule", text(s.recipe.schedule, " ", s.recipe.warmup_epochs)},
+          {"label_smoothing", text(s.recipe.label_smoothing)}, {"clip_grad_norm", text(s.recipe.clip_grad_norm)},
+          {"augment", text(s.recipe.crop_padding, s.recipe.flip ? " flip" : "")},
           {"shuffle", text(s.loader.shuffle)}, {"step", s.step}, {"fused", text(run.fused)}, {"precision", s.precision},
           {"micro_batches", text(s.autograd.micro_batches)}, {"cuda_graph", text(s.fused_step.cuda_graph)},
           {"preload", text(s.loader.preload)}, {"device", run.device.is_cuda() ? "cuda" : "cpu"},
@@ -191,7 +195,8 @@ Run build_run(Settings& s) {
   loader.batch_size = s.recipe.batch_size;
   loader.val_size = run.val_size;
   loader.seed = s.seed;
-  loader.flatten = !s.is_cnn();
+  loader.flatten = s.model.model == "mlp";
+  loader.augment = {.crop_padding = s.recipe.crop_padding, .horizontal_flip = s.recipe.flip};
   loader.normalization = run.card.normalization;
   loader.rank = static_cast<std::size_t>(dist::rank());
   loader.ranks = static_cast<std::size_t>(run.world);
@@ -213,10 +218,10 @@ void print_header(const Settings& s, const Run& run) {
               run.loaders->describe(run.data).c_str(), run.model->repr().c_str(),
               static_cast<long long>(run.model->parameter_count()));
   std::printf("recipe: %s (%s)\n", apps::describe(s.recipe).c_str(),
-              s.overridden.empty() ? ("the " + s.model + " default").c_str() : ("set by" + s.overridden).c_str());
+              s.overridden.empty() ? ("the " + s.model.model + " default").c_str() : ("set by" + s.overridden).c_str());
   const data::Normalization& norm = run.card.normalization;
   std::printf("optimizer: %s, momentum %g, weight decay %g; inputs %s; %d CPU thread%s, GEMM kernels %s\n",
-              run.optimizer->type_name().c_str(), s.optimizer.momentum, s.optimizer.weight_decay,
+              run.optimizer->type_name().c_str(), s.optimizer.momentum, s.recipe.weight_decay,
               s.recipe.normalize ? detail::concat("(pixel/255 - ", norm.mean, ") / ", norm.std).c_str() : "pixel/255",
               s.threads, s.threads == 1 ? "" : "s", cpu_gemm_kernels().c_str());
   std::fflush(stdout);
@@ -228,14 +233,17 @@ int run_training(Settings& s) {
   s.threads = apps::capped_threads(s.threads, s.loader.workers);
   set_num_threads(s.threads);
   Run run = build_run(s);
-  const std::string title = run.data.spec.title + " " + s.model + " " + apps::join_sizes(s.hidden_sizes);
+  const std::string title = run.data.spec.title + " " + s.model.model + " " + s.model.sizes();
   apps::RunOutputs outputs({s.json_log, s.plot, title, s.save, s.keep}, run.card.to_metadata(), run_settings(s, run));
   print_header(s, run);
   outputs.start(s.resume.empty() ? nullptr : &run.resumed);
   const train::Position start = run.resumed.at;
-  // The rate of epoch e is lr·decay^e (StepLR with step 1), a resumed run picking up where it was.
-  optim::StepLR schedule(*run.optimizer, 1, s.recipe.lr_decay);
-  schedule.set_last_epoch(start.epoch);
+  // The rate of epoch e is lr·decay^e (StepLR with step 1), or per step a warm-up then a cosine; a
+  // resumed run picks up where it was (the schedules are closed forms of the count).
+  const auto steps_per_epoch = static_cast<std::int64_t>(run.loaders->train_order().batches_per_epoch());
+  const std::unique_ptr<optim::LRScheduler> schedule = apps::make_schedule(s.recipe, *run.optimizer, steps_per_epoch);
+  const bool per_step = s.recipe.schedule == "cosine";
+  schedule->set_last_epoch(per_step ? start.epoch * steps_per_epoch + start.step : start.epoch);
   auto report = [&](const train::EpochReport& r) {
     if (r.epoch == start.epoch)  // after a step: what the fused step captured is known then
       std::printf("training step: %s\n", run.step->describe().c_str());
@@ -248,11 +256,11 @@ int run_training(Settings& s) {
   const std::function<bool()> stop_requested = [&] { return apps::stop_requested(s.distributed); };
   const bool interactive = apps::interactive_output(s.distributed);
   train::FitOptions fit;
-  fit.epochs = s.epochs;
+  fit.epochs = s.recipe.epochs;
   fit.start_epoch = start.epoch;
   fit.start_step = start.step;
   fit.loss_sum_so_far = run.resumed.loss_sum;
-  fit.schedule = &schedule;
+  (per_step ? fit.epoch.step_schedule : fit.schedule) = schedule.get();
   fit.epoch.across_ranks = s.distributed;
   fit.epoch.record_step_losses = s.log_step_losses;
   fit.epoch.steps = run.loaders->train_order().batches_per_epoch();
@@ -283,10 +291,11 @@ int main(int argc, char** argv) {
   apps::install_stop_signals();  // first: before any thread starts (Note [stop signals])
   Settings s;
   CLI::App app{
-      "mnist_train: train an image classifier (the tutorials' 784-32-10 MLP, or the CNN of PyTorch's MNIST "
-      "example) on MNIST, Fashion-MNIST or other IDX files, on the best device"};
+      "mnist_train: train an image classifier (the tutorials' 784-32-10 MLP, the CNN of PyTorch's MNIST "
+      "example, or a small Vision Transformer) on MNIST, Fashion-MNIST or other IDX files, on the best device"};
   app.footer("Recipes (what each flag left out defaults to):\n  --model mlp: " +
              apps::describe(apps::recipe_for("mlp")) + "\n  --model cnn: " + apps::describe(apps::recipe_for("cnn")) +
+             "\n  --model vit: " + apps::describe(apps::recipe_for("vit")) + " (the digits; other datasets add flips)" +
              "\nData: --dataset mnist reads --data, else $MNIST_DIR, else data/mnist; fashion-mnist reads --data, "
              "else /usr/share/datasets/fashion-mnist (Debian's dataset-fashion-mnist); idx needs --data.");
   // Options that show their default; the recipe's flags show the recipes' instead.
@@ -297,27 +306,16 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember(data::dataset_names()));
   app.add_option("--data", s.data_dir, "folder with the four IDX files (default: see below)");
   option("--device", s.device, "auto (CUDA when usable, else the CPU), cpu, cuda or cuda:N");
-  option("--model", s.model, "mlp (the tutorials' 784-32-10) or cnn (conv 32, conv 64, pool, dense 128)")
-      ->check(CLI::IsMember({"mlp", "cnn"}));
-  app.add_option("--hidden", s.hidden, "hidden widths: e.g. 32 or 512,256 (MLP, default 32); the CNN's dense (128)");
-  option("--channels", s.channels, "the CNN's two convolution widths");
-  option("--epochs", s.epochs, "epochs to train")->check(apps::positive);
-  app.add_option("--batch-size", s.recipe.batch_size, "batch size (recipe: mlp 128, cnn 64)")->check(apps::positive);
+  apps::add_model_options(app, s.model);
+  apps::add_recipe_options(app, s.recipe);
   option("--eval-batch-size", s.loader.eval_batch_size, "evaluation batch size")->check(apps::positive);
-  app.add_option("--lr", s.recipe.lr, "learning rate (recipe: mlp 0.5, cnn 0.002)");
-  app.add_option("--optimizer", s.recipe.optimizer, "sgd, adam or adamw (recipe: mlp sgd, cnn adam)")
-      ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
   option("--momentum", s.optimizer.momentum, "SGD momentum");
-  option("--weight-decay", s.optimizer.weight_decay, "L2 weight decay")->check(apps::non_negative);
-  app.add_option("--lr-decay", s.recipe.lr_decay,
-                 "the rate's factor after every epoch, StepLR (recipe: mlp 1, cnn 0.6)");
   option("--seed", s.seed, "seed of the initialization, the split and the data order");
   app.add_flag("--no-shuffle{false}", s.loader.shuffle, "keep the training data in file order");
   option("--workers", s.loader.workers, "data loader threads (0: load on the training thread)");
   option("--threads", s.threads, "CPU compute threads (ember's pool: kernels and GEMM blocks)")->check(apps::positive);
   app.add_option("--val-size", s.val_size, "validation images (default: a sixth; 0: the test set)")
       ->check(apps::non_negative);
-  app.add_flag("--normalize,!--no-normalize", s.recipe.normalize, "inputs by mean and std (recipe: cnn on, mlp off)");
   option("--step", s.step, "auto (fused MLPs), fused or autograd")->check(CLI::IsMember({"auto", "fused", "autograd"}));
   option("--cuda-graph", s.fused_step.cuda_graph, "on CUDA, capture the fused step in a CUDA graph and replay it");
   app.add_flag("--preload", s.loader.preload, "keep the training images on the device and gather each batch there");
@@ -337,7 +335,7 @@ int main(int argc, char** argv) {
   app.add_option("--plot", s.plot, "write the loss and accuracy curves to this SVG file");
   s.command.assign(argv, argv + argc);
   return apps::run_cli(app, argc, argv, [&] {
-    apps::apply_recipe(s.recipe, s.overridden, s.model, app);
+    apps::apply_recipe(s.recipe, s.overridden, s.model.model, s.dataset, app);
     s.fused_step.reduce_across_ranks = s.autograd.reduce_across_ranks = s.distributed;
     s.fused_step.micro_batches = s.autograd.micro_batches;
     s.data_dir = data::data_folder(s.dataset, s.data_dir);

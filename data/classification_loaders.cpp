@@ -20,6 +20,9 @@ ClassificationLoaders::ClassificationLoaders(const ClassificationData& data, Dev
     train_set_ = parts[0];
     val_set_ = parts[1];
   }
+  EMBER_CHECK(!(options.preload && options.augment.any()), ValueError,
+              "preloaded training images are gathered on the device as they are; augmentation (",
+              options.augment.describe(), ") runs in the loader's workers: leave out one of the two");
   const bool pinned = device.is_cuda();
   const std::optional<Normalization> host_norm =
       device.is_cpu() ? std::optional<Normalization>(options.normalization) : std::nullopt;
@@ -32,7 +35,8 @@ ClassificationLoaders::ClassificationLoaders(const ClassificationData& data, Dev
                            .pin_memory = pinned,
                            .flatten = options.flatten,
                            .normalize = host_norm,
-                           .shard = {options.rank, options.ranks, training}});
+                           .shard = {options.rank, options.ranks, training},
+                           .augment = training ? options.augment : Augmentation{}});
   };
   train_loader_ = loader(train_set_, true);
   val_loader_ = loader(val_set_, false);
@@ -51,6 +55,8 @@ std::string ClassificationLoaders::describe(const ClassificationData& data) cons
       "data: ", data.spec.title, ", ", data.train->size(), " training images (", train_set_->size(), " for training, ",
       split ? detail::concat(val_set_->size(), " for validation") : std::string("validation on the test set"), "), ",
       data.test->size(), " test images, ", data.num_classes, " classes, from ", data.folder);
+  if (train_loader_->options().augment.any())
+    text += "\ndata: training images augmented: " + train_loader_->options().augment.describe();
   if (preloaded_)
     text += detail::concat("\ndata: training images preloaded on ", device_.str(), " (", std::fixed,
                            std::setprecision(1), static_cast<double>(preloaded_->bytes_on_device()) / 1e6, " MB)");

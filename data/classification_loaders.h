@@ -27,6 +27,7 @@ struct ClassificationLoaderOptions {
   Normalization normalization;      // the default: pixel/255
   bool preload = false;             // training images kept on the device, each batch gathered there
   std::size_t rank = 0, ranks = 1;  // this process's share (data::Shard)
+  Augmentation augment = {};        // of the training images only; not with preload
 };
 
 class ClassificationLoaders {

@@ -158,6 +158,7 @@ void DataLoader::start_epoch(std::int64_t epoch) {
   for (Ring::Slot& s : r.slots)
     if (s.state == Ring::State::ready) s.state = Ring::State::free;  // unconsumed batches of the old epoch
   order_ = std::move(order);
+  epoch_ = epoch;
   r.total_batches = batches_per_epoch();
   r.next_to_fill = r.next_to_yield = 0;
   r.stats = {};
@@ -171,14 +172,22 @@ void DataLoader::fill(std::size_t slot, std::size_t batch) {
   const std::size_t rows = batch_rows(batch), numel = dataset_->sample_numel();
   std::int32_t* labels = static_cast<std::int32_t*>(s.labels.raw_bytes());
   Tensor pixels = options_.normalize ? empty({static_cast<std::int64_t>(numel)}, {.dtype = DType::u8}) : Tensor();
+  const Shape image = dataset_->sample_shape();
+  const std::int64_t height = image.size() == 2 ? image[0] : 1, width = image.back();
+  auto augmented = [&](std::uint8_t* pixels_of, std::size_t index) {
+    augment(options_.augment, pixels_of, height, width, options_.seed, epoch_, index);
+  };
   for (std::size_t r = 0; r < rows; ++r) {
     const std::size_t index = order_[batch * options_.batch_size + r];
     if (options_.normalize) {  // gather and convert in one pass, on this worker thread
       dataset_->copy_image(index, pixels.data<std::uint8_t>());
+      augmented(pixels.data<std::uint8_t>(), index);
       normalize_u8(pixels, s.images.narrow(0, static_cast<std::int64_t>(r), 1), options_.normalize->mean,
                    options_.normalize->std);
     } else {
-      dataset_->copy_image(index, static_cast<std::uint8_t*>(s.images.raw_bytes()) + r * numel);
+      std::uint8_t* staged = static_cast<std::uint8_t*>(s.images.raw_bytes()) + r * numel;
+      dataset_->copy_image(index, staged);
+      augmented(staged, index);
     }
     labels[r] = dataset_->label(index);
   }

@@ -15,6 +15,7 @@
 
 #include "core/cuda/runtime.h"
 #include "core/tensor/tensor.h"
+#include "data/augment.h"
 #include "data/dataset.h"
 
 namespace ember::data {
@@ -45,6 +46,9 @@ struct LoaderOptions {
   // the CPU, so the training thread does no conversion (DeviceLoader on the CPU passes them on).
   std::optional<Normalization> normalize = std::nullopt;
   Shard shard{};  // all of every epoch, unless a data-parallel rank's share
+  // Training-time augmentation, applied by the workers to the u8 pixels (data/augment.h), drawn
+  // from the seed, the epoch and each sample's index.
+  Augmentation augment = {};
 };
 
 // How the consumer spent an epoch: waiting for batches, or working between them.
@@ -98,6 +102,7 @@ class DataLoader {
   LoaderOptions options_;
   std::shared_ptr<Ring> ring_;
   std::vector<std::size_t> order_;
+  std::int64_t epoch_ = 0;  // of order_ (augmentation draws from it)
   std::vector<std::thread> workers_;
 };
 

@@ -7,19 +7,12 @@
 // computed in f32 and rounded once: the bits of the f32 kernel on a widened copy).
 #pragma once
 
+#include "base/counter_random.h"
 #include "kernels/common.h"
 
 namespace ember::kernels {
 
-// splitmix64's finalizer over (seed, counter): a good 64-bit mix, then the top 24 bits as a float
-// in [0, 1) (24 bits: exactly representable, the same on every device).
-EMBER_HOST_DEVICE float counter_uniform(std::uint64_t seed, std::uint64_t counter) {
-  std::uint64_t z = seed + 0x9E3779B97F4A7C15ULL * (counter + 1);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  z ^= z >> 31;
-  return static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
-}
+using ember::counter_uniform;  // base/counter_random.h
 
 // The per-element formulas, shared by both twins (Note [one formula per op] in elementwise_math.h).
 EMBER_HOST_DEVICE bool dropout_keeps(std::uint64_t seed, std::uint64_t counter, float p) {

@@ -58,4 +58,23 @@ double LinearWarmup::lr_at(double initial_lr, std::int64_t epoch) const {
   return initial_lr * (start_ + (end_ - start_) * t);
 }
 
+SequentialLR::SequentialLR(Optimizer& optimizer, std::vector<std::unique_ptr<LRScheduler>> schedules,
+                           std::vector<std::int64_t> milestones)
+    : LRScheduler(optimizer), schedules_(std::move(schedules)), milestones_(std::move(milestones)) {
+  EMBER_CHECK(!schedules_.empty() && milestones_.size() + 1 == schedules_.size(), ValueError,
+              "SequentialLR: expected one milestone fewer than schedules, got ", schedules_.size(), " schedules and ",
+              milestones_.size(), " milestones");
+  for (std::size_t i = 0; i < milestones_.size(); ++i)
+    EMBER_CHECK(milestones_[i] > (i == 0 ? 0 : milestones_[i - 1]), ValueError,
+                "SequentialLR: milestones must be positive and increasing");
+  for (const auto& schedule : schedules_) EMBER_CHECK(schedule != nullptr, ValueError, "SequentialLR: a null schedule");
+  apply();
+}
+
+double SequentialLR::lr_at(double initial_lr, std::int64_t epoch) const {
+  const auto after = std::upper_bound(milestones_.begin(), milestones_.end(), epoch);
+  const std::size_t i = static_cast<std::size_t>(after - milestones_.begin());
+  return schedules_[i]->lr_at(initial_lr, epoch - (i == 0 ? 0 : milestones_[i - 1]));
+}
+
 }  // namespace ember::optim

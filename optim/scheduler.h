@@ -1,9 +1,12 @@
 // Learning-rate schedulers with PyTorch's formulas, stepped once per epoch (or per iteration):
-// StepLR, CosineAnnealingLR and a linear warm-up (PyTorch's LinearLR). Each sets every group's
-// lr from the group's initial_lr and the number of step() calls so far.
+// StepLR, CosineAnnealingLR, a linear warm-up (PyTorch's LinearLR) and SequentialLR, which chains
+// them. Each sets every group's lr from the group's initial_lr and the number of step() calls so
+// far, in closed form: a resumed run sets the count and gets the same rates.
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 #include "optim/optimizer.h"
 
@@ -58,6 +61,21 @@ class LinearWarmup : public LRScheduler {
  private:
   std::int64_t total_;
   double start_, end_;
+};
+
+// Schedules one after another, PyTorch's SequentialLR: schedule i runs from milestone i−1 (0 for
+// the first) with its own count starting at 0 there, so lr_at(t) = schedules[i].lr_at(t − m_{i−1})
+// for m_{i−1} ≤ t < m_i. A warm-up then a cosine: SequentialLR(opt, {warmup, cosine}, {W}). The
+// position is the count of step() calls (set_last_epoch on a resume), nothing else.
+class SequentialLR : public LRScheduler {
+ public:
+  SequentialLR(Optimizer& optimizer, std::vector<std::unique_ptr<LRScheduler>> schedules,
+               std::vector<std::int64_t> milestones);
+  double lr_at(double initial_lr, std::int64_t epoch) const override;
+
+ private:
+  std::vector<std::unique_ptr<LRScheduler>> schedules_;
+  std::vector<std::int64_t> milestones_;
 };
 
 }  // namespace ember::optim

@@ -77,6 +77,7 @@ EpochResult train_epoch(nn::Module& model, Step& step, data::BatchSource& batche
     // GPU the epoch's sum is checked once instead of synchronizing every step.
     if (device.is_cpu() && !std::isfinite(step.batch_loss().item<double>())) throw NonFiniteLoss(epoch, steps, device);
     if (options.record_step_losses) out.step_losses.push_back(step.batch_loss().item<double>());
+    if (options.step_schedule) options.step_schedule->step();
     rows += batch->x.size(0);
     ++steps;
     if (options.on_step) options.on_step(static_cast<std::size_t>(steps), options.steps);

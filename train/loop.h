@@ -48,6 +48,7 @@ struct EpochOptions {
   std::int64_t first_step = 0;
   Tensor loss_sum_so_far = Tensor();
   std::function<void(std::size_t done, std::size_t steps)> on_step;  // after every step: progress
+  optim::LRScheduler* step_schedule = nullptr;                       // stepped after every step (a per-step schedule)
   // After every step: true ends the epoch there (a stop asked for by a signal; in a data-parallel
   // run every rank must answer alike, e.g. dist::all_agree).
   std::function<bool()> stop_requested = {};

@@ -23,7 +23,9 @@ bool chooses_fused_step(const nn::Module& model, const optim::Optimizer& optimiz
                   options.fused.micro_batches == options.autograd.micro_batches,
               ValueError, "make_step: the fused and autograd options disagree on precision or micro-batches");
   if (options.choice == StepChoice::autograd) return false;
-  const std::string refusal = fused_step_refusal(model, optimizer, options.fused.precision);
+  const bool autograd_only = options.autograd.clip_grad_norm > 0 || options.autograd.label_smoothing > 0;
+  const std::string refusal = autograd_only ? "gradient clipping and label smoothing run on the autograd step"
+                                            : fused_step_refusal(model, optimizer, options.fused.precision);
   if (options.choice == StepChoice::fused) {
     EMBER_CHECK(refusal.empty(), ValueError, "the fused step cannot run here: ", refusal);
     return true;

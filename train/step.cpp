@@ -7,6 +7,7 @@
 #include "core/ops/ops.h"
 #include "core/tensor/autograd.h"
 #include "distributed/reducer.h"
+#include "optim/clip_grad.h"
 
 namespace ember::train {
 namespace {
@@ -34,7 +35,10 @@ AutogradStep::AutogradStep(nn::Module& model, optim::Optimizer& optimizer, LossF
   EMBER_CHECK(options.precision == DType::f32 || is_half(options.precision), ValueError,
               "AutogradStep: precision must be f32, bf16 or f16, got ", options.precision);
   if (options.precision == DType::f16) scaler_ = std::make_unique<optim::GradScaler>(options.grad_scaler);
-  if (!loss_) loss_ = [](const Tensor& output, const Tensor& target) { return cross_entropy(output, target); };
+  if (!loss_)
+    loss_ = [smoothing = options.label_smoothing](const Tensor& output, const Tensor& target) {
+      return cross_entropy(output, target, smoothing);
+    };
   if (options.reduce_across_ranks) reducer_ = std::make_unique<dist::GradientReducer>(model.parameters());
   reset_loss_sum();
   batch_loss_ = zeros({}, {.device = loss_sum_.device()});
@@ -90,6 +94,10 @@ void AutogradStep::step(const Tensor& x_batch, const Tensor& y_batch) {
     }
     mul_(step_loss, 1.0 / static_cast<double>(k));
   }
+  if (options_.clip_grad_norm > 0) {
+    if (scaler_) scaler_->unscale_(optimizer_);
+    optim::clip_grad_norm(model_.parameters(), options_.clip_grad_norm);
+  }
   {
     ProfileRange range("optimizer");
     if (scaler_) {  // unscales, steps unless a gradient overflowed, adapts the scale
@@ -113,6 +121,8 @@ std::string AutogradStep::describe() const {
   if (options_.micro_batches > 1) text += detail::concat(", ", options_.micro_batches, " micro-batches");
   if (reducer_) text += ", gradients averaged in buckets during backward";
   if (options_.precision != DType::f32) text += detail::concat(", ", options_.precision, " autocast");
+  if (options_.label_smoothing > 0) text += detail::concat(", label smoothing ", options_.label_smoothing);
+  if (options_.clip_grad_norm > 0) text += detail::concat(", gradients clipped to norm ", options_.clip_grad_norm);
   if (options_.precision == DType::bf16 && !model_.device().is_cuda())
     text += ext::cpu_bf16_kernels() ? " (AVX512-BF16 kernels)" : " (products in f32: no AVX512-BF16)";
   if (scaler_) text += detail::concat(" with loss scaling (from ", scaler_->get_scale(), ")");

@@ -65,6 +65,11 @@ struct AutogradStepOptions {
   // needs no scaler.
   DType precision = DType::f32;
   optim::GradScalerOptions grad_scaler = {};
+  // > 0: the gradients clipped to this global 2-norm before the update (optim::clip_grad_norm),
+  // after the ranks' average and after an f16 scaler's unscaling, as a PyTorch loop places it.
+  double clip_grad_norm = 0.0;
+  // The default loss's label smoothing (cross_entropy with ε); ignored with a loss of one's own.
+  double label_smoothing = 0.0;
 };
 
 class AutogradStep final : public Step {

@@ -2,10 +2,14 @@
 // attention]) against the reference path (the batched matmul, softmax and matmul that autograd
 // records), forward and forward + backward, at the shape the ViT's long sequences stress: B·H =
 // 32, L = S = 1024, d = 64 (quick: B·H = 4, L = S = 128, d = 32). On CUDA only the reference path
-// exists so far.
+// exists so far. The family attention_memory (add_attention_memory) measures what each path holds.
+#include <chrono>
+
 #include "apps/bench/case.h"
+#include "apps/bench/timing.h"
 #include "core/ops/ops.h"
 #include "core/tensor/random.h"
+#include "core/tensor/storage.h"
 
 namespace ember::apps::bench {
 
@@ -46,6 +50,43 @@ void add_attention(std::vector<Case>& cases, const Arena& arena, bool quick) {
   for (const bool backward : {false, true}) {
     if (cpu) add("fused", scaled_dot_product_attention, backward, true);
     add("reference", scaled_dot_product_attention_reference, backward, !cpu);
+  }
+}
+
+void add_attention_memory(std::vector<nlohmann::json>& rows, bool quick) {
+  // The host allocator's high-water mark over one forward and backward, above what was held
+  // before (q, k, v and the upstream gradient): the fused path's grows with L, the reference
+  // path's with L·S, its score matrix and the probabilities autograd keeps.
+  const std::int64_t heads = 8, dim = 64;
+  using Attention = Tensor (*)(const Tensor&, const Tensor&, const Tensor&, const AttentionOptions&);
+  for (const std::int64_t length :
+       quick ? std::vector<std::int64_t>{64, 128} : std::vector<std::int64_t>{256, 1024, 4096}) {
+    Generator g(7);
+    const Shape shape{heads, length, dim};
+    const Tensor q = uniform(shape, -1, 1, {}, &g), k = uniform(shape, -1, 1, {}, &g),
+                 v = uniform(shape, -1, 1, {}, &g), upstream = uniform(shape, -1, 1, {}, &g);
+    for (const auto& [version, attention] :
+         {std::pair<const char*, Attention>{"fused", scaled_dot_product_attention},
+          std::pair<const char*, Attention>{"reference", scaled_dot_product_attention_reference}}) {
+      const std::size_t before = memory_stats(Device::cpu()).bytes_in_use;
+      reset_peak_memory_stats(Device::cpu());
+      const auto start = std::chrono::steady_clock::now();
+      {
+        Tensor ql = q.detach().set_requires_grad(), kl = k.detach().set_requires_grad(),
+               vl = v.detach().set_requires_grad();
+        sum(attention(ql, kl, vl, AttentionOptions{}) * upstream).backward();
+      }
+      const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+      const double peak_mb = static_cast<double>(memory_stats(Device::cpu()).peak_bytes_in_use - before) / 1e6;
+      rows.push_back({{"family", "attention_memory"},
+                      {"version", std::string(version) + " fwd+bwd"},
+                      {"device", "cpu"},
+                      {"shape", "B·H 8, L=S " + std::to_string(length) + ", d 64"},
+                      {"time_us", us},
+                      {"peak_mb", peak_mb},
+                      {"status", "ok"},
+                      {"in_use", std::string(version) == "fused"}});
+    }
   }
 }
 

@@ -32,6 +32,10 @@ float parse_float(const std::string& path, const std::string& key, const std::st
 
 // The Linear layer at the end of either architecture: its row count is the class count.
 std::int64_t output_classes(const StateDict& tensors, const std::string& kind) {
+  if (kind == "vit") {
+    const Tensor* w = find_tensor(tensors, "heads.head.weight");
+    return w && w->dim() == 2 ? w->size(0) : 0;
+  }
   if (kind == "cnn") {
     const Tensor* w = find_tensor(tensors, "10.weight");
     return w && w->dim() == 2 ? w->size(0) : 0;
@@ -60,6 +64,7 @@ StateDict ember_tensors(const StateDict& file_tensors, const std::string& path, 
   check_finite(tensors, path);  // before renaming: the message names the file's tensor
   switch (naming_of(tensors)) {
     case Naming::ember:
+    case Naming::vit:
       return tensors;
     case Naming::example_net:
       if (kind != "cnn")
@@ -83,6 +88,7 @@ std::map<std::string, std::string> ModelCard::to_metadata() const {
                                           {"input_std", float_text(normalization.std)}};
   if (!hidden.empty()) meta["hidden"] = join_sizes(hidden);
   if (!channels.empty()) meta["channels"] = join_sizes(channels);
+  if (kind == "vit") meta["heads"] = std::to_string(vit.heads);
   return meta;
 }
 
@@ -97,11 +103,17 @@ ModelCard card_for(const data::ClassificationData& data, const std::string& kind
           .normalization = normalized ? data.normalization : data::Normalization{},
           .normalization_assumed = {},
           .hidden = {},
-          .channels = {}};
+          .channels = {},
+          .vit = {}};
 }
 
-std::shared_ptr<nn::Sequential> new_model(const ModelCard& card, Generator* init, const FusionOptions& fusion) {
+std::shared_ptr<nn::Module> new_model(const ModelCard& card, Generator* init, const FusionOptions& fusion) {
   const auto classes = static_cast<std::int64_t>(card.classes.size());
+  if (card.kind == "vit") {
+    nn::VitShape shape = card.vit;
+    shape.height = card.height, shape.width = card.width, shape.classes = classes;
+    return nn::vit(shape, init);
+  }
   if (card.kind == "mlp") return nn::mlp(card.height * card.width, card.hidden, classes, init, fusion);
   EMBER_CHECK(card.kind == "cnn" && card.hidden.size() == 1 && card.channels.size() == 2, ValueError,
               "a new model needs kind mlp, or kind cnn with one hidden width and two channel widths; the card has ",
@@ -127,11 +139,16 @@ ModelCard read_model_card(const Checkpoint& file, const std::string& path) {
   if (naming == Naming::unknown) throw_unrecognised(tensors, path);
   const Tensor* first = find_tensor(tensors, "0.weight");
   card.kind = get("model_kind")               ? *get("model_kind")
+              : naming == Naming::vit         ? "vit"
               : naming == Naming::example_net ? "cnn"
               : first && first->dim() == 4    ? "cnn"
                                               : "mlp";
-  if (card.kind != "mlp" && card.kind != "cnn")
-    throw FormatError(detail::concat(path, ": model_kind '", card.kind, "' is neither mlp nor cnn"));
+  if (card.kind != "mlp" && card.kind != "cnn" && card.kind != "vit")
+    throw FormatError(detail::concat(path, ": model_kind '", card.kind, "' is none of mlp, cnn and vit"));
+  if (const std::string* heads = get("heads")) {
+    card.vit.heads = static_cast<std::int64_t>(parse_float(path, "heads", *heads));
+    if (card.vit.heads < 1) throw FormatError(detail::concat(path, ": metadata heads must be positive"));
+  }
 
   if (const std::string* shape = get("input_shape")) {
     long long h = 0, w = 0;
@@ -190,10 +207,12 @@ ModelCard read_model_card(const Checkpoint& file, const std::string& path) {
   return card;
 }
 
-std::shared_ptr<nn::Sequential> build_model(const ModelCard& card, const Checkpoint& file, const std::string& path) {
+std::shared_ptr<nn::Module> build_model(const ModelCard& card, const Checkpoint& file, const std::string& path) {
   const StateDict weights = ember_tensors(file.tensors, path, card.kind, card.height, card.width);
-  std::shared_ptr<nn::Sequential> model;
-  if (card.kind == "cnn") {
+  std::shared_ptr<nn::Module> model;
+  if (card.kind == "vit") {
+    model = nn::vit(nn::vit_shape_of(weights, path, card.vit.heads, card.height, card.width));
+  } else if (card.kind == "cnn") {
     model = nn::cnn(nn::cnn_shape_of(weights, path, card.height, card.width));
   } else {
     const nn::MlpShape shape = nn::mlp_shape_of(weights, path);

@@ -4,7 +4,8 @@
 // reads them (read_model_card), and each is optional:
 //
 //   key          value                                   when absent
-//   model_kind   mlp or cnn                              cnn if the first layer is a convolution
+//   model_kind   mlp, cnn or vit                         vit for torchvision's names, else cnn if
+//                                                        the first layer is a convolution, else mlp
 //   input_shape  HEIGHT,WIDTH of the images              28,28 (an MLP's: the square of its inputs)
 //   classes      the class names, a JSON list            "0", "1", ...: one per output
 //   dataset      mnist, fashion-mnist or idx             mnist
@@ -14,6 +15,7 @@
 //   input_std    (pixel/255 − input_mean) / input_std
 //   hidden,      the widths the model was built with     read from the tensors' shapes (the
 //   channels     ("128", "32,64")                        shapes decide in any case)
+//   heads        a ViT's attention heads                 4 (the shapes cannot say it)
 //   normalize    ember 0.1's: "1" for MNIST's mean and std (0.1307, 0.3081), else pixel/255
 //
 // Without input_mean and input_std (or ember 0.1's normalize) the scaling is assumed, and
@@ -37,6 +39,7 @@
 #include "data/classification.h"
 #include "data/dataset.h"
 #include "layers/container.h"
+#include "layers/vision_transformer.h"
 
 namespace ember::apps {
 
@@ -54,18 +57,21 @@ struct ModelCard {
   // layers, or the CNN's dense layer (one) and its two convolutions. A card read from a file
   // leaves them empty: the tensors' shapes say them (build_model).
   std::vector<std::int64_t> hidden, channels;
+  // A ViT's sizes (patch, width, depth, heads, MLP width); a card read from a file has the heads
+  // only, the shapes say the rest.
+  nn::VitShape vit = {};
 
   std::map<std::string, std::string> to_metadata() const;
 };
 
-// The card of a model of `kind` (mlp or cnn) to be trained on `data`: its image size, classes,
+// The card of a model of `kind` (mlp, cnn or vit) to be trained on `data`: its image size, classes,
 // dataset and preparation, and its input scaling (the data's mean and std when `normalized`, else
 // pixel/255). The widths are left to the caller.
 ModelCard card_for(const data::ClassificationData& data, const std::string& kind, bool normalized);
 
 // A new model of the card's architecture with one output per class, initialized from `init`,
 // with `fusion`'s fused paths.
-std::shared_ptr<nn::Sequential> new_model(const ModelCard& card, Generator* init, const FusionOptions& fusion);
+std::shared_ptr<nn::Module> new_model(const ModelCard& card, Generator* init, const FusionOptions& fusion);
 
 // The card of a model file: an MLP or CNN of ember's, or pytorch/examples' MNIST Net (Note
 // [pytorch/examples' Net names]). FormatError naming `path` when its metadata or shapes make no
@@ -74,7 +80,7 @@ ModelCard read_model_card(const Checkpoint& file, const std::string& path);
 
 // The model the card and the tensors describe, with the tensors loaded (a Net's renamed).
 // FormatError naming `path` and the tensor when one holds NaN or an infinity.
-std::shared_ptr<nn::Sequential> build_model(const ModelCard& card, const Checkpoint& file, const std::string& path);
+std::shared_ptr<nn::Module> build_model(const ModelCard& card, const Checkpoint& file, const std::string& path);
 
 // Loads the model file at `path` into `model`, a model of `card`'s architecture built beforehand
 // (mnist_train --init): a Net's tensors renamed to nn::cnn's, then load_state_dict with its strict

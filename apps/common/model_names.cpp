@@ -38,6 +38,9 @@ Naming naming_of(const StateDict& tensors) {
                          return find_tensor(tensors, k) != nullptr;
                        });
   if (all_net) return Naming::example_net;
+  if (find_tensor(tensors, "class_token") && find_tensor(tensors, "conv_proj.weight") &&
+      find_tensor(tensors, "heads.head.weight"))
+    return Naming::vit;
   const bool all_indexed = !tensors.empty() && std::all_of(tensors.begin(), tensors.end(), [](const auto& entry) {
     const std::string& name = entry.first;
     const std::size_t dot = name.find('.');

@@ -38,6 +38,7 @@ inline constexpr NameAlias kExampleNetNames[] = {{"conv1", "0"}, {"conv2", "2"},
 enum class Naming {
   ember,        // every tensor named <index>.<name>: an nn::Sequential, ember's or PyTorch's
   example_net,  // exactly the eight tensors of pytorch/examples' Net
+  vit,          // torchvision's VisionTransformer: class_token, conv_proj.*, encoder.*, heads.head.*
   unknown,      // neither
 };
 

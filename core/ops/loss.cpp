@@ -175,6 +175,15 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target) {
   return loss;
 }
 
+Tensor cross_entropy(const Tensor& input, const Tensor& target, double label_smoothing) {
+  EMBER_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, ValueError,
+              "cross_entropy: label_smoothing must be in [0, 1], got ", label_smoothing);
+  const Tensor hard = cross_entropy(input, target);
+  if (label_smoothing == 0.0) return hard;
+  const Tensor uniform = neg(mean(log_softmax(input, -1)));
+  return add(mul(hard, 1.0 - label_smoothing), mul(uniform, label_smoothing));
+}
+
 Tensor normalize_u8(const Tensor& input, float mean, float std) {
   ext::check_defined("normalize_u8", {"input", input});
   Tensor out = ext::new_empty(input, input.shape(), DType::f32);

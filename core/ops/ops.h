@@ -162,6 +162,10 @@ Tensor log_softmax(const Tensor& input, int dim = -1);
 // Mean softmax cross-entropy of logits [B, C] against class indices [B] (i32 or i64), fused.
 // A target outside [0, C) throws IndexError — on CUDA at the next synchronization.
 Tensor cross_entropy(const Tensor& input, const Tensor& target);
+// With label smoothing ε (PyTorch's label_smoothing): the target spread as (1 − ε) on the class
+// and ε/C on every class, so the loss is (1 − ε)·cross_entropy + ε·mean over classes and rows of
+// −log_softmax. Composed of the ops above (their gradients and kernels); ε = 0 is cross_entropy.
+Tensor cross_entropy(const Tensor& input, const Tensor& target, double label_smoothing);
 
 // Not differentiable.
 Tensor argmax(const Tensor& input, int dim = -1);              // i64, over the last dim

@@ -205,3 +205,26 @@ TEST_CASE("fused attention never holds the score matrix; the reference path does
   CHECK(fused_peak < scores_bytes / 4);
   CHECK(reference_peak > scores_bytes);
 }
+
+TEST_CASE("attention memory: the fused path's grows with L, the reference path's with L·S") {
+  // The allocator's high-water mark over a forward and backward, above what was held before.
+  auto peak = [](std::int64_t length, bool fused) {
+    Generator g(8);
+    const Shape shape{2, length, 16};
+    const Tensor q = uniform(shape, -1, 1, {}, &g).set_requires_grad(), k = uniform(shape, -1, 1, {}, &g),
+                 v = uniform(shape, -1, 1, {}, &g);
+    const std::size_t before = memory_stats(Device::cpu()).bytes_in_use;
+    reset_peak_memory_stats(Device::cpu());
+    {
+      const Tensor out =
+          fused ? scaled_dot_product_attention(q, k, v) : scaled_dot_product_attention_reference(q, k, v);
+      sum(out).backward();
+    }
+    return static_cast<double>(memory_stats(Device::cpu()).peak_bytes_in_use - before);
+  };
+  // Four times the length: a linear path holds about four times as much, a quadratic one sixteen.
+  const double fused = peak(1024, true) / peak(256, true), reference = peak(1024, false) / peak(256, false);
+  INFO("fused ×" << fused << ", reference ×" << reference);
+  CHECK(fused < 6.0);
+  CHECK(reference > 10.0);
+}

@@ -7,11 +7,17 @@
 //                                    ([L, N, E], [S, N, E]) and masks "kpm" [N, S], "mask" [L, S]
 //                                    (u8, 1: do not attend) and "fmask" [L, S] (added): its
 //                                    parameters "p.<name>" and the outputs and weights of four calls
+//   vit_tool recipe INPUTS OUT       the recipe's parts on INPUTS' "logits" [B, C], "target" [B] and
+//                                    gradients "a", "b": "smoothed" (cross-entropy, ε 0.1) and its
+//                                    "smoothed_grad"; "norm", "clipped_a", "clipped_b" (max norm
+//                                    0.5); "lrs", 12 steps of a 4-step warm-up from 0.01 then a
+//                                    6-step cosine (SequentialLR, lr 0.1)
 #include <cstdlib>
 #include <iostream>
 #include <string>
 
 #include "ember.h"
+#include "optim/clip_grad.h"
 
 using namespace ember;
 
@@ -67,6 +73,30 @@ void mha(std::uint64_t seed, const std::string& inputs_path, const std::string& 
   save_safetensors(out, result);
 }
 
+void recipe(const std::string& inputs_path, const std::string& out) {
+  const Checkpoint inputs = load_safetensors(inputs_path);
+  const Tensor logits = input(inputs, inputs_path, "logits").clone().set_requires_grad();
+  const Tensor smoothed = cross_entropy(logits, input(inputs, inputs_path, "target"), 0.1);
+  smoothed.backward();
+  Tensor a = zeros(input(inputs, inputs_path, "a").shape()).set_requires_grad();
+  Tensor b = zeros(input(inputs, inputs_path, "b").shape()).set_requires_grad();
+  (sum(mul(a, input(inputs, inputs_path, "a"))) + sum(mul(b, input(inputs, inputs_path, "b")))).backward();
+  const double norm = optim::clip_grad_norm({a, b}, 0.5);
+  optim::SGD sgd({a}, {.lr = 0.1});
+  std::vector<std::unique_ptr<optim::LRScheduler>> parts;
+  parts.push_back(std::make_unique<optim::LinearWarmup>(sgd, 4, 0.01));
+  parts.push_back(std::make_unique<optim::CosineAnnealingLR>(sgd, 6));
+  optim::SequentialLR schedule(sgd, std::move(parts), {4});
+  std::vector<double> lrs;
+  for (int t = 0; t < 12; ++t, schedule.step()) lrs.push_back(sgd.param_groups()[0].options.lr);
+  save_safetensors(out, {{"smoothed", smoothed.detach()},
+                         {"smoothed_grad", logits.grad()},
+                         {"norm", scalar_tensor(norm, {.dtype = DType::f64})},
+                         {"clipped_a", a.grad()},
+                         {"clipped_b", b.grad()},
+                         {"lrs", from_vector(lrs, {12})}});
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -85,7 +115,11 @@ int main(int argc, char** argv) {
       mha(std::strtoull(argv[2], nullptr, 10), argv[3], argv[4]);
       return 0;
     }
-    std::cerr << "usage: vit_tool save PATH SEED | run PATH INPUTS OUT | mha SEED INPUTS OUT\n";
+    if (command == "recipe" && argc == 4) {
+      recipe(argv[2], argv[3]);
+      return 0;
+    }
+    std::cerr << "usage: vit_tool save PATH SEED | run PATH INPUTS OUT | mha SEED INPUTS OUT | recipe INPUTS OUT\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "vit_tool: " << e.what() << "\n";

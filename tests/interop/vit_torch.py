@@ -5,7 +5,10 @@
 - a ViT initialized by PyTorch (with a random head, torchvision's being zero) gives ember the same
   logits, loss and gradient of every parameter;
 - nn.MultiheadAttention with ember's parameters gives ember's outputs and weights with a key
-  padding mask and a boolean attention mask (averaged and per head), and with a float mask.
+  padding mask and a boolean attention mask (averaged and per head), and with a float mask;
+- the recipe's parts are PyTorch's: cross_entropy's label_smoothing (loss and gradient),
+  clip_grad_norm_ (the norm and the clipped gradients) and SequentialLR of LinearLR and
+  CosineAnnealingLR stepped per step.
 
 Exits 77 (skipped) where PyTorch is missing."""
 import argparse
@@ -131,6 +134,40 @@ def multihead_attention(tool, work):
     return failures
 
 
+def recipe_parts(tool, work):
+    g = torch.Generator().manual_seed(13)
+    logits, target = torch.randn(6, 5, generator=g) * 3, torch.randint(0, 5, (6,), generator=g)
+    a, b = torch.randn(4, 3, generator=g), torch.randn(7, generator=g)
+    inputs, out = os.path.join(work, "recipe_in.safetensors"), os.path.join(work, "recipe_out.safetensors")
+    save(inputs, {"logits": logits, "target": target, "a": a, "b": b})
+    subprocess.run([tool, "recipe", inputs, out], check=True)
+    got = load(out)
+    leaf = logits.clone().requires_grad_()
+    smoothed = F.cross_entropy(leaf, target, label_smoothing=0.1)
+    smoothed.backward()
+    pa, pb = torch.zeros(4, 3, requires_grad=True), torch.zeros(7, requires_grad=True)
+    ((pa * a).sum() + (pb * b).sum()).backward()
+    norm = torch.nn.utils.clip_grad_norm_([pa, pb], 0.5)
+    opt = torch.optim.SGD([pa], lr=0.1)
+    schedule = torch.optim.lr_scheduler.SequentialLR(
+        opt, [torch.optim.lr_scheduler.LinearLR(opt, start_factor=0.01, total_iters=4),
+              torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=6)], milestones=[4])
+    lrs = []
+    for _ in range(12):
+        lrs.append(opt.param_groups[0]["lr"])
+        opt.step()
+        schedule.step()
+    failures = not close("label smoothing", got["smoothed"].reshape(()), smoothed.detach())
+    failures += not close("label smoothing's gradient", got["smoothed_grad"], leaf.grad)
+    failures += not close("clip_grad_norm's norm", got["norm"].reshape(()).float(), norm.float())
+    failures += not close("clipped a", got["clipped_a"], pa.grad)
+    failures += not close("clipped b", got["clipped_b"], pb.grad)
+    failures += not close("SequentialLR", got["lrs"], torch.tensor(lrs, dtype=torch.float64))
+    print(f"label smoothing, clip_grad_norm_ and SequentialLR(LinearLR, CosineAnnealingLR) "
+          f"{'agree' if failures == 0 else 'DIFFER'} with PyTorch's; rates {[round(x, 5) for x in lrs]}")
+    return failures
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--tool", required=True)
@@ -140,6 +177,7 @@ def main():
         failures = ember_vit_in_torch(args.tool, work)
         failures += torch_vit_in_ember(args.tool, work)
         failures += multihead_attention(args.tool, work)
+        failures += recipe_parts(args.tool, work)
     print("vit_torch:", "failed" if failures else "passed")
     return 1 if failures else 0
 

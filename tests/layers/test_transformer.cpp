@@ -1,0 +1,166 @@
+// MultiheadAttention and the Vision Transformer: names, shapes, the fused and unfused paths,
+// dropout's modes and stream, gradients, and reading a ViT's shape back (PyTorch's values are
+// compared in tests/interop/vit_torch.py).
+#include <catch2/catch.hpp>
+
+#include "core/ops/gradcheck.h"
+#include "core/ops/ops.h"
+#include "core/tensor/autograd.h"
+#include "layers/nn.h"
+#include "support/helpers.h"
+#include "train/checkpoint.h"
+
+using namespace ember;
+using Catch::Matchers::Contains;
+using ember::testing::message_of;
+
+namespace {
+
+nn::VitShape tiny_vit() {
+  nn::VitShape s;
+  s.height = s.width = 8, s.patch = 4, s.hidden = 8, s.depth = 2, s.heads = 2, s.mlp = 16, s.classes = 3;
+  return s;
+}
+
+std::vector<std::string> names(const nn::Module& m) {
+  std::vector<std::string> out;
+  for (const auto& [name, t] : m.state_dict()) out.push_back(name);
+  return out;
+}
+
+double max_difference(const Tensor& a, const Tensor& b) { return max(abs(sub(a, b)).reshape({-1})).item<double>(); }
+
+}  // namespace
+
+TEST_CASE("MultiheadAttention: PyTorch's names and shapes, fused and unfused alike") {
+  Generator g(1);
+  nn::MultiheadAttention mha(8, 2, 0.0, true, /*batch_first=*/true, &g);
+  CHECK(names(mha) == std::vector<std::string>{"in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"});
+  CHECK(mha.state_dict()[0].second.shape() == Shape{24, 8});
+  const Tensor x = randn({3, 5, 8}, {}, &g);
+  const Tensor fused = mha(x);
+  CHECK(fused.shape() == Shape{3, 5, 8});
+  auto [unfused, weights] = mha.attend(x, x, x);
+  CHECK(max_difference(fused, unfused) < 1e-5);
+  CHECK(weights.shape() == Shape{3, 5, 5});  // averaged over the heads
+  CHECK(max_difference(sum(weights, std::vector<int>{-1}), ones({3, 5})) < 1e-5);
+  auto [per_head_out, per_head] = mha.attend(x, x, x, {.average_attn_weights = false});
+  CHECK(per_head.shape() == Shape{3, 2, 5, 5});
+  // Unbatched [L, E] is the batch of one.
+  const Tensor first = slice(x, 0, 0, 1).reshape({5, 8});
+  CHECK(max_difference(mha(first), slice(fused, 0, 0, 1).reshape({5, 8})) < 1e-5);
+  // Sequence-first layout: the same numbers, transposed.
+  Generator g2(1);
+  nn::MultiheadAttention seq_first(8, 2, 0.0, true, /*batch_first=*/false, &g2);
+  CHECK(max_difference(seq_first(permute(x, {1, 0, 2})), permute(fused, {1, 0, 2})) < 1e-5);
+  // A key padded out gets no weight.
+  const Tensor padding = from_vector<std::uint8_t>({0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, {3, 5});
+  auto [masked, masked_weights] = mha.attend(x, x, x, {.key_padding_mask = padding});
+  CHECK(max(slice(masked_weights, 0, 0, 1).reshape({5, 5}), -1).to_vector<float>().size() == 5);
+  CHECK(max(abs(slice(slice(masked_weights, 0, 0, 1), 2, 4, 1)).reshape({-1})).item<double>() == 0.0);
+  CHECK(max_difference(mha.attend(x, x, x, {.key_padding_mask = padding, .need_weights = false}).first, masked) < 1e-5);
+}
+
+TEST_CASE("MultiheadAttention: errors name the layer and the expected shapes") {
+  CHECK_THAT(message_of<ValueError>([] { nn::MultiheadAttention(10, 3); }), Contains("multiple of num_heads"));
+  nn::MultiheadAttention mha(8, 2, 0.0, true, true);
+  CHECK_THAT(message_of<ShapeError>([&] {
+               mha(zeros({2, 5, 6}));
+             }),
+             Contains("MultiheadAttention") && Contains("[N, L, E]") && Contains("embed_dim = 8"));
+  CHECK_THAT(message_of<ShapeError>([&] {
+               const Tensor x = zeros({2, 5, 8});
+               mha.attend(x, x, x, {.attn_mask = zeros({4, 4}, {.dtype = DType::u8})});
+             }),
+             Contains("attn_mask of [L, S] = [5, 5]"));
+}
+
+TEST_CASE("MultiheadAttention: dropout only while training, from its own stream, kept by checkpoints") {
+  Generator g(2);
+  auto mha = std::make_shared<nn::MultiheadAttention>(8, 2, 0.5, true, true, &g, 77);
+  const Tensor x = randn({2, 6, 8}, {}, &g);
+  mha->eval();
+  const Tensor quiet = (*mha)(x);
+  CHECK(*mha->random_offset() == 0);
+  mha->train();
+  const Tensor first = (*mha)(x), second = (*mha)(x);
+  CHECK(*mha->random_offset() == 2u * (2 * 2 * 6 * 6));  // N·H·L·S probabilities per call, two calls
+  CHECK(max_difference(first, quiet) > 1e-3);
+  CHECK(max_difference(first, second) > 1e-3);
+  // The unfused path draws the same mask at the same position.
+  *mha->random_offset() = 0;
+  CHECK(max_difference(mha->attend(x, x, x).first, first) < 1e-5);
+  nn::Sequential model{mha, std::make_shared<nn::Dropout>(0.1, 3)};
+  CHECK(train::random_offsets(model).size() == 2);
+}
+
+TEST_CASE("MultiheadAttention: gradcheck through the fused path, in f64") {
+  Generator g(4);
+  nn::MultiheadAttention mha(4, 2, 0.0, true, true, &g);
+  mha.to(DType::f64);
+  const Tensor x = randn({2, 3, 4}, {.dtype = DType::f64}, &g).set_requires_grad();
+  const GradcheckResult r = gradcheck([&](const std::vector<Tensor>& v) { return mha(v[0]); }, {x});
+  INFO(r.report);
+  CHECK(r.passed);
+}
+
+TEST_CASE("VisionTransformer: torchvision's names, shapes, gradients and shape read back") {
+  Generator g(5);
+  auto model = nn::vit(tiny_vit(), &g);
+  const std::vector<std::string> keys = names(*model);
+  CHECK(keys.front() == "class_token");
+  CHECK(keys[1] == "conv_proj.weight");
+  CHECK(keys[3] == "encoder.pos_embedding");
+  CHECK(keys[4] == "encoder.layers.encoder_layer_0.ln_1.weight");
+  CHECK(std::find(keys.begin(), keys.end(), "encoder.layers.encoder_layer_1.mlp.3.bias") != keys.end());
+  CHECK(keys.back() == "heads.head.bias");
+  CHECK(model->state_dict()[3].second.shape() == Shape{1, 5, 8});  // (8/4)² patches and the class token
+  const Tensor images = randn({4, 1, 8, 8}, {}, &g);
+  const Tensor logits = (*model)(images);
+  CHECK(logits.shape() == Shape{4, 3});
+  CHECK(max(abs(logits).reshape({-1})).item<double>() == 0.0);  // torchvision's zero head
+  cross_entropy(logits, from_vector<std::int64_t>({0, 1, 2, 1}, {4})).backward();
+  for (const auto& [name, p] : model->named_parameters()) {
+    INFO(name);
+    CHECK(p.grad().defined());
+  }
+  const nn::VitShape back = nn::vit_shape_of(model->state_dict(), "m", 2, 8, 8);
+  CHECK((back.patch == 4 && back.hidden == 8 && back.depth == 2 && back.mlp == 16 && back.classes == 3));
+  CHECK_THAT(message_of<FormatError>([&] { nn::vit_shape_of(model->state_dict(), "m.safetensors", 2, 12, 12); }),
+             Contains("m.safetensors") && Contains("pos_embedding"));
+  CHECK_THAT(message_of<ShapeError>([&] {
+               (*model)(zeros({2, 1, 9, 9}));
+             }),
+             Contains("VisionTransformer") && Contains("[N, 1, 8, 8]"));
+  CHECK_THAT(message_of<ValueError>([] {
+               nn::VitShape bad = tiny_vit();
+               bad.patch = 3;
+               nn::vit(bad);
+             }),
+             Contains("patch size 3"));
+}
+
+TEST_CASE("VisionTransformer: gradcheck of a whole tiny model, in f64") {
+  Generator g(6);
+  nn::VitShape s = tiny_vit();
+  s.depth = 1;
+  auto model = nn::vit(s, &g);
+  model->to(DType::f64);
+  {
+    const NoGradGuard no_grad;  // a nonzero head, or every input gradient is zero
+    for (auto& [name, p] : model->named_parameters())
+      if (name.rfind("heads.", 0) == 0) p.copy_(randn(p.shape(), {.dtype = DType::f64}, &g));
+  }
+  const Tensor images = randn({2, 1, 8, 8}, {.dtype = DType::f64}, &g).set_requires_grad();
+  const GradcheckResult r = gradcheck([&](const std::vector<Tensor>& v) { return (*model)(v[0]); }, {images});
+  INFO(r.report);
+  CHECK(r.passed);
+}
+
+TEST_CASE("Sequential: children named as appended, as from PyTorch's OrderedDict") {
+  nn::Sequential heads;
+  heads.append("head", std::make_shared<nn::Linear>(4, 2));
+  CHECK(names(heads) == std::vector<std::string>{"head.weight", "head.bias"});
+  CHECK_THAT(message_of<ValueError>([&] { heads.append("head", std::make_shared<nn::ReLU>()); }),
+             Contains("exists already"));
+}
