@@ -224,7 +224,7 @@ EMBER_HOST_DEVICE T activation_grad_formula(T dy, T saved, OpArgs<T> args) {
   else if constexpr (Op == ActivationGrad::abs)
     return saved > T(0) ? dy : (saved < T(0) ? -dy : T(0));  // sign(x), 0 at 0 (PyTorch's)
   else if constexpr (Op == ActivationGrad::clamp)
-    return saved >= args.a && saved <= args.b ? dy : T(0);  // 1 inside [a, b], bounds included
+    return saved > args.a && saved < args.b ? dy : T(0);  // 1 strictly inside (a, b), PyTorch 2's
   else {
     static_assert(Op == ActivationGrad::softplus, "an activation without a derivative");
     const T z = math::exp(saved);  // PyTorch's softplus_backward: dy·z/(z + 1), from x

@@ -7,7 +7,7 @@ and wall time, and the CPU.
   python3 scripts/compare/vit.py --train build/apps/mnist_train --python /path/to/venv/bin/python \
       --dataset mnist --data ../shared/data/mnist --threads 2
 
-The recipe (apps/common/recipes.cpp): AdamW lr 1e-3, weight decay 0.05, batch 128, a linear
+The recipe (apps/common/recipes.cpp): AdamW lr 1e-3, weight decay 0.05, batch 64, a linear
 warm-up from lr/100 over 3 epochs then a cosine to 0, per step; label smoothing 0.1; gradients
 clipped to norm 1; RandomCrop(28, padding=2) and, for clothes, RandomHorizontalFlip; inputs
 normalized by the dataset's mean and std; a sixth of the training images held out for validation.
@@ -72,7 +72,7 @@ def augment(x):
 
 model = VisionTransformer(image_size=28, patch_size=4, num_layers=4, num_heads=4, hidden_dim=64, mlp_dim=128)
 opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.05)
-batch = 128
+batch = 64
 steps = math.ceil(len(train_idx) / batch)
 warmup = 3 * steps
 schedule = torch.optim.lr_scheduler.SequentialLR(
@@ -114,7 +114,7 @@ def main():
     parser.add_argument("--dataset", default="mnist", choices=["mnist", "fashion-mnist"])
     parser.add_argument("--data", required=True, help="the dataset's folder of IDX files")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--epochs", type=int, default=30)
+    parser.add_argument("--epochs", type=int, default=60)
     args = parser.parse_args()
     here = os.path.dirname(os.path.abspath(__file__))
     print(f"CPU: {cpu_name()}; {args.threads} threads; {args.dataset}, {args.epochs} epochs")
