@@ -16,10 +16,10 @@
 namespace ember::nn {
 
 // What a module is, for code that treats some kinds specially (a training step that fuses Linear
-// and ReLU layers, a checkpoint that records Dropout streams): asked through Module::kind(), so
-// that no such code tests C++ types. A module of a kind not named here, an extension's included,
-// is `other`; a subclass that computes something else than its base (another forward()) says
-// `other` too, or the fused paths would compute its base's function.
+// and ReLU layers): asked through Module::kind(), so that no such code tests C++ types. A module
+// of a kind not named here, an extension's included, is `other`; a subclass that computes
+// something else than its base (another forward()) says `other` too, or the fused paths would
+// compute its base's function.
 enum class ModuleKind { other, sequential, linear, relu, dropout, conv2d, max_pool2d };
 
 class Module : public std::enable_shared_from_this<Module> {

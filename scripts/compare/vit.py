@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 sys.path.insert(0, sys.argv[1])
 from vit_reference import VisionTransformer
-folder, dataset, threads, epochs = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+folder, dataset, threads, epochs, warmup_epochs = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
 torch.set_num_threads(threads)
 torch.manual_seed(0)
 
@@ -74,10 +74,10 @@ model = VisionTransformer(image_size=28, patch_size=4, num_layers=4, num_heads=4
 opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.05)
 batch = 64
 steps = math.ceil(len(train_idx) / batch)
-warmup = 3 * steps
-schedule = torch.optim.lr_scheduler.SequentialLR(
-    opt, [torch.optim.lr_scheduler.LinearLR(opt, start_factor=0.01, total_iters=warmup),
-          torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs * steps - warmup)], milestones=[warmup])
+warmup = warmup_epochs * steps
+cosine = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs * steps - warmup)
+schedule = cosine if warmup == 0 else torch.optim.lr_scheduler.SequentialLR(
+    opt, [torch.optim.lr_scheduler.LinearLR(opt, start_factor=0.01, total_iters=warmup), cosine], milestones=[warmup])
 t0 = time.perf_counter()
 for epoch in range(epochs):
     model.train()
@@ -101,7 +101,7 @@ print(json.dumps({"test_acc": correct / len(xt), "seconds": seconds, "torch": to
 def cpu_name():
     try:
         with open("/proc/cpuinfo") as f:
-            info = dict(line.split(":", 1) for line in f if ":" in line)
+            info = {k.strip(): v for k, v in (line.split(":", 1) for line in f if ":" in line)}
         return f"{info['model name'].strip()} (family {info['cpu family'].strip()}, model {info['model'].strip()})"
     except (OSError, KeyError):
         return platform.processor()
@@ -116,20 +116,21 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=60)
     args = parser.parse_args()
+    warmup = min(3, args.epochs - 1)  # the recipe's 3 epochs, shortened for a short trial run
     here = os.path.dirname(os.path.abspath(__file__))
     print(f"CPU: {cpu_name()}; {args.threads} threads; {args.dataset}, {args.epochs} epochs")
     with tempfile.TemporaryDirectory() as work:
         log = os.path.join(work, "log.jsonl")
         t0 = time.perf_counter()
         subprocess.run([args.train, "--dataset", args.dataset, "--data", args.data, "--model", "vit", "--epochs",
-                        str(args.epochs), "--threads", str(args.threads), "--json-log", log],
+                        str(args.epochs), "--warmup-epochs", str(warmup), "--threads", str(args.threads), "--json-log", log],
                        check=True, stdout=subprocess.DEVNULL)
         ember_seconds = time.perf_counter() - t0
         with open(log) as f:
             ember = [json.loads(line) for line in f][-1]
     print(f"ember: test accuracy {ember['test_acc']:.4f}, {ember_seconds:.0f} s (the program, data and evaluation)")
     out = subprocess.run([args.python, "-c", TORCH, here, args.data, args.dataset, str(args.threads),
-                          str(args.epochs)], check=True, capture_output=True, text=True)
+                          str(args.epochs), str(warmup)], check=True, capture_output=True, text=True)
     theirs = json.loads(out.stdout.strip().splitlines()[-1])
     print(f"PyTorch {theirs['torch']} eager: test accuracy {theirs['test_acc']:.4f}, "
           f"{theirs['seconds']:.0f} s (training only)")

@@ -12,6 +12,7 @@ FAMILIES = {
     "count_equal", "normalize_u8", "softmax_forward", "softmax_backward", "cross_entropy_forward",
     "cross_entropy_backward", "cross_entropy_fused", "max_last_dim", "sum_rows", "sum_dim0", "sum_all", "bias_relu_forward",
     "bias_relu_backward", "transpose", "sgd_momentum_step", "adamw_step", "gemm", "autograd_overhead", "parallel_split", "attention",
+    "attention_memory",
 }
 
 
@@ -45,7 +46,10 @@ def main():
             continue
         if not r.get("time_us", 0) > 0:
             problems.append(f"{r['family']} {r['shape']}: no time")
-        if r["family"] not in ("autograd_overhead",) and not r.get("gb_per_s", 0) > 0:
+        if r["family"] == "attention_memory":  # a measure of memory: the peak, not a bandwidth
+            if not r.get("peak_mb", 0) > 0:
+                problems.append(f"{r['family']} {r['version']} {r['shape']}: no peak memory")
+        elif r["family"] not in ("autograd_overhead",) and not r.get("gb_per_s", 0) > 0:
             problems.append(f"{r['family']} {r['shape']}: no bandwidth")
         if r["family"] == "gemm" and not r.get("gflop_per_s", 0) > 0:
             problems.append("gemm without GFLOP/s")

@@ -4,8 +4,8 @@
 On a few thousand of the shared digits (written as IDX files of their own), the same binary trains
 with --device cuda (the simulated GPU) and --device cpu, and the per-epoch training losses must
 agree. The fused MLP step must have been captured in a CUDA graph and replayed for at least ten
-steps, its graph holding exactly the kernels the step says it issues; the autograd path and the
-CNN (through the cuDNN model) must agree with the CPU too.
+steps, its graph holding exactly the kernels the step says it issues; the autograd path, the
+CNN (through the cuDNN model) and a tiny ViT must agree with the CPU too.
 
     sim_training.py MNIST_TRAIN MNIST_DIR WORK_DIR
 Exit 77 (skipped) without the MNIST files.
@@ -92,9 +92,14 @@ def main():
         # on the CPU (Note [bf16 convolution]); four steps of 64 images (measured 1.1e-7 apart).
         ("cnn-bf16", ["--model", "cnn", "--channels", "8,16", "--hidden", "32", "--epochs", "1", "--workers", "1",
                       "--precision", "bf16"], False, 1e-3),
+        # A tiny ViT with its recipe (label smoothing, clipping, random crops, the per-step cosine):
+        # the patch embedding through cuDNN's model, attention on the reference path (batched
+        # SGEMMs, softmax), LayerNorm and GELU from ops; two epochs of four steps of 64 images.
+        ("vit", ["--model", "vit", "--patch", "7", "--width", "16", "--depth", "1", "--heads", "2", "--mlp-dim", "32",
+                 "--epochs", "2", "--warmup-epochs", "1", "--workers", "1"], False, 1e-4),
     ]
     for name, flags, fused, rtol in runs:
-        data = cnn_data if name.startswith("cnn") else mlp_data
+        data = mlp_data if name in ("sgd-momentum", "adam", "autograd", "bf16", "f16") else cnn_data
         gpu = train(binary, data, work, name, "cuda", flags)
         cpu = train(binary, data, work, name, "cpu", flags)
         check(len(gpu) == len(cpu) and len(gpu) > 0, f"{name}: both devices logged {len(cpu)} epochs")
