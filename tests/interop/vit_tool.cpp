@@ -12,6 +12,10 @@
 //                                    "smoothed_grad"; "norm", "clipped_a", "clipped_b" (max norm
 //                                    0.5); "lrs", 12 steps of a 4-step warm-up from 0.01 then a
 //                                    6-step cosine (SequentialLR, lr 0.1)
+//   vit_tool attention INPUTS OUT    scaled_dot_product_attention (the fused CPU path) on INPUTS'
+//                                    "q", "k", "v", "up" and optional "mask" (u8: attend, or f32:
+//                                    added) and "causal" (a scalar, nonzero: is_causal): "out",
+//                                    and "dq", "dk", "dv" of sum(out·up)
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -97,6 +101,18 @@ void recipe(const std::string& inputs_path, const std::string& out) {
                          {"lrs", from_vector(lrs, {12})}});
 }
 
+void attention(const std::string& inputs_path, const std::string& out) {
+  const Checkpoint inputs = load_safetensors(inputs_path);
+  auto leaf = [&](const char* name) { return input(inputs, inputs_path, name).clone().set_requires_grad(); };
+  const Tensor q = leaf("q"), k = leaf("k"), v = leaf("v");
+  AttentionOptions options;
+  if (const Tensor* mask = find_tensor(inputs.tensors, "mask")) options.attn_mask = *mask;
+  if (const Tensor* causal = find_tensor(inputs.tensors, "causal")) options.is_causal = causal->item<double>() != 0;
+  const Tensor result = scaled_dot_product_attention(q, k, v, options);
+  sum(mul(result, input(inputs, inputs_path, "up"))).backward();
+  save_safetensors(out, {{"out", result.detach()}, {"dq", q.grad()}, {"dk", k.grad()}, {"dv", v.grad()}});
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -119,7 +135,12 @@ int main(int argc, char** argv) {
       recipe(argv[2], argv[3]);
       return 0;
     }
-    std::cerr << "usage: vit_tool save PATH SEED | run PATH INPUTS OUT | mha SEED INPUTS OUT | recipe INPUTS OUT\n";
+    if (command == "attention" && argc == 4) {
+      attention(argv[2], argv[3]);
+      return 0;
+    }
+    std::cerr << "usage: vit_tool save PATH SEED | run PATH INPUTS OUT | mha SEED INPUTS OUT | recipe INPUTS OUT | "
+                 "attention INPUTS OUT\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "vit_tool: " << e.what() << "\n";

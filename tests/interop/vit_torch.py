@@ -168,6 +168,63 @@ def recipe_parts(tool, work):
     return failures
 
 
+def attention_grid(tool, work):
+    """F.scaled_dot_product_attention (PyTorch 2's; skipped on older ones) against ember's fused CPU
+    op on the issue's grid: L in 1, 17, 50 (with 70 keys), 197; head dims 16, 32, 64; no mask,
+    causal, a boolean mask and an additive one. Both in f32, each also against PyTorch's f64."""
+    if not hasattr(F, "scaled_dot_product_attention"):
+        print(f"attention grid: skipped: PyTorch {torch.__version__} has no F.scaled_dot_product_attention")
+        return 0
+    g = torch.Generator().manual_seed(21)
+    inputs, out = os.path.join(work, "attn_in.safetensors"), os.path.join(work, "attn_out.safetensors")
+    failures, cases, worst = 0, 0, {"ember": 0.0, "PyTorch": 0.0, "between": 0.0}
+    for L in (1, 17, 50, 197):
+        S = 70 if L == 50 else L
+        for E in (16, 32, 64):
+            for kind in ("none", "causal", "boolean", "additive"):
+                q, k, v, up = (torch.rand(2, 2, n, E, generator=g) * 2 - 1 for n in (L, S, S, L))
+                tensors = {"q": q, "k": k, "v": v, "up": up}
+                mask, causal = None, kind == "causal"
+                if kind == "boolean":
+                    mask = torch.rand(2, 2, L, S, generator=g) < 0.7
+                    mask[..., 0] = True  # every query keeps a key
+                    tensors["mask"] = mask.to(torch.uint8)
+                elif kind == "additive":
+                    mask = torch.randn(2, 1, L, S, generator=g)
+                    tensors["mask"] = mask
+                if causal:
+                    tensors["causal"] = torch.ones(())
+                save(inputs, tensors)
+                subprocess.run([tool, "attention", inputs, out], check=True)
+                got = load(out)
+                results = {}
+                for dtype in (torch.float32, torch.float64):
+                    leaves = [t.detach().to(dtype).requires_grad_() for t in (q, k, v)]
+                    m = mask.to(dtype) if kind == "additive" else mask
+                    o = F.scaled_dot_product_attention(*leaves, attn_mask=m, is_causal=causal)
+                    (o * up.to(dtype)).sum().backward()
+                    results[dtype] = [o.detach()] + [t.grad for t in leaves]
+                mine = [got[n] for n in ("out", "dq", "dk", "dv")]
+
+                def excess(a, b):  # the largest |a − b| / (atol + rtol·|b|): at most 1 passes
+                    return max(((x.double() - y.double()).abs() / (1e-6 + 1e-5 * y.double().abs())).max().item()
+                               for x, y in zip(a, b))
+                e_ember = excess(mine, results[torch.float64])
+                e_torch = excess(results[torch.float32], results[torch.float64])
+                e_between = excess(mine, results[torch.float32])
+                worst = {"ember": max(worst["ember"], e_ember), "PyTorch": max(worst["PyTorch"], e_torch),
+                         "between": max(worst["between"], e_between)}
+                cases += 1
+                if e_ember > 1 or e_between > 1:
+                    failures += 1
+                    print(f"  attention L {L}, S {S}, E {E}, {kind}: ember/f64 {e_ember:.2f}, "
+                          f"ember/PyTorch f32 {e_between:.2f} of the tolerance")
+    print(f"attention grid: {cases} cases, results and three gradients, rtol 1e-5 + atol 1e-6: worst share of the "
+          f"tolerance ember/f64 {worst['ember']:.2f}, PyTorch f32/f64 {worst['PyTorch']:.2f}, ember/PyTorch f32 "
+          f"{worst['between']:.2f}: {'ok' if failures == 0 else 'FAILED'}")
+    return failures
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--tool", required=True)
@@ -178,6 +235,7 @@ def main():
         failures += torch_vit_in_ember(args.tool, work)
         failures += multihead_attention(args.tool, work)
         failures += recipe_parts(args.tool, work)
+        failures += attention_grid(args.tool, work)
     print("vit_torch:", "failed" if failures else "passed")
     return 1 if failures else 0
 
