@@ -87,22 +87,34 @@ TEST_CASE("SequentialLR: a warm-up then a cosine, per step, in closed form") {
              Contains("one milestone fewer"));
 }
 
-TEST_CASE("The autograd step clips and smooths as asked; the fused step refuses them") {
-  auto run = [](double clip, double smoothing) {
-    Generator g(3);
-    auto model = nn::mlp(6, {5}, 3, &g);
-    optim::SGD sgd(model->parameters(), {.lr = 0.5});
+namespace {
+
+// The step make_step builds for a seeded 6-5-3 MLP and SGD, as `choice` asks, clipping and smoothing.
+struct SmallRun {
+  Generator g{3};
+  std::shared_ptr<nn::Sequential> model = nn::mlp(6, {5}, 3, &g);
+  optim::SGD sgd{model->parameters(), {.lr = 0.5}};
+  std::unique_ptr<train::Step> make(train::StepChoice choice, double clip, double smoothing) {
     train::StepOptions options;
-    options.choice = train::StepChoice::autograd;
+    options.choice = choice;
     options.batch_size = 4;
     options.autograd.clip_grad_norm = clip;
     options.autograd.label_smoothing = smoothing;
-    auto step = train::make_step(*model, sgd, options);
+    return train::make_step(*model, sgd, options);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("The autograd step clips and smooths as asked; the fused step refuses them") {
+  auto run = [](double clip, double smoothing) {
+    SmallRun r;
+    auto step = r.make(train::StepChoice::autograd, clip, smoothing);
     CHECK(step->kind() == "autograd");
-    const Tensor x = randn({4, 6}, {}, &g) * 10.0;
+    const Tensor x = randn({4, 6}, {}, &r.g) * 10.0;
     step->step(x, from_vector<std::int64_t>({0, 1, 2, 0}, {4}));
     double sq = 0;  // the gradients' norm after the step's clipping
-    for (const Tensor& p : model->parameters())
+    for (const Tensor& p : r.model->parameters())
       for (float v : p.grad().to_vector<float>()) sq += static_cast<double>(v) * v;
     return std::pair{std::sqrt(sq), step->batch_loss().item<double>()};
   };
@@ -112,12 +124,7 @@ TEST_CASE("The autograd step clips and smooths as asked; the fused step refuses 
   CHECK(clipped_norm == Approx(0.25).epsilon(1e-4));
   CHECK(same_loss == hard_loss);
   CHECK(run(0.0, 0.3).second != hard_loss);
-  Generator g(3);
-  auto model = nn::mlp(6, {5}, 3, &g);
-  optim::SGD sgd(model->parameters(), {.lr = 0.5});
-  train::StepOptions fused;
-  fused.choice = train::StepChoice::fused;
-  fused.batch_size = 4;
-  fused.autograd.clip_grad_norm = 1.0;
-  CHECK_THAT(message_of<ValueError>([&] { train::make_step(*model, sgd, fused); }), Contains("gradient clipping"));
+  SmallRun fused;
+  CHECK_THAT(message_of<ValueError>([&] { fused.make(train::StepChoice::fused, 1.0, 0.0); }),
+             Contains("gradient clipping"));
 }
