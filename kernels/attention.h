@@ -8,14 +8,19 @@
 // The backward recomputes each tile's probabilities from lse, with D = rowsum(dO∘O):
 //   dV += P̃ᵀ·dO,  dP = (dO·Vᵀ)∘Z/(1 − p),  dS = P∘(dP − D),  dQ += scale·dS·K,  dK += scale·dSᵀ·Q
 // where P̃ = P∘Z/(1 − p) is what the forward multiplied V by (Z the dropout's keep mask; P itself,
-// undropped, normalizes). Each batch element's backward runs on one thread in a fixed tile order:
-// no float atomics, the same bits at any thread count.
+// undropped, normalizes). No float is added atomically, so every run gives the same bits: on the
+// CPU each batch element's backward runs on one thread in a fixed tile order; on the GPU dK and dV
+// are summed over the queries by one pass and dQ over the keys by another (FlashAttention-2 adds dQ
+// atomically instead), each element by one lane in order.
 // A row whose scores are all −∞ (masked everywhere) has l = 0: its output is 0, its lse −∞ and its
 // gradients 0, as PyTorch's _safe_softmax gives since 2.5. A large finite negative additive mask is
 // not "masked": such a row is a softmax like any other.
 // Dropout keeps probability (b, i, j) when dropout_keeps(seed, offset + (b·L + i)·S + j, p): the
 // element index of the [B, L, S] probabilities, so the reference path (dropout() on that tensor)
 // drops the same ones, whatever the tiling and the thread count.
+// Both devices compute these formulas; the GPU's kernels (kernels/cuda/attention.cu) take f32 rows
+// of at most kMaxFusedHeadDim values (head_dim and value_dim), and the op sends wider ones down its
+// reference path.
 #pragma once
 
 #include <cstddef>
@@ -28,6 +33,13 @@ namespace ember::kernels {
 struct AttentionShape {
   std::size_t batch = 0, q_len = 0, kv_len = 0, head_dim = 0, value_dim = 0;  // B, L, S, E, Ev
 };
+
+// The widest head the GPU's fused kernels take: each warp spreads a row over its 32 lanes, at most
+// 4 values each, in registers.
+constexpr std::size_t kMaxFusedHeadDim = 128;
+constexpr bool cuda_attention_fits(const AttentionShape& shape) {
+  return shape.head_dim <= kMaxFusedHeadDim && shape.value_dim <= kMaxFusedHeadDim;
+}
 
 enum class AttentionMaskKind : std::uint8_t { none, boolean, additive };
 
@@ -63,3 +75,15 @@ void attention_backward(const T* q, const T* k, const T* v, const T* out, const 
                         T* dv, const AttentionShape& shape, const AttentionParams& params);
 
 }  // namespace ember::kernels::cpu
+
+namespace ember::kernels::cuda {
+
+// As the CPU's, in f32 on `stream`; the mask's batch_offsets are in device memory. The backward
+// also takes row_dot, [B, L] floats of scratch for D = rowsum(dO∘O).
+void attention_forward(const float* q, const float* k, const float* v, float* out, float* lse,
+                       const AttentionShape& shape, const AttentionParams& params, cudaStream_t stream);
+void attention_backward(const float* q, const float* k, const float* v, const float* out, const float* dout,
+                        const float* lse, float* row_dot, float* dq, float* dk, float* dv, const AttentionShape& shape,
+                        const AttentionParams& params, cudaStream_t stream);
+
+}  // namespace ember::kernels::cuda

@@ -76,7 +76,7 @@ namespace ember::kernels::cuda {
 
 void gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
           std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc, cudaStream_t stream);
-// The batched product of cpu::gemm_batched, one SGEMM per batch element in order on `stream`.
+// The batched product of cpu::gemm_batched: one cublasSgemmStridedBatched call on `stream`.
 void gemm_batched(Transpose ta, Transpose tb, std::size_t batch, std::size_t m, std::size_t n, std::size_t k,
                   const float* a, std::size_t lda, std::size_t stride_a, const float* b, std::size_t ldb,
                   std::size_t stride_b, float* c, std::size_t ldc, std::size_t stride_c, cudaStream_t stream);

@@ -15,4 +15,5 @@
 #include "layers/module.h"              // Module, save and load
 #include "layers/normalization.h"       // LayerNorm, BatchNorm2d
 #include "layers/pooling.h"             // MaxPool2d
+#include "layers/transformer.h"         // TransformerEncoderLayer (torch.nn's)
 #include "layers/vision_transformer.h"  // VisionTransformer (torchvision's), its blocks, nn::vit

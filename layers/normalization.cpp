@@ -24,11 +24,7 @@ Tensor LayerNorm::forward(const Tensor& input) {
   bool trailing = input.dim() >= k;
   for (int i = 0; trailing && i < k; ++i) trailing = input.size(i - k) == shape_[static_cast<std::size_t>(i)];
   check_input_shape(trailing, input, "an input ending in normalized_shape " + shape_str(shape_));
-  std::vector<int> dims;
-  for (int i = -k; i < 0; ++i) dims.push_back(i);
-  const Tensor centered = input - mean(input, dims, true);
-  const Tensor normalized = centered * rsqrt(var(input, dims, 0, true) + eps_);
-  return weight_.defined() ? normalized * weight_ + bias_ : normalized;
+  return layer_norm(input, shape_, weight_, bias_, eps_);
 }
 
 std::string LayerNorm::extra_repr() const {

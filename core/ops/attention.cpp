@@ -1,6 +1,7 @@
-// scaled_dot_product_attention: the fused CPU kernels of kernels/attention.h, and the reference
-// path written with ops (matmul → softmax → dropout → matmul), which tests compare them with and
-// which runs where no fused kernel exists yet (CUDA).
+// scaled_dot_product_attention: the fused kernels of kernels/attention.h (both devices), and the
+// reference path written with ops (matmul → softmax → dropout → matmul), which tests compare them
+// with and which runs the shapes the GPU's fused kernels do not take (heads wider than
+// kMaxFusedHeadDim, f64).
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -76,9 +77,11 @@ Dims check_attention(const Tensor& q, const Tensor& k, const Tensor& v, const At
 }
 
 // The mask as the kernels read it: a strided view of [B, L, S] (strides 0 where it broadcasts).
+// On CUDA the kernels read the batch offsets from a copy in the mask's device memory.
 struct MaskView {
   kernels::AttentionMask mask;
   std::vector<std::size_t> offsets;
+  Tensor device_offsets;
 };
 
 MaskView mask_view(const Tensor& mask, const Dims& dims) {
@@ -107,8 +110,16 @@ MaskView mask_view(const Tensor& mask, const Dims& dims) {
     }
     view.offsets[b] = offset;
   }
+  const std::size_t* offsets = view.offsets.data();
+  if (mask.is_cuda()) {
+    static_assert(sizeof(std::size_t) == sizeof(std::int64_t), "the offsets travel as i64");
+    const std::vector<std::int64_t> as_i64(view.offsets.begin(), view.offsets.end());
+    view.device_offsets =
+        from_vector(as_i64, {static_cast<std::int64_t>(batch)}, {.dtype = DType::i64, .device = mask.device()});
+    offsets = reinterpret_cast<const std::size_t*>(view.device_offsets.raw<std::int64_t>());
+  }
   view.mask = {mask.dtype() == DType::u8 ? kernels::AttentionMaskKind::boolean : kernels::AttentionMaskKind::additive,
-               mask.raw_bytes(), view.offsets.data(), strides[full.size() - 2], strides[full.size() - 1]};
+               mask.raw_bytes(), offsets, strides[full.size() - 2], strides[full.size() - 1]};
   return view;
 }
 
@@ -122,8 +133,14 @@ double scale_of(const AttentionOptions& o, const Dims& d) {
   return o.scale.value_or(1.0 / std::sqrt(static_cast<double>(d.head_dim)));
 }
 
-// The fused CPU path, f32 or f64, recorded for autograd with its own backward.
-Tensor fused_cpu(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o, const Dims& dims) {
+// Whether the fused kernels take these inputs: every shape on the CPU (f32, f64); f32 heads of at
+// most kMaxFusedHeadDim on CUDA.
+bool fused_takes(const Tensor& q, const Dims& dims) {
+  return !q.is_cuda() || (q.dtype() == DType::f32 && kernels::cuda_attention_fits(kernel_shape(dims)));
+}
+
+// The fused path, recorded for autograd with its own backward.
+Tensor fused(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o, const Dims& dims) {
   Shape out_shape = dims.batch;
   out_shape.push_back(dims.q_len);
   out_shape.push_back(dims.value_dim);
@@ -133,7 +150,7 @@ Tensor fused_cpu(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
   Tensor lse = ext::new_empty(q, lse_shape);
   const Tensor mask = o.attn_mask.defined() ? o.attn_mask.detach() : Tensor();
   const kernels::AttentionShape shape = kernel_shape(dims);
-  // Everything but the mask's view, which points into a vector each call makes for itself.
+  // Everything but the mask's view, which points into memory each call makes for itself.
   const kernels::AttentionParams params{
       {}, o.is_causal, scale_of(o, dims), static_cast<float>(o.dropout_p), o.dropout_seed, o.dropout_offset};
   const auto params_with = [params](const MaskView& view) {
@@ -141,41 +158,52 @@ Tensor fused_cpu(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
     with.mask = view.mask;
     return with;
   };
-  ext::dispatch(
-      q,
-      [&](auto zero) {
-        using T = decltype(zero);
-        const MaskView view = mask_view(mask, dims);
-        kernels::cpu::attention_forward<T>(q.raw<T>(), k.raw<T>(), v.raw<T>(), out.raw<T>(), lse.raw<T>(), shape,
-                                           params_with(view));
-      },
-      [&](auto) { throw DeviceError(std::string(kOp) + ": the fused path is the CPU's"); });
+  {
+    const MaskView view = mask_view(mask, dims);
+    ext::dispatch(
+        q,
+        [&](auto zero) {
+          using T = decltype(zero);
+          kernels::cpu::attention_forward<T>(q.raw<T>(), k.raw<T>(), v.raw<T>(), out.raw<T>(), lse.raw<T>(), shape,
+                                             params_with(view));
+        },
+        [&](auto stream) {
+          kernels::cuda::attention_forward(q.raw<float>(), k.raw<float>(), v.raw<float>(), out.raw<float>(),
+                                           lse.raw<float>(), shape, params_with(view), stream);
+        });
+  }
   if (autograd::needs_recording({&q, &k, &v})) {
     autograd::record(out, kOp, {&q, &k, &v},
                      [q_ = q.detach(), k_ = k.detach(), v_ = v.detach(), out_ = out.detach(), lse, mask, dims, shape,
                       params_with](const Tensor& g, NeedsGrad) {
                        Tensor dq = ext::new_empty(q_, q_.shape()), dk = ext::new_empty(k_, k_.shape()),
                               dv = ext::new_empty(v_, v_.shape());
+                       const MaskView view = mask_view(mask, dims);
                        ext::dispatch(
                            q_,
                            [&](auto zero) {
                              using T = decltype(zero);
-                             const MaskView view = mask_view(mask, dims);
                              kernels::cpu::attention_backward<T>(q_.raw<T>(), k_.raw<T>(), v_.raw<T>(), out_.raw<T>(),
                                                                  g.raw<T>(), lse.raw<T>(), dq.raw<T>(), dk.raw<T>(),
                                                                  dv.raw<T>(), shape, params_with(view));
                            },
-                           [&](auto) { throw DeviceError(std::string(kOp) + ": the fused path is the CPU's"); });
+                           [&](auto stream) {
+                             Tensor row_dot = ext::new_empty(lse, lse.shape());  // D = rowsum(dO∘O)
+                             kernels::cuda::attention_backward(q_.raw<float>(), k_.raw<float>(), v_.raw<float>(),
+                                                               out_.raw<float>(), g.raw<float>(), lse.raw<float>(),
+                                                               row_dot.raw<float>(), dq.raw<float>(), dk.raw<float>(),
+                                                               dv.raw<float>(), shape, params_with(view), stream);
+                           });
                        return Gradients{dq, dk, dv};
                      });
   }
   return out;
 }
 
-// The op on inputs autocast has already cast: fused on the CPU, else the reference path, whose
-// own ops must not cast again (autocast applies at the op's boundary, once).
+// The op on inputs autocast has already cast: fused where the kernels take them, else the
+// reference path, whose own ops must not cast again (autocast applies at the op's boundary, once).
 Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o, const Dims& dims) {
-  if (!q.is_cuda()) return fused_cpu(q, k, v, o, dims);
+  if (fused_takes(q, dims)) return fused(q, k, v, o, dims);
   const ext::AutocastOff no_autocast;
   return scaled_dot_product_attention_reference(q, k, v, o);
 }

@@ -63,6 +63,7 @@
   X(fused_conv2d_relu_max_pool2d, "fused::conv2d_relu_max_pool2d", lower_precision, lower_precision) \
   X(max_pool2d, "max_pool2d", none, none)                                   \
   X(batch_norm, "batch_norm", none, none)                                   \
+  X(layer_norm, "layer_norm", none, fp32)                                   \
   X(dropout, "dropout", none, none)                                         \
   X(normalize_u8, "normalize_u8", none, none)                               \
   X(gather_batch, "gather_batch", none, none)                               \

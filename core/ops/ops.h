@@ -79,6 +79,11 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = Te
 Tensor max_pool2d(const Tensor& input, int kernel, int stride = 0);
 Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
                   Tensor& running_var, bool training, double momentum = 0.1, double eps = 1e-5);
+// F.layer_norm: each input's trailing `normalized_shape` normalized by its own mean and biased
+// variance, then times weight plus bias (that shape; either may be undefined). One kernel per
+// direction (kernels/layer_norm.h).
+Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
 
 // Attention as torch.nn.functional.scaled_dot_product_attention (PyTorch 2.15's semantics):
 // softmax(scale·q·kᵀ + mask)·v over q [..., L, E], k [..., S, E], v [..., S, Ev] with equal batch

@@ -105,8 +105,13 @@ void gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t 
 void gemm_batched(Transpose ta, Transpose tb, std::size_t batch, std::size_t m, std::size_t n, std::size_t k,
                   const float* a, std::size_t lda, std::size_t stride_a, const float* b, std::size_t ldb,
                   std::size_t stride_b, float* c, std::size_t ldc, std::size_t stride_c, cudaStream_t stream) {
-  for (std::size_t i = 0; i < batch; ++i)
-    gemm(ta, tb, m, n, k, 1.0f, a + i * stride_a, lda, b + i * stride_b, ldb, 0.0f, c + i * stride_c, ldc, stream);
+  if (m == 0 || n == 0 || batch == 0) return;
+  const float alpha = 1.0f, beta = 0.0f;
+  const auto stride = [](std::size_t s) { return static_cast<long long>(s); };
+  CUBLAS_CHECK(cublasSgemmStridedBatched(handle_on(stream), to_cublas(tb), to_cublas(ta), dim(n), dim(m), dim(k),
+                                         &alpha, b, leading(ldb), stride(stride_b), a, leading(lda), stride(stride_a),
+                                         &beta, c, leading(ldc), stride(stride_c), dim(batch)));
+  count_library_call();
 }
 
 void gemm_half(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, DType ab, const void* a,

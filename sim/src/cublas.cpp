@@ -1,12 +1,11 @@
 // cuBLAS on the software GPU: the calls ember makes, with their arguments checked as cuBLAS
 // documents them, and the GEMM computed by a plain reference loop in stream order.
 //
-// cublasSgemm is a full model: column-major, both transpose flags, alpha and beta read from host
-// memory at the call (cuBLAS's default pointer mode), C not read when beta is 0 (so NaN in an
-// unwritten C does not leak, as on a GPU), every matrix range checked against its allocation and
-// against the other streams. cublasGemmEx is the same model for the types ember's mixed precision
-// uses — bf16 or f16 A and B, C in f32 or their type, f32 compute — and refuses the combinations
-// cuBLAS does not list. (cuBLASLt is cublaslt.cpp.)
+// cublasSgemm is a full model (and cublasSgemmStridedBatched, the same per batch element): column-major, both transpose
+// flags, alpha and beta read from host memory at the call (cuBLAS's default pointer mode), C not read when beta is 0
+// (so NaN in an unwritten C does not leak, as on a GPU), every matrix range checked against its allocation and against
+// the other streams. cublasGemmEx is the same model for the types ember's mixed precision uses — bf16 or f16 A and B, C
+// in f32 or their type, f32 compute — and refuses the combinations cuBLAS does not list. (cuBLASLt is cublaslt.cpp.)
 //
 // The workspace, as cublasSetWorkspace documents it: a user workspace (aligned to 256 bytes) is
 // used until cublasSetStream, which resets the handle to cuBLAS's default workspace pool. The model
@@ -99,36 +98,54 @@ void store(const Matrix& c, std::size_t i, float value) {
   ember_sim::store(const_cast<void*>(c.data), i, format_of(c.type), value);
 }
 
-// C = α·op(A)·op(B) + β·C, column-major, for cublasSgemm and cublasGemmEx (`name`): the argument
-// checks cuBLAS documents, every matrix range checked against its allocation and the other
-// streams, then the products in stream order, each column's sums in f32 in order of k. A product
-// of two bf16 or two f16 values is exact in f32, so in the 16-bit types this is the f32 GEMM of
-// the widened values; a GPU's tensor cores sum in an order (and width) of their own, so results
-// on one may differ in the last bits.
+// A strided batch: `count` products, the i-th on A + i·a, B + i·b and C + i·c (elements).
+struct Strides {
+  int count = 1;
+  long long a = 0, b = 0, c = 0;
+};
+
+// The matrix of batch element i.
+Matrix element_of(Matrix m, long long stride, int i) {
+  m.data = static_cast<const char*>(m.data) + static_cast<std::size_t>(stride * i) * element_bytes(m.type);
+  return m;
+}
+
+// C = α·op(A)·op(B) + β·C, column-major, for cublasSgemm, cublasGemmEx and, per batch element,
+// cublasSgemmStridedBatched (`name`): the argument checks cuBLAS documents, every matrix range checked against its
+// allocation and the other streams, then the products in stream order, each column's sums in f32 in order of k. A
+// product of two bf16 or two f16 values is exact in f32, so in the 16-bit types this is the f32 GEMM of the widened
+// values; a GPU's tensor cores sum in an order (and width) of their own, so results on one may differ in the last bits.
 cublasStatus_t gemm_model(cublasHandle_t handle, const char* name, cublasOperation_t transa, cublasOperation_t transb,
-                          int m, int n, int k, const float* alpha, Matrix A, Matrix B, const float* beta, Matrix C) {
+                          int m, int n, int k, const float* alpha, Matrix A, Matrix B, const float* beta, Matrix C,
+                          Strides batch = {}) {
   if (!known(handle)) return CUBLAS_STATUS_NOT_INITIALIZED;
   const bool ta = transa != CUBLAS_OP_N, tb = transb != CUBLAS_OP_N;
   const int a_rows = ta ? k : m, b_rows = tb ? n : k;
   if (!valid_op(transa) || !valid_op(transb) || m < 0 || n < 0 || k < 0 || A.ld < std::max(1, a_rows) ||
-      B.ld < std::max(1, b_rows) || C.ld < std::max(1, m) || !alpha || !beta)
+      B.ld < std::max(1, b_rows) || C.ld < std::max(1, m) || !alpha || !beta || batch.count < 0)
     return CUBLAS_STATUS_INVALID_VALUE;
   if (handle->device != ember_sim::rt::current_device())
     ember_sim::fail(std::string(name) + ": the handle was created on cuda:" + std::to_string(handle->device) +
                     " but cuda:" + std::to_string(ember_sim::rt::current_device()) +
                     " is current (a cuBLAS handle belongs to one device)");
-  if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
+  if (m == 0 || n == 0 || batch.count == 0) return CUBLAS_STATUS_SUCCESS;
   const float a_scale = *alpha, b_scale = *beta;  // host pointer mode: read now
   std::vector<ember_sim::rt::Access> accesses;
   const bool reads_ab = k > 0 && a_scale != 0.0f;
   const std::string of = std::string(" of ") + name;
-  if (reads_ab) {
-    accesses.push_back({A.data, matrix_bytes(a_rows, ta ? m : k, A.ld, element_bytes(A.type)), false, "matrix A" + of});
-    accesses.push_back({B.data, matrix_bytes(b_rows, tb ? k : n, B.ld, element_bytes(B.type)), false, "matrix B" + of});
+  for (int i = 0; i < batch.count; ++i) {  // each batch element's own ranges: the gaps between them are not touched
+    const std::string which = batch.count > 1 ? " (batch element " + std::to_string(i) + ")" : "";
+    if (reads_ab) {
+      accesses.push_back({element_of(A, batch.a, i).data, matrix_bytes(a_rows, ta ? m : k, A.ld, element_bytes(A.type)),
+                          false, "matrix A" + which + of});
+      accesses.push_back({element_of(B, batch.b, i).data, matrix_bytes(b_rows, tb ? k : n, B.ld, element_bytes(B.type)),
+                          false, "matrix B" + which + of});
+    }
+    accesses.push_back({element_of(C, batch.c, i).data, matrix_bytes(m, n, C.ld, element_bytes(C.type)), true,
+                        "matrix C" + which + of});
   }
-  accesses.push_back({C.data, matrix_bytes(m, n, C.ld, element_bytes(C.type)), true, "matrix C" + of});
   if (handle->workspace) accesses.push_back({handle->workspace, handle->workspace_bytes, true, "the workspace" + of});
-  const auto work = [=] {
+  const auto multiply = [=](const Matrix& A, const Matrix& B, const Matrix& C) {
     std::vector<float> column(static_cast<std::size_t>(m));
     for (int j = 0; j < n; ++j) {
       for (int i = 0; i < m; ++i) column[static_cast<std::size_t>(i)] = 0.0f;
@@ -148,6 +165,10 @@ cublasStatus_t gemm_model(cublasHandle_t handle, const char* name, cublasOperati
         store(C, at, b_scale == 0.0f ? product : product + b_scale * load(C, at));  // beta = 0: C is not read
       }
     }
+  };
+  const auto work = [=] {
+    for (int i = 0; i < batch.count; ++i)
+      multiply(element_of(A, batch.a, i), element_of(B, batch.b, i), element_of(C, batch.c, i));
   };
   // Without a user workspace, cuBLAS's default pool (see the file comment).
   void* pool_workspace = nullptr;
@@ -208,6 +229,15 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa, c
   const bool tf32 = known(handle) && handle->tf32;
   return gemm_model(handle, "cublasSgemm", transa, transb, m, n, k, alpha, {A, CUDA_R_32F, lda, tf32},
                     {B, CUDA_R_32F, ldb, tf32}, beta, {C, CUDA_R_32F, ldc});
+}
+
+cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
+                                         int m, int n, int k, const float* alpha, const float* A, int lda,
+                                         long long int strideA, const float* B, int ldb, long long int strideB,
+                                         const float* beta, float* C, int ldc, long long int strideC, int batchCount) {
+  const bool tf32 = known(handle) && handle->tf32;
+  return gemm_model(handle, "cublasSgemmStridedBatched", transa, transb, m, n, k, alpha, {A, CUDA_R_32F, lda, tf32},
+                    {B, CUDA_R_32F, ldb, tf32}, beta, {C, CUDA_R_32F, ldc}, {batchCount, strideA, strideB, strideC});
 }
 
 cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,

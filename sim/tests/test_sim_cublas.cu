@@ -1,5 +1,6 @@
 // The software GPU's cuBLAS model against naive formulas of its own, and the checks it makes on
-// wrong calls: a leading dimension too small, the workspace rule, cublasGemmEx's bf16 and f16 and
+// wrong calls: a leading dimension too small, the workspace rule, cublasSgemmStridedBatched as
+// cublasSgemm per batch element, cublasGemmEx's bf16 and f16 and
 // the type combinations it refuses (TF32 in all three libraries: test_sim_tf32.cu). Independent of
 // how ember uses it.
 #include <catch2/catch.hpp>
@@ -165,5 +166,36 @@ TEST_CASE("cublasGemmEx refuses the type combinations cuBLAS does not list") {
   CHECK(call(CUDA_R_16BF, CUDA_R_16BF, CUDA_R_16F, CUBLAS_COMPUTE_32F) == CUBLAS_STATUS_NOT_SUPPORTED);  // C in f16
   CHECK(call(CUDA_R_16BF, CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_16F) == CUBLAS_STATUS_NOT_SUPPORTED);  // f16 math
   CHECK(call(CUDA_R_16BF, CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32) == CUBLAS_STATUS_NOT_SUPPORTED);
+  cublasDestroy(h);
+}
+
+TEST_CASE("cublasSgemmStridedBatched is cublasSgemm per batch element, leaving the gaps between them untouched") {
+  cublasHandle_t h = nullptr;
+  REQUIRE(cublasCreate(&h) == CUBLAS_STATUS_SUCCESS);
+  const int m = 3, n = 4, k = 5, batch = 3;
+  const long long stride_a = m * k + 2, stride_b = k * n + 1, stride_c = m * n + 3;  // a gap after each matrix
+  const auto a = random_values(static_cast<std::size_t>(stride_a * batch), 21);
+  const auto b = random_values(static_cast<std::size_t>(stride_b * batch), 22);
+  const auto c = random_values(static_cast<std::size_t>(stride_c * batch), 23);
+  DeviceBuffer<float> da(a.size()), db(b.size()), batched(c.size()), one_by_one(c.size());
+  to_device(da.data, a);
+  to_device(db.data, b);
+  to_device(batched.data, c);
+  to_device(one_by_one.data, c);
+  const float alpha = 0.75f, beta = 0.5f;
+  REQUIRE(cublasSgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, da.data, k, stride_a, db.data, k,
+                                    stride_b, &beta, batched.data, m, stride_c, batch) == CUBLAS_STATUS_SUCCESS);
+  for (int i = 0; i < batch; ++i)
+    REQUIRE(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, da.data + i * stride_a, k, db.data + i * stride_b,
+                        k, &beta, one_by_one.data + i * stride_c, m) == CUBLAS_STATUS_SUCCESS);
+  const auto got = to_host(batched.data, c.size()), want = to_host(one_by_one.data, c.size());
+  CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+  for (int i = 0; i < batch; ++i)  // the gaps keep what they held
+    for (long long x = m * n; x < stride_c; ++x)
+      CHECK(std::memcmp(&got[static_cast<std::size_t>(i * stride_c + x)],
+                        &c[static_cast<std::size_t>(i * stride_c + x)], sizeof(float)) == 0);
+  CHECK(std::memcmp(got.data(), c.data(), sizeof(float)) != 0);  // and C itself was written
+  CHECK(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &alpha, da.data, m, stride_a, db.data, k,
+                                  stride_b, &beta, batched.data, m, stride_c, -1) == CUBLAS_STATUS_INVALID_VALUE);
   cublasDestroy(h);
 }

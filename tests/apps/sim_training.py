@@ -93,8 +93,8 @@ def main():
         ("cnn-bf16", ["--model", "cnn", "--channels", "8,16", "--hidden", "32", "--epochs", "1", "--workers", "1",
                       "--precision", "bf16"], False, 1e-3),
         # A tiny ViT with its recipe (label smoothing, clipping, random crops, the per-step cosine):
-        # the patch embedding through cuDNN's model, attention on the reference path (batched
-        # SGEMMs, softmax), LayerNorm and GELU from ops; two epochs of four steps of 64 images.
+        # the patch embedding through cuDNN's model, attention through the fused kernels (the
+        # CPU's and the GPU's), LayerNorm and GELU from ops; two epochs of four steps of 64 images.
         ("vit", ["--model", "vit", "--patch", "7", "--width", "16", "--depth", "1", "--heads", "2", "--mlp-dim", "32",
                  "--epochs", "2", "--warmup-epochs", "1", "--workers", "1"], False, 1e-4),
     ]

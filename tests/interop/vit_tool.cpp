@@ -12,6 +12,12 @@
 //                                    "smoothed_grad"; "norm", "clipped_a", "clipped_b" (max norm
 //                                    0.5); "lrs", 12 steps of a 4-step warm-up from 0.01 then a
 //                                    6-step cosine (SequentialLR, lr 0.1)
+//   vit_tool encoder_layer pre|post SEED INPUTS OUT
+//                                    a seeded TransformerEncoderLayer(16, 4, dim_feedforward 32,
+//                                    dropout 0; pre: norm_first and GELU, post: ReLU) on INPUTS'
+//                                    "x" [L, N, E], "kpm" [N, L] and "up": its parameters
+//                                    "p.<name>", "out", "masked_out" (with the key padding) and
+//                                    "grad.<name>" of sum(out·up)
 //   vit_tool attention INPUTS OUT    scaled_dot_product_attention (the fused CPU path) on INPUTS'
 //                                    "q", "k", "v", "up" and optional "mask" (u8: attend, or f32:
 //                                    added) and "causal" (a scalar, nonzero: is_causal): "out",
@@ -101,6 +107,25 @@ void recipe(const std::string& inputs_path, const std::string& out) {
                          {"lrs", from_vector(lrs, {12})}});
 }
 
+void encoder_layer(bool pre, std::uint64_t seed, const std::string& inputs_path, const std::string& out) {
+  Generator g(seed);
+  nn::TransformerEncoderLayer layer(
+      16, 4, {.dim_feedforward = 32, .dropout = 0.0, .activation = pre ? "gelu" : "relu", .norm_first = pre}, &g);
+  const Checkpoint inputs = load_safetensors(inputs_path);
+  const Tensor& x = input(inputs, inputs_path, "x");
+  StateDict result;
+  for (const auto& [name, p] : layer.named_parameters()) result.emplace_back("p." + name, p.detach().clone());
+  const Tensor y = layer(x);
+  sum(mul(y, input(inputs, inputs_path, "up"))).backward();
+  result.emplace_back("out", y.detach());
+  {
+    const NoGradGuard no_grad;
+    result.emplace_back("masked_out", layer.forward(x, {.key_padding_mask = input(inputs, inputs_path, "kpm")}));
+  }
+  for (const auto& [name, p] : layer.named_parameters()) result.emplace_back("grad." + name, p.grad());
+  save_safetensors(out, result);
+}
+
 void attention(const std::string& inputs_path, const std::string& out) {
   const Checkpoint inputs = load_safetensors(inputs_path);
   auto leaf = [&](const char* name) { return input(inputs, inputs_path, name).clone().set_requires_grad(); };
@@ -135,12 +160,16 @@ int main(int argc, char** argv) {
       recipe(argv[2], argv[3]);
       return 0;
     }
+    if (command == "encoder_layer" && argc == 6) {
+      encoder_layer(std::string(argv[2]) == "pre", std::strtoull(argv[3], nullptr, 10), argv[4], argv[5]);
+      return 0;
+    }
     if (command == "attention" && argc == 4) {
       attention(argv[2], argv[3]);
       return 0;
     }
     std::cerr << "usage: vit_tool save PATH SEED | run PATH INPUTS OUT | mha SEED INPUTS OUT | recipe INPUTS OUT | "
-                 "attention INPUTS OUT\n";
+                 "encoder_layer pre|post SEED INPUTS OUT | attention INPUTS OUT\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "vit_tool: " << e.what() << "\n";

@@ -6,6 +6,9 @@
   logits, loss and gradient of every parameter;
 - nn.MultiheadAttention with ember's parameters gives ember's outputs and weights with a key
   padding mask and a boolean attention mask (averaged and per head), and with a float mask;
+- ember's nn::TransformerEncoderLayer (post-norm with ReLU, pre-norm with GELU) loads strictly into
+  torch.nn.TransformerEncoderLayer, with the same outputs (with and without key padding) and
+  parameter gradients;
 - the recipe's parts are PyTorch's: cross_entropy's label_smoothing (loss and gradient),
   clip_grad_norm_ (the norm and the clipped gradients) and SequentialLR of LinearLR and
   CosineAnnealingLR stepped per step.
@@ -134,6 +137,36 @@ def multihead_attention(tool, work):
     return failures
 
 
+def encoder_layers(tool, work):
+    g = torch.Generator().manual_seed(13)
+    L, N, E = 6, 3, 16
+    x, up = torch.randn(L, N, E, generator=g), torch.randn(L, N, E, generator=g)
+    kpm = torch.zeros(N, L, dtype=torch.bool)
+    kpm[1, -2:] = True
+    failures = 0
+    for order in ("post", "pre"):
+        inputs, out = os.path.join(work, "layer_in.safetensors"), os.path.join(work, f"layer_{order}.safetensors")
+        save(inputs, {"x": x, "up": up, "kpm": kpm.to(torch.uint8)})
+        subprocess.run([tool, "encoder_layer", order, "7", inputs, out], check=True)
+        got = load(out)
+        layer = torch.nn.TransformerEncoderLayer(E, 4, dim_feedforward=32, dropout=0.0,
+                                                 activation="gelu" if order == "pre" else "relu",
+                                                 norm_first=order == "pre")
+        layer.load_state_dict({k[2:]: v for k, v in got.items() if k.startswith("p.")}, strict=True)
+        y = layer(x)  # training mode: PyTorch's fast path (eval only) stays out of it
+        (y * up).sum().backward()
+        with torch.no_grad():
+            masked = layer(x, src_key_padding_mask=kpm)
+        failures += not close(f"{order}: out", got["out"], y.detach())
+        failures += not close(f"{order}: masked_out", got["masked_out"], masked)
+        for name, p in layer.named_parameters():
+            failures += not close(f"{order}: grad.{name}", got[f"grad.{name}"], p.grad)
+    print(f"TransformerEncoderLayer: post-norm with ReLU and pre-norm with GELU load strictly, and their outputs "
+          f"(with and without key padding) and parameter gradients {'agree' if failures == 0 else 'DIFFER'} "
+          f"with PyTorch's")
+    return failures
+
+
 def recipe_parts(tool, work):
     g = torch.Generator().manual_seed(13)
     logits, target = torch.randn(6, 5, generator=g) * 3, torch.randint(0, 5, (6,), generator=g)
@@ -234,6 +267,7 @@ def main():
         failures = ember_vit_in_torch(args.tool, work)
         failures += torch_vit_in_ember(args.tool, work)
         failures += multihead_attention(args.tool, work)
+        failures += encoder_layers(args.tool, work)
         failures += recipe_parts(args.tool, work)
         failures += attention_grid(args.tool, work)
     print("vit_torch:", "failed" if failures else "passed")

@@ -1,6 +1,6 @@
-// MultiheadAttention and the Vision Transformer: names, shapes, the fused and unfused paths,
-// dropout's modes and stream, gradients, and reading a ViT's shape back (PyTorch's values are
-// compared in tests/interop/vit_torch.py).
+// MultiheadAttention, TransformerEncoderLayer and the Vision Transformer: names, shapes, the fused
+// and unfused paths, dropout's modes and stream, gradients, and reading a ViT's shape back
+// (PyTorch's values are compared in tests/interop/vit_torch.py).
 #include <catch2/catch.hpp>
 
 #include "core/ops/gradcheck.h"
@@ -163,4 +163,29 @@ TEST_CASE("Sequential: children named as appended, as from PyTorch's OrderedDict
   CHECK(names(heads) == std::vector<std::string>{"head.weight", "head.bias"});
   CHECK_THAT(message_of<ValueError>([&] { heads.append("head", std::make_shared<nn::ReLU>()); }),
              Contains("exists already"));
+}
+
+TEST_CASE("TransformerEncoderLayer: PyTorch's names, both norm orders, dropout only in training, clear errors") {
+  Generator g(3);
+  nn::TransformerEncoderLayer post(8, 2, {.dim_feedforward = 16, .dropout = 0.0}, &g);
+  CHECK(names(post) == std::vector<std::string>{"self_attn.in_proj_weight", "self_attn.in_proj_bias",
+                                                "self_attn.out_proj.weight", "self_attn.out_proj.bias",
+                                                "linear1.weight", "linear1.bias", "linear2.weight", "linear2.bias",
+                                                "norm1.weight", "norm1.bias", "norm2.weight", "norm2.bias"});
+  const Tensor x = randn({5, 3, 8}, {}, &g);  // [L, N, E]
+  const Tensor y = post(x);
+  CHECK(y.shape() == x.shape());
+  // Post-norm ends in norm2 (weight 1, bias 0): every token of the output has mean 0.
+  CHECK(max(abs(mean(y, -1)).reshape({-1})).item<double>() < 1e-5);
+  nn::TransformerEncoderLayer pre(8, 2, {.dim_feedforward = 16, .dropout = 0.0, .norm_first = true}, &g);
+  CHECK(max(abs(mean(pre(x), -1)).reshape({-1})).item<double>() > 1e-3);  // ends in a residual sum
+  nn::TransformerEncoderLayer dropped(8, 2, {.dim_feedforward = 16, .dropout = 0.5, .batch_first = true}, &g);
+  const Tensor batch_first = randn({3, 5, 8}, {}, &g);
+  dropped.eval();
+  CHECK(max_difference(dropped(batch_first), dropped(batch_first)) == 0.0);
+  dropped.train();
+  CHECK(max_difference(dropped(batch_first), dropped(batch_first)) > 0.0);  // the streams move on
+  CHECK_THROWS_WITH(nn::TransformerEncoderLayer(8, 2, {.activation = "tanh"}),
+                    Contains("activation must be \"relu\" or \"gelu\", got \"tanh\""));
+  CHECK_THROWS_WITH(nn::TransformerEncoderLayer(8, 3), Contains("multiple of num_heads"));
 }

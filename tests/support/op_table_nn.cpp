@@ -1,4 +1,4 @@
-// The op table's network ops: products, convolutions and the fused ops, pooling, batch
+// The op table's network ops: products, convolutions and the fused ops, pooling, batch and layer
 // normalization, dropout, and the data pipeline's normalize_u8 and gather_batch.
 #include "core/ops/fused.h"
 #include "core/ops/ops.h"
@@ -69,6 +69,25 @@ std::vector<Sample> max_pool_samples() {
                    EMBER_APPLY(max_pool2d(x[0], 2)), "F.max_pool2d(x0, 2)")),
       call("[3, 5, 12, 12], 2×2", {random_input({3, 5, 12, 12}, 24)}, EMBER_APPLY(max_pool2d(x[0], 2)),
            "F.max_pool2d(x0, 2)"),
+  };
+}
+
+// Inputs: x, then weight and bias where the sample has them.
+std::vector<Sample> layer_norm_samples() {
+  return {
+      call("[4, 6] over [6]", {random_input({4, 6}, 150), random_input({6}, 151, 0.5, 1.5), random_input({6}, 152)},
+           EMBER_APPLY(layer_norm(x[0], {6}, x[1], x[2])), "F.layer_norm(x0, [6], x1, x2)"),
+      call("[2, 3, 4, 5] over [4, 5]",
+           {random_input({2, 3, 4, 5}, 153), random_input({4, 5}, 154, 0.5, 1.5), random_input({4, 5}, 155)},
+           EMBER_APPLY(layer_norm(x[0], {4, 5}, x[1], x[2])), "F.layer_norm(x0, [4, 5], x1, x2)"),
+      call("no weight or bias, eps 1e-3", {random_input({3, 7}, 156)}, EMBER_APPLY(layer_norm(x[0], {7}, {}, {}, 1e-3)),
+           "F.layer_norm(x0, [7], eps=1e-3)"),
+      call("one value per row: output β, gradient 0",
+           {random_input({5, 1}, 157), random_input({1}, 158, 0.5, 1.5), random_input({1}, 159)},
+           EMBER_APPLY(layer_norm(x[0], {1}, x[1], x[2])), "F.layer_norm(x0, [1], x1, x2)"),
+      call("[37, 45] over [45], rows across threads",
+           {random_input(kLarge, 160), random_input({45}, 161, 0.5, 1.5), random_input({45}, 162)},
+           EMBER_APPLY(layer_norm(x[0], {45}, x[1], x[2])), "F.layer_norm(x0, [45], x1, x2)"),
   };
 }
 
@@ -291,6 +310,9 @@ std::vector<OpInfo> network_ops() {
       // Batch statistics: the GPU sums N·H·W values in a tree, the CPU in double; the gradients of
       // γ and β are sums of as many products.
       {"batch_norm", true, true, false, kProduct, batch_norm_samples},
+      // Row statistics: the GPU sums a row in a warp's tree in f32, the CPU in order in f64; the
+      // gradients of γ and β are sums over the rows.
+      {"layer_norm", true, true, false, kProduct, layer_norm_samples},
       // The same mask on every device (a hash of seed and position); x·mask·1/(1 − p) rounds once.
       // No torch: PyTorch draws its mask from another generator.
       {"dropout", true, true, false, kArithmetic,
