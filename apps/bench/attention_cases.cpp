@@ -1,8 +1,8 @@
 // bench_kernels' attention family: scaled_dot_product_attention's fused kernels (Note [fused
 // attention]) against the reference path (the batched matmul, softmax and matmul that autograd
 // records), forward and forward + backward, at the shape the ViT's long sequences stress: B·H =
-// 32, L = S = 1024, d = 64 (quick: B·H = 4, L = S = 128, d = 32). On CUDA only the reference path
-// exists so far. The family attention_memory (add_attention_memory) measures what each path holds.
+// 32, L = S = 1024, d = 64 (quick: B·H = 4, L = S = 128, d = 32), on either device. The family
+// attention_memory (add_attention_memory) measures what each path holds.
 #include <chrono>
 
 #include "apps/bench/case.h"
@@ -46,10 +46,9 @@ void add_attention(std::vector<Case>& cases, const Arena& arena, bool quick) {
     cases.push_back({"attention", std::string(version) + (backward ? " fwd+bwd" : " forward"), in_use, arena.device(),
                      label, io_bytes * (backward ? 2 : 1), forward_flops * (backward ? 3.5 : 1.0), 1, run_once, check});
   };
-  const bool cpu = !arena.device().is_cuda();
   for (const bool backward : {false, true}) {
-    if (cpu) add("fused", scaled_dot_product_attention, backward, true);
-    add("reference", scaled_dot_product_attention_reference, backward, !cpu);
+    add("fused", scaled_dot_product_attention, backward, true);
+    add("reference", scaled_dot_product_attention_reference, backward, false);
   }
 }
 
