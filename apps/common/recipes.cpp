@@ -79,7 +79,8 @@ void check_recipe(const Recipe& r, bool preload) {
 }
 
 void add_recipe_options(CLI::App& app, Recipe& r) {
-  app.add_option("--epochs", r.epochs, "epochs to train (recipe: mlp 5, cnn 5, vit 60 on digits, 30 on clothes)")->check(positive);
+  app.add_option("--epochs", r.epochs, "epochs to train (recipe: mlp 5, cnn 5, vit 60 on digits, 30 on clothes)")
+      ->check(positive);
   app.add_option("--batch-size", r.batch_size, "batch size (recipe: mlp 128, cnn 64, vit 64)")->check(positive);
   app.add_option("--lr", r.lr, "learning rate (recipe: mlp 0.5, cnn 0.002, vit 0.001)");
   app.add_option("--optimizer", r.optimizer, "sgd, adam or adamw (recipe: mlp sgd, cnn adam, vit adamw)")
