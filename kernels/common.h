@@ -20,10 +20,10 @@ enum class WriteMode : std::uint8_t { overwrite, accumulate };
 
 // What a kernel found wrong with its input. Kernels cannot throw (CUDA ones cannot even stop the
 // host), so they fill in a DeviceErrorRecord and the caller turns it into an exception.
-enum class DeviceErrorCode : int { none = 0, target_out_of_range = 1, non_finite = 2 };
+enum class DeviceErrorCode : int { none = 0, target_out_of_range = 1, non_finite = 2, index_out_of_range = 3 };
 
 // Ops that can raise a device-side error, so that the message can name them.
-enum class OpTag : int { none = 0, cross_entropy = 1, loss_check = 2 };
+enum class OpTag : int { none = 0, cross_entropy = 1, loss_check = 2, embedding = 3 };
 
 // Note [which bad input is reported]
 // A launch may meet many bad targets at once; which one its error names must not depend on which

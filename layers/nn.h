@@ -7,6 +7,7 @@
 #include "layers/container.h"           // Sequential (and its fused runs)
 #include "layers/conv.h"                // Conv2d
 #include "layers/dropout.h"             // Dropout
+#include "layers/embedding.h"           // Embedding
 #include "layers/flatten.h"             // Flatten
 #include "layers/leaky_relu.h"          // LeakyReLU (the worked example of adding an op)
 #include "layers/linear.h"              // Linear

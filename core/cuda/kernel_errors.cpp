@@ -12,10 +12,17 @@ const char* op_name(int tag) {
       return "cross_entropy";
     case kernels::OpTag::loss_check:
       return "loss check";
+    case kernels::OpTag::embedding:
+      return "embedding";
     case kernels::OpTag::none:
       break;
   }
   return "an op";
+}
+
+// Note [which bad input is reported] in kernels/common.h: the value is clamped beyond 24 bits.
+const char* clamp_words(const kernels::DeviceErrorRecord& record) {
+  return record.value_clamped() < 0 ? "at most " : record.value_clamped() > 0 ? "at least " : "";
 }
 }  // namespace
 
@@ -28,12 +35,15 @@ void throw_kernel_error(const kernels::DeviceErrorRecord& record, Device device)
           : std::string();
   switch (static_cast<kernels::DeviceErrorCode>(record.code)) {
     case kernels::DeviceErrorCode::target_out_of_range: {
-      // Note [which bad input is reported] in kernels/common.h: the lowest row, its value clamped
-      // beyond 24 bits.
-      const char* clamped = record.value_clamped() < 0 ? "at most " : record.value_clamped() > 0 ? "at least " : "";
-      throw IndexError(detail::concat(op_name(record.op), ": target ", clamped, record.value(), " at row ",
+      throw IndexError(detail::concat(op_name(record.op), ": target ", clamp_words(record), record.value(), " at row ",
                                       record.position(), " is out of range [0, ", record.bound, ")", where,
                                       ": targets must be class indices in [0, number of classes)"));
+    }
+    case kernels::DeviceErrorCode::index_out_of_range: {
+      throw IndexError(detail::concat(op_name(record.op), ": index ", clamp_words(record), record.value(),
+                                      " at position ", record.position(), " of the input is out of range [0, ",
+                                      record.bound, ")", where,
+                                      ": indices must name rows of the weight, [0, num_embeddings)"));
     }
     case kernels::DeviceErrorCode::non_finite:
       if (record.op == static_cast<int>(kernels::OpTag::loss_check))

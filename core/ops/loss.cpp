@@ -19,15 +19,6 @@ using autograd::NeedsGrad;
 using kernels::SoftmaxKind;
 using kernels::WriteMode;
 
-// Calls f with a zero of the target's index type (i64 or i32).
-template <class F>
-void visit_target(const Tensor& target, F&& f) {
-  if (target.dtype() == DType::i64)
-    f(std::int64_t{});
-  else
-    f(std::int32_t{});
-}
-
 void rows_cols(const Tensor& x, std::size_t& rows, std::size_t& cols) {
   cols = x.dim() == 0 ? 1 : static_cast<std::size_t>(x.shape().back());
   rows = cols == 0 ? 0 : static_cast<std::size_t>(x.numel()) / cols;
@@ -120,14 +111,14 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target) {
       input,
       [&](auto zero) {
         using T = decltype(zero);
-        visit_target(target, [&](auto index) {
+        ext::visit_index(target, [&](auto index) {
           using I = decltype(index);
           kernels::cpu::cross_entropy_forward<T, I>(input.raw<T>(), target.raw<I>(), losses.raw<T>(), row_max.raw<T>(),
                                                     row_sum.raw<T>(), rows, cols, &error);
         });
       },
       [&](auto stream) {
-        visit_target(target, [&](auto index) {
+        ext::visit_index(target, [&](auto index) {
           using I = decltype(index);
           kernels::cuda::cross_entropy_forward<I>(input.raw<float>(), target.raw<I>(), losses.raw<float>(),
                                                   row_max.raw<float>(), row_sum.raw<float>(), rows, cols,
@@ -153,7 +144,7 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target) {
               [&](auto zero) {
                 using T = decltype(zero);
                 const T row_scale = rows ? T(1) / static_cast<T>(rows) : T(0);
-                visit_target(t, [&](auto index) {
+                ext::visit_index(t, [&](auto index) {
                   using I = decltype(index);
                   kernels::cpu::cross_entropy_backward<T, I>(x.raw<T>(), t.raw<I>(), row_max.raw<T>(), row_sum.raw<T>(),
                                                              g.raw<T>(), row_scale, dx.raw<T>(), rows, cols,
@@ -162,7 +153,7 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target) {
               },
               [&](auto stream) {
                 const float row_scale = rows ? 1.0f / static_cast<float>(rows) : 0.0f;
-                visit_target(t, [&](auto index) {
+                ext::visit_index(t, [&](auto index) {
                   using I = decltype(index);
                   kernels::cuda::cross_entropy_backward<I>(x.raw<float>(), t.raw<I>(), row_max.raw<float>(),
                                                            row_sum.raw<float>(), g.raw<float>(), row_scale,

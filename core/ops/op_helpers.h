@@ -34,6 +34,14 @@ inline Tensor widened(const Tensor& x) { return x.defined() && is_half(x.dtype()
 void check_dtype(const std::string& op, const Arg& arg, std::initializer_list<DType> allowed);
 void check_dim(const std::string& op, const Arg& arg, int expected_dim);
 int normalize_dim(const std::string& op, int dim, int ndim);  // negative dims count from the end
+// Calls f with a zero of an index tensor's element type (i64, else i32: check_dtype first).
+template <class F>
+void visit_index(const Tensor& index, F&& f) {
+  if (index.dtype() == DType::i64)
+    f(std::int64_t{});
+  else
+    f(std::int32_t{});
+}
 
 // Whether bf16 products and convolutions on the CPU run ember's bf16 kernels: where the CPU has
 // AVX512-BF16 and EMBER_NO_AVX512_BF16 is not set. Elsewhere they widen to f32 (the scalar bf16

@@ -64,6 +64,7 @@
   X(max_pool2d, "max_pool2d", none, none)                                   \
   X(batch_norm, "batch_norm", none, none)                                   \
   X(layer_norm, "layer_norm", none, fp32)                                   \
+  X(embedding, "embedding", none, none)                                     \
   X(dropout, "dropout", none, none)                                         \
   X(normalize_u8, "normalize_u8", none, none)                               \
   X(gather_batch, "gather_batch", none, none)                               \

@@ -85,6 +85,14 @@ Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
 Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
 
+// F.embedding: out[..., :] = weight[input[...], :], input i64 or i32 of any shape, weight
+// [num_embeddings, embedding_dim] → input's shape + [embedding_dim]. Only weight gets a gradient;
+// the padding_idx row (negative: from the end) gets none. An index outside [0, num_embeddings)
+// throws IndexError (on CUDA at the next synchronization, its row of the output zero). The
+// gradient is summed in the same order on both devices, without atomics: the same bits
+// (Note [deterministic embedding gradient] in kernels/embedding.h).
+Tensor embedding(const Tensor& input, const Tensor& weight, std::optional<std::int64_t> padding_idx = std::nullopt);
+
 // Attention as torch.nn.functional.scaled_dot_product_attention (PyTorch 2.15's semantics):
 // softmax(scale·q·kᵀ + mask)·v over q [..., L, E], k [..., S, E], v [..., S, Ev] with equal batch
 // dims → [..., L, Ev]. attn_mask broadcasts to [..., L, S]: u8 (nonzero = attend, as PyTorch's

@@ -5,6 +5,8 @@
 // padding broadcast over the queries), an additive mask broadcast over the batch, dropout, no keys at all, and heads of
 // 128. The bound is the one scaled_dot_product_attention is held to against a float64 reference: rtol 1e-5 plus atol
 // 1e-6. The backward must also give the same bits on every run (no atomics).
+//
+// The embedding's gradient sums in the same order on both devices: its twin test asks for the CPU's bits.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -13,6 +15,7 @@
 
 #include "cuda/cuda_helpers.h"
 #include "kernels/attention.h"
+#include "kernels/embedding.h"
 #include "kernels/layer_norm.h"
 
 using namespace ember::kernels;
@@ -154,5 +157,59 @@ TEST_CASE("layer norm on the GPU matches the CPU twin in f64, with and without �
       check_close("dx", read_back<float>(dx), dx64);
       check_close("dy·x̂", read_back<float>(dy_xhat), dy_xhat64);
     }
+  }
+}
+
+TEMPLATE_TEST_CASE("embedding on the GPU gives the CPU twin's bits, lookup and gradient", "", std::int32_t,
+                   std::int64_t) {
+  using Index = TestType;
+  struct Lookup {
+    std::size_t n, rows, width;
+    long long padding;
+  };
+  // Few rows and many indices (long runs of one index), more rows than indices (rows left zero), a
+  // width over a warp, n one past a power of two (the sort's padding), and no indices at all.
+  for (const Lookup& c : {Lookup{1, 1, 1, -1}, Lookup{200, 3, 5, -1}, Lookup{37, 100, 45, 7}, Lookup{1025, 40, 33, 0},
+                          Lookup{0, 4, 6, -1}, Lookup{3000, 512, 64, 2}}) {
+    INFO(c.n << " indices into " << c.rows << "x" << c.width << ", padding " << c.padding);
+    std::vector<Index> index(c.n);
+    for (std::size_t i = 0; i < c.n; ++i) index[i] = static_cast<Index>((i * 7919 + i * i) % c.rows);
+    const auto weight = random_floats(c.rows * c.width, c.n + 5), dy = random_floats(c.n * c.width, c.n + 6);
+    std::vector<float> out(c.n * c.width), dweight(c.rows * c.width);
+    cpu::embedding_forward(weight.data(), index.data(), out.data(), c.n, c.rows, c.width, nullptr);
+    cpu::embedding_backward(dy.data(), index.data(), dweight.data(), c.n, c.rows, c.width, c.padding);
+    const Tensor gweight = device_copy(weight), gindex = device_copy(index), gdy = device_copy(dy);
+    const Tensor keys = ember::zeros({static_cast<std::int64_t>(embedding_sort_keys(c.n))},
+                                     {.dtype = ember::DType::i64, .device = kGpu});
+    Tensor gout = poisoned<float>(c.n * c.width);
+    cuda::embedding_forward(gweight.raw<float>(), gindex.raw<Index>(), gout.raw<float>(), c.n, c.rows, c.width,
+                            ember::cuda::device_error_record(kGpu), gpu_stream());
+    CHECK(read_back<float>(gout) == out);
+    auto backward = [&] {
+      Tensor gdweight = poisoned<float>(c.rows * c.width);
+      cuda::embedding_backward(gdy.raw<float>(), gindex.raw<Index>(), gdweight.raw<float>(), c.n, c.rows, c.width,
+                               c.padding, reinterpret_cast<unsigned long long*>(keys.raw<std::int64_t>()),
+                               gpu_stream());
+      return read_back<float>(gdweight);
+    };
+    CHECK(backward() == dweight);  // the same additions in the same order
+    ember::cuda::check_device_errors(kGpu);
+  }
+}
+
+TEST_CASE("embedding on the GPU reports the first bad index and zeroes its row") {
+  const std::vector<std::int64_t> index{1, 9, 0, -2};
+  const auto weight = random_floats(3 * 4, 11);
+  const Tensor gweight = device_copy(weight), gindex = device_copy(index);
+  Tensor gout = poisoned<float>(4 * 4);
+  cuda::embedding_forward(gweight.raw<float>(), gindex.raw<std::int64_t>(), gout.raw<float>(), 4, 3, 4,
+                          ember::cuda::device_error_record(kGpu), gpu_stream());
+  CHECK_THROWS_WITH(ember::cuda::check_device_errors(kGpu),
+                    Catch::Contains("embedding: index 9 at position 1 of the input is out of range [0, 3)"));
+  const std::vector<float> out = read_back<float>(gout);  // the record was cleared when it was reported
+  for (std::size_t c = 0; c < 4; ++c) {
+    CHECK(out[c] == weight[4 + c]);
+    CHECK(out[4 + c] == 0.0f);
+    CHECK(out[12 + c] == 0.0f);
   }
 }

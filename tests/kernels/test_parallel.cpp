@@ -24,6 +24,7 @@
 #include "kernels/conv.h"
 #include "kernels/dropout.h"
 #include "kernels/elementwise.h"
+#include "kernels/embedding.h"
 #include "kernels/gather.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_bf16.h"
@@ -374,6 +375,23 @@ TEST_CASE("parallel: pooling, bias, activations, casts, dropout and the optimize
         append(bytes, v[i]);
       }
     }
+    return bytes;
+  });
+}
+
+TEST_CASE("parallel: the embedding's lookup and gradient at any thread count") {
+  // 4,000 indices into 50 rows of 256: the lookup cut by rows of the output, the gradient by columns.
+  const std::size_t n = 4000, rows = 50, width = 256;
+  std::vector<std::int64_t> index(n);
+  for (std::size_t i = 0; i < n; ++i) index[i] = static_cast<std::int64_t>((i * i + 3 * i) % rows);
+  const auto weight = random_floats(rows * width, 60), dy = random_floats(n * width, 61);
+  same_bits_at_any_thread_count([&] {
+    std::vector<float> out(n * width), dweight(rows * width);
+    embedding_forward(weight.data(), index.data(), out.data(), n, rows, width, nullptr);
+    embedding_backward(dy.data(), index.data(), dweight.data(), n, rows, width, 3);
+    Bytes bytes;
+    append(bytes, out);
+    append(bytes, dweight);
     return bytes;
   });
 }

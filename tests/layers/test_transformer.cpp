@@ -1,4 +1,4 @@
-// MultiheadAttention, TransformerEncoderLayer and the Vision Transformer: names, shapes, the fused
+// Embedding, MultiheadAttention, TransformerEncoderLayer and the Vision Transformer: names, shapes, the fused
 // and unfused paths, dropout's modes and stream, gradients, and reading a ViT's shape back
 // (PyTorch's values are compared in tests/interop/vit_torch.py).
 #include <catch2/catch.hpp>
@@ -188,4 +188,45 @@ TEST_CASE("TransformerEncoderLayer: PyTorch's names, both norm orders, dropout o
   CHECK_THROWS_WITH(nn::TransformerEncoderLayer(8, 2, {.activation = "tanh"}),
                     Contains("activation must be \"relu\" or \"gelu\", got \"tanh\""));
   CHECK_THROWS_WITH(nn::TransformerEncoderLayer(8, 3), Contains("multiple of num_heads"));
+}
+
+TEST_CASE("Embedding: rows by index, repeats summed in the gradient, padding_idx, clear errors") {
+  Generator g(3);
+  nn::Embedding table(5, 3, -1, &g);  // padding_idx -1 is row 4
+  CHECK(names(table) == std::vector<std::string>{"weight"});
+  CHECK(table.extra_repr() == "5, 3, padding_idx=4");
+  CHECK(table.weight().narrow(0, 4, 1).to_vector<float>() == std::vector<float>(3, 0.0f));
+  const Tensor index = from_vector<std::int64_t>({1, 4, 1, 0, 2, 1}, {2, 3});
+  const Tensor out = table(index);
+  CHECK(out.shape() == Shape{2, 3, 3});
+  CHECK(out.narrow(0, 1, 1).reshape({3, 3}).narrow(0, 0, 1).to_vector<float>() ==
+        table.weight().narrow(0, 0, 1).to_vector<float>());
+  const Tensor upstream = randn({2, 3, 3}, {}, &g);
+  sum(mul(out, upstream)).backward();
+  const std::vector<float> grad = table.weight().grad().to_vector<float>(), dy = upstream.to_vector<float>();
+  for (std::size_t c = 0; c < 3; ++c) {
+    CHECK(grad[3 + c] == dy[c] + dy[6 + c] + dy[15 + c]);  // row 1, at positions 0, 2 and 5, in that order
+    CHECK(grad[9 + c] == 0.0f);                            // row 3: never looked up
+    CHECK(grad[12 + c] == 0.0f);                           // row 4: the padding row
+  }
+  // i32 indices give the same rows.
+  CHECK(table(index.to(DType::i32)).to_vector<float>() == out.to_vector<float>());
+  CHECK_THAT(message_of<IndexError>([&] {
+               table(from_vector<std::int64_t>({0, 5, -1}, {3}));
+             }),
+             Contains("embedding: index 5 at position 1 of the input is out of range [0, 5)"));
+  CHECK_THAT(message_of<DTypeError>([&] { table(from_vector<float>({0, 1}, {2})); }), Contains("embedding"));
+  CHECK_THAT(message_of<ValueError>([&] { embedding(index, table.weight(), 5); }),
+             Contains("embedding: padding_idx 5 must be within [-num_embeddings, num_embeddings) = [-5, 5)"));
+  CHECK_THROWS_AS(nn::Embedding(3, 2, 3), ValueError);
+  CHECK_THROWS_AS(embedding(index, ones({5})), ShapeError);
+}
+
+TEST_CASE("Embedding: gradcheck in f64, with repeated indices") {
+  Generator g(4);
+  const Tensor weight = randn({4, 3}, {.dtype = DType::f64}, &g).set_requires_grad();
+  const Tensor index = from_vector<std::int32_t>({3, 0, 3, 2, 3}, {5});
+  const GradcheckResult r = gradcheck([&](const std::vector<Tensor>& x) { return embedding(index, x[0]); }, {weight});
+  INFO(r.report);
+  CHECK(r.passed);
 }

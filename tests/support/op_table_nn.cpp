@@ -91,6 +91,41 @@ std::vector<Sample> layer_norm_samples() {
   };
 }
 
+// Inputs: the indices, then the table. Repeated indices sum their rows of the gradient.
+std::vector<Sample> embedding_samples() {
+  auto indices = [](std::int64_t rows, const Shape& shape, std::uint64_t seed, DType dtype) {
+    Generator generator(seed);
+    return randint(0, rows, shape, {.dtype = dtype}, &generator);
+  };
+  const std::string torch = "F.embedding(x0.long(), x1";
+  return {
+      call("[6] into [5, 3], repeated indices",
+           {values_input({0, 2, 2, 4, 0, 2}, {6}).to(DType::i64), random_input({5, 3}, 170)},
+           EMBER_APPLY(embedding(x[0], x[1])), torch + ")"),
+      call("[2, 3] i32 into [4, 6]", {indices(4, {2, 3}, 171, DType::i32), random_input({4, 6}, 172)},
+           EMBER_APPLY(embedding(x[0], x[1])), torch + ")"),
+      // The padding row's gradient is zero by definition, not the derivative: gradcheck leaves these
+      // out, and the devices and PyTorch check the rule.
+      {.label = "padding_idx 2: its row gets no gradient",
+       .inputs = {values_input({2, 1, 2, 0, 3}, {5}).to(DType::i64), random_input({4, 3}, 173)},
+       .apply = EMBER_APPLY(embedding(x[0], x[1], 2)),
+       .torch = torch + ", padding_idx=2)",
+       .gradcheck = false},
+      {.label = "padding_idx -1, from the end",
+       .inputs = {indices(5, {3, 4}, 174, DType::i64), random_input({5, 2}, 175)},
+       .apply = EMBER_APPLY(embedding(x[0], x[1], -1)),
+       .torch = torch + ", padding_idx=-1)",
+       .gradcheck = false},
+      call("no indices: [0] into [3, 4]", {zeros({0}, {.dtype = DType::i64}), random_input({3, 4}, 176)},
+           EMBER_APPLY(embedding(x[0], x[1])), torch + ")"),
+      {.label = "[37, 45] into [50, 96], columns across threads",
+       .inputs = {indices(50, kLarge, 177, DType::i64), random_input({50, 96}, 178)},
+       .apply = EMBER_APPLY(embedding(x[0], x[1])),
+       .torch = torch + ")",
+       .gradcheck = false},
+  };
+}
+
 // Inputs: x, weight, bias, running mean, running variance. The running statistics are copied (the
 // op updates them in place, outside autograd).
 Tensor batch_norm_train(const std::vector<Tensor>& x) {
@@ -313,6 +348,9 @@ std::vector<OpInfo> network_ops() {
       // Row statistics: the GPU sums a row in a warp's tree in f32, the CPU in order in f64; the
       // gradients of γ and β are sums over the rows.
       {"layer_norm", true, true, false, kProduct, layer_norm_samples},
+      // Rows copied; the gradient's rows are sums over repeated indices, in the same order on every
+      // device (the same bits), f32 against f64 rounding each addition.
+      {"embedding", true, true, false, kExact, embedding_samples, kReduction},
       // The same mask on every device (a hash of seed and position); x·mask·1/(1 − p) rounds once.
       // No torch: PyTorch draws its mask from another generator.
       {"dropout", true, true, false, kArithmetic,
