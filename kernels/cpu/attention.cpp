@@ -1,12 +1,16 @@
-// The CPU's fused attention (Note [fused attention] in kernels/attention.h): tiles of 64 queries by
-// 64 keys, each tile's products by the CPU GEMM, the softmax bookkeeping in between.
+// The CPU's fused attention (Note [fused attention] in kernels/attention.h): tiles of 128 queries
+// by 128 keys (docs/results/attention-cpu.md: against 64 × 64, each K tile is packed for the GEMM
+// half as often), each tile's products by the CPU GEMM, the softmax bookkeeping in between.
 #include "kernels/attention.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
+#include "kernels/cpu/exp_avx512.h"
+#include "kernels/cpu_features.h"
 #include "kernels/dropout.h"
 #include "kernels/gemm.h"
 #include "kernels/parallel.h"
@@ -14,7 +18,7 @@
 namespace ember::kernels::cpu {
 namespace {
 
-constexpr std::size_t kQueryTile = 64, kKeyTile = 64;
+constexpr std::size_t kQueryTile = 128, kKeyTile = 128;
 
 template <class T>
 constexpr T kMinusInfinity = -std::numeric_limits<T>::infinity();
@@ -59,6 +63,58 @@ void scores_tile(const T* q, const T* k, T* s, std::size_t b, std::size_t i0, st
   }
 }
 
+// out[c] = e^(in[c] − shift) for c < n (in and out may be the same), and their sum: 16 at a time
+// with exp_avx512 for f32 where the CPU has AVX-512, else std::exp in order. A tile row is at
+// most kKeyTile long; each path is fixed for the machine, so the bits do not depend on threads.
+__attribute__((target("avx512f"))) float exp_shifted_avx512(const float* in, float shift, float* out, std::size_t n) {
+  __m512 sum = _mm512_setzero_ps();
+  const __m512 by = _mm512_set1_ps(shift);
+  for (std::size_t c = 0; c < n; c += 16) {
+    const __mmask16 lanes = n - c >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (n - c)) - 1);
+    const __m512 e = exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(lanes, in + c), by));
+    _mm512_mask_storeu_ps(out + c, lanes, e);
+    sum = _mm512_mask_add_ps(sum, lanes, sum, e);
+  }
+  alignas(64) float parts[16];
+  _mm512_store_ps(parts, sum);
+  float total = 0;
+  for (const float part : parts) total += part;
+  return total;
+}
+
+// The largest of row[0, n): 16 lanes at a time for f32 on AVX-512 (a scalar loop carries its
+// running maximum through one register, the latency of a compare per element).
+__attribute__((target("avx512f"))) float row_max_avx512(const float* row, std::size_t n) {
+  const __m512 lowest = _mm512_set1_ps(kMinusInfinity<float>);
+  __m512 best = lowest;
+  for (std::size_t c = 0; c < n; c += 16) {
+    const __mmask16 lanes = n - c >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (n - c)) - 1);
+    best = _mm512_mask_max_ps(best, 0xffff, best, _mm512_mask_loadu_ps(lowest, lanes, row + c));
+  }
+  alignas(64) float parts[16];
+  _mm512_store_ps(parts, best);
+  return *std::max_element(parts, parts + 16);
+}
+
+template <class T>
+T row_max(const T* row, std::size_t n) {
+  if constexpr (std::is_same_v<T, float>)
+    if (cpu_has_avx512f()) return row_max_avx512(row, n);
+  return *std::max_element(row, row + n);
+}
+
+template <class T>
+T exp_shifted(const T* in, T shift, T* out, std::size_t n) {
+  if constexpr (std::is_same_v<T, float>)
+    if (cpu_has_avx512f()) return exp_shifted_avx512(in, shift, out, n);
+  T sum = 0;
+  for (std::size_t c = 0; c < n; ++c) {
+    out[c] = std::exp(in[c] - shift);
+    sum += out[c];
+  }
+  return sum;
+}
+
 // Probability (b, i, j) times the dropout's keep/(1 − p), as the forward multiplies V by it.
 template <class T>
 T dropped(T probability, std::size_t b, std::size_t i, std::size_t j, const AttentionShape& shape,
@@ -95,18 +151,15 @@ void attention_forward(const T* q, const T* k, const T* v, T* out, T* lse, const
       scores_tile(qb, kb, s.data(), b, i0, rows, j0, cols, shape, p);
       for (std::size_t r = 0; r < rows; ++r) {
         T* row = s.data() + r * kKeyTile;
-        const T m_new = std::max(m[r], *std::max_element(row, row + cols));
+        const T m_new = std::max(m[r], row_max(row, cols));
         if (m_new == kMinusInfinity<T>) {  // nothing to attend to yet: this tile adds nothing
           std::fill(row, row + cols, T(0));
           continue;
         }
         const T rescale = std::exp(m[r] - m_new);  // 0 while m was −∞
-        T row_sum = 0;
-        for (std::size_t c = 0; c < cols; ++c) {
-          const T probability = std::exp(row[c] - m_new);
-          row_sum += probability;
-          row[c] = dropped(probability, b, i0 + r, j0 + c, shape, p, keep_scale);
-        }
+        const T row_sum = exp_shifted(row, m_new, row, cols);
+        if (p.dropout_p > 0.0f)
+          for (std::size_t c = 0; c < cols; ++c) row[c] = dropped(row[c], b, i0 + r, j0 + c, shape, p, keep_scale);
         l[r] = l[r] * rescale + row_sum;
         m[r] = m_new;
         if (rescale != T(1))
@@ -146,23 +199,30 @@ void attention_backward(const T* q, const T* k, const T* v, const T* out, const 
       for (std::size_t i0 = p.causal ? j0 / kQueryTile * kQueryTile : 0; i0 < L; i0 += kQueryTile) {
         const std::size_t rows = std::min(kQueryTile, L - i0);
         scores_tile(qb, kb, prob.data(), b, i0, rows, j0, cols, shape, p);
-        // P (into prob) and P̃ (into dprob, for dV), from the saved lse.
-        for (std::size_t r = 0; r < rows; ++r)
-          for (std::size_t c = 0; c < cols; ++c) {
-            T& value = prob[r * kKeyTile + c];
-            value = lb[i0 + r] == kMinusInfinity<T> ? T(0) : std::exp(value - lb[i0 + r]);
-            dprob[r * kKeyTile + c] = dropped(value, b, i0 + r, j0 + c, shape, p, keep_scale);
-          }
-        gemm<T>(Transpose::yes, Transpose::no, cols, Ev, rows, T(1), dprob.data(), kKeyTile, dob + i0 * Ev, Ev, T(1),
-                dvb + j0 * Ev, Ev);
+        // P (into prob) from the saved lse, and with dropout P̃ (into dprob) for dV.
+        for (std::size_t r = 0; r < rows; ++r) {
+          T* row = prob.data() + r * kKeyTile;
+          if (lb[i0 + r] == kMinusInfinity<T>)
+            std::fill(row, row + cols, T(0));
+          else
+            exp_shifted(row, lb[i0 + r], row, cols);
+          if (p.dropout_p > 0.0f)
+            for (std::size_t c = 0; c < cols; ++c)
+              dprob[r * kKeyTile + c] = dropped(row[c], b, i0 + r, j0 + c, shape, p, keep_scale);
+        }
+        gemm<T>(Transpose::yes, Transpose::no, cols, Ev, rows, T(1), p.dropout_p > 0.0f ? dprob.data() : prob.data(),
+                kKeyTile, dob + i0 * Ev, Ev, T(1), dvb + j0 * Ev, Ev);
         // dP = (dO·Vᵀ)∘Z/(1 − p), then dS = P∘(dP − D) in place of dP.
         gemm<T>(Transpose::no, Transpose::yes, rows, cols, Ev, T(1), dob + i0 * Ev, Ev, vb + j0 * Ev, Ev, T(0),
                 dprob.data(), kKeyTile);
-        for (std::size_t r = 0; r < rows; ++r)
-          for (std::size_t c = 0; c < cols; ++c) {
-            T& ds = dprob[r * kKeyTile + c];
-            ds = prob[r * kKeyTile + c] * (dropped(ds, b, i0 + r, j0 + c, shape, p, keep_scale) - d[i0 + r]);
-          }
+        for (std::size_t r = 0; r < rows; ++r) {
+          T *ds = dprob.data() + r * kKeyTile, *pr = prob.data() + r * kKeyTile;
+          if (p.dropout_p > 0.0f)
+            for (std::size_t c = 0; c < cols; ++c)
+              ds[c] = pr[c] * (dropped(ds[c], b, i0 + r, j0 + c, shape, p, keep_scale) - d[i0 + r]);
+          else
+            for (std::size_t c = 0; c < cols; ++c) ds[c] = pr[c] * (ds[c] - d[i0 + r]);
+        }
         gemm<T>(Transpose::no, Transpose::no, rows, E, cols, scale, dprob.data(), kKeyTile, kb + j0 * E, E, T(1),
                 dqb + i0 * E, E);
         gemm<T>(Transpose::yes, Transpose::no, cols, E, rows, scale, dprob.data(), kKeyTile, qb + i0 * E, E, T(1),
