@@ -4,6 +4,7 @@
 #include "base/error.h"
 #include "core/ops/ops.h"
 #include "layers/activation.h"  // gelu
+#include "layers/residual.h"
 
 namespace ember::nn {
 
@@ -32,11 +33,11 @@ Tensor TransformerEncoderLayer::forward(const Tensor& src) { return forward(src,
 
 Tensor TransformerEncoderLayer::forward(const Tensor& src, const AttendOptions& masks) {
   if (options_.norm_first) {
-    const Tensor x = src + self_attention_block(norm1_->forward(src), masks);
-    return x + feed_forward_block(norm2_->forward(x));
+    const Tensor x = residual_add(src, self_attention_block(norm1_->forward(src), masks));
+    return residual_add(x, feed_forward_block(norm2_->forward(x)));
   }
-  const Tensor x = norm1_->forward(src + self_attention_block(src, masks));
-  return norm2_->forward(x + feed_forward_block(x));
+  const Tensor x = norm1_->forward(residual_add(src, self_attention_block(src, masks)));
+  return norm2_->forward(residual_add(x, feed_forward_block(x)));
 }
 
 Tensor TransformerEncoderLayer::self_attention_block(const Tensor& x, const AttendOptions& masks) {

@@ -9,6 +9,7 @@
 #include "core/tensor/autograd.h"
 #include "layers/activation.h"
 #include "layers/linear.h"
+#include "layers/residual.h"
 
 namespace ember::nn {
 
@@ -63,8 +64,8 @@ EncoderBlock::EncoderBlock(const VitShape& s, Generator& g) {
 
 Tensor EncoderBlock::forward(const Tensor& input) {
   check_input_shape(input.dim() == 3, input, "an input of [N, T, D]");
-  const Tensor x = add((*dropout_)((*self_attention_)((*ln_1_)(input))), input);
-  return add(x, (*mlp_)((*ln_2_)(x)));
+  const Tensor x = residual_add(input, (*dropout_)((*self_attention_)((*ln_1_)(input))));
+  return residual_add(x, (*mlp_)((*ln_2_)(x)));
 }
 
 Encoder::Encoder(const VitShape& s, Generator& g) {
@@ -80,7 +81,7 @@ Tensor Encoder::forward(const Tensor& input) {
   check_input_shape(
       input.dim() == 3 && input.size(1) == pos_embedding_.size(1) && input.size(2) == pos_embedding_.size(2), input,
       detail::concat("an input of [N, ", pos_embedding_.size(1), ", ", pos_embedding_.size(2), "]"));
-  return (*ln_)((*layers_)((*dropout_)(add(input, pos_embedding_))));
+  return (*ln_)((*layers_)((*dropout_)(residual_add(input, pos_embedding_))));
 }
 
 VisionTransformer::VisionTransformer(const VitShape& s, Generator* generator) : shape_(s) {

@@ -169,6 +169,10 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target) {
 Tensor cross_entropy(const Tensor& input, const Tensor& target, double label_smoothing) {
   EMBER_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, ValueError,
               "cross_entropy: label_smoothing must be in [0, 1], got ", label_smoothing);
+  // PyTorch's cross_entropy is one op on autocast's f32 lists, label smoothing included: the
+  // smoothing term is computed in f32 too (not log_softmax in the input's 16-bit dtype).
+  if (const ext::AutocastInputs cast{OpKey::cross_entropy, {&input, &target}})
+    return cross_entropy(cast[0], cast[1], label_smoothing);
   const Tensor hard = cross_entropy(input, target);
   if (label_smoothing == 0.0) return hard;
   const Tensor uniform = neg(mean(log_softmax(input, -1)));

@@ -115,6 +115,22 @@ TEST_CASE("autocast: an MLP computes what explicit casts compute, with f32 gradi
   }
 }
 
+TEST_CASE("autocast: cross_entropy with label smoothing computes in f32, as PyTorch's one op") {
+  const Device device = device_under_test();
+  const Tensor y = from_vector<std::int64_t>({0, 3, 2, 1, 4, 0}, {6}).to(device);
+  for (const DType lowered : {DType::bf16, DType::f16}) {
+    INFO("autocast to " << lowered);
+    const Tensor logits = random_input({6, 5}, 7).to(lowered).to(device);
+    Tensor loss;
+    {
+      const auto scope = autocast(device, lowered);
+      loss = cross_entropy(logits, y, 0.1);
+    }
+    CHECK(loss.dtype() == DType::f32);
+    CHECK(loss.item<float>() == cross_entropy(logits.to(DType::f32), y, 0.1).item<float>());
+  }
+}
+
 TEST_CASE("autocast: scopes nest and restore, the backward pass runs without autocast, casts end with the scope") {
   const Device device = device_under_test();
   const Device other = device.is_cuda() ? Device::cpu() : Device::cuda();

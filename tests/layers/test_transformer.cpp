@@ -3,6 +3,7 @@
 // (PyTorch's values are compared in tests/interop/vit_torch.py).
 #include <catch2/catch.hpp>
 
+#include "core/ops/autocast.h"
 #include "core/ops/gradcheck.h"
 #include "core/ops/ops.h"
 #include "core/tensor/autograd.h"
@@ -229,4 +230,34 @@ TEST_CASE("Embedding: gradcheck in f64, with repeated indices") {
   const GradcheckResult r = gradcheck([&](const std::vector<Tensor>& x) { return embedding(index, x[0]); }, {weight});
   INFO(r.report);
   CHECK(r.passed);
+}
+
+TEST_CASE("VisionTransformer and TransformerEncoderLayer under bf16 autocast: an f32 residual stream") {
+  // The blocks' products return bf16 and the residual stream is f32 (the class token and position
+  // embedding): the residual adds widen the bf16 branch, as PyTorch's type promotion does.
+  Generator g(8);
+  auto model = nn::vit(tiny_vit(), &g);
+  const Tensor images = randn({4, 1, 8, 8}, {}, &g);
+  const Tensor labels = from_vector<std::int64_t>({0, 2, 1, 2}, {4});
+  const Tensor exact = (*model)(images);
+  Tensor logits, loss;
+  {
+    const auto scope = autocast(Device::cpu(), DType::bf16);
+    logits = (*model)(images);
+    loss = cross_entropy(logits, labels, 0.1);
+  }
+  CHECK(logits.dtype() == DType::bf16);  // the head is a Linear
+  CHECK(loss.dtype() == DType::f32);
+  // bf16 products (8 significant bits) through four blocks: a few hundredths of logits around 1.
+  CHECK(max_difference(logits.to(DType::f32), exact) < 0.1);
+  loss.backward();
+  for (const auto& [name, p] : model->named_parameters()) {
+    INFO(name);
+    REQUIRE(p.grad().defined());
+    CHECK(p.grad().dtype() == DType::f32);
+  }
+  nn::TransformerEncoderLayer layer(8, 2, {.dim_feedforward = 16, .dropout = 0.0, .batch_first = true}, &g);
+  const Tensor src = randn({2, 5, 8}, {}, &g);
+  const auto scope = autocast(Device::cpu(), DType::bf16);
+  CHECK(layer(src).dtype() == DType::f32);  // the last LayerNorm gets the f32 stream
 }
