@@ -25,6 +25,11 @@ void add_model_options(CLI::App& app, ModelFlags& f) {
   app.add_option("--depth", f.vit.depth, "the ViT's encoder blocks")->capture_default_str();
   app.add_option("--heads", f.vit.heads, "the ViT's attention heads (they divide --width)")->capture_default_str();
   app.add_option("--mlp-dim", f.vit.mlp, "the ViT's MLP width in each block")->capture_default_str();
+  app.add_option("--dropout", f.vit.dropout, "the ViT's dropout (torchvision's dropout: tokens, MLP)")
+      ->capture_default_str();
+  app.add_option("--attention-dropout", f.vit.attention_dropout,
+                 "the ViT's dropout on the attention probabilities (torchvision's attention_dropout)")
+      ->capture_default_str();
 }
 
 void check_model_flags(ModelFlags& f) {
@@ -38,6 +43,8 @@ void check_model_flags(ModelFlags& f) {
         detail::concat("--model vit: --patch, --width, --depth, --heads and --mlp-dim must be positive "
                        "and --width a multiple of --heads; got width ",
                        v.hidden, " and ", v.heads, " heads"));
+  for (const auto& [flag, p] : {std::pair{"--dropout", v.dropout}, {"--attention-dropout", v.attention_dropout}})
+    if (!(p >= 0.0 && p < 1.0)) throw UsageError(detail::concat(flag, " must be in [0, 1), got ", p));
 }
 
 ModelCard card_for(const ModelFlags& f, const data::ClassificationData& data, bool normalized) {

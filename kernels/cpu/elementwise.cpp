@@ -2,6 +2,7 @@
 // formulas are kernels/elementwise_math.h's; the loops here only walk the memory.
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/elementwise.h"
 
@@ -74,7 +75,9 @@ void binary_broadcast(BinaryOp op, const T* a, const T* b, T* out, const Broadca
 
 template <class T>
 void expand(const T* x, T* out, const BroadcastLayout& layout, T scale) {
-  // The same odometer walk as binary_broadcast, over one operand.
+  // The same odometer walk as binary_broadcast, over one operand, its rows (the last dim) split
+  // across threads: each part finds its first row's offset by division, then walks. A row read
+  // contiguously and unscaled (a permute's copy that keeps the last dim) is one memcpy.
   const BroadcastLayout& l = layout;
   const long long n = l.numel();
   if (n == 0) return;
@@ -84,17 +87,33 @@ void expand(const T* x, T* out, const BroadcastLayout& layout, T scale) {
   }
   const int nd = l.ndim;
   const long long inner = l.out_shape[nd - 1], sa = l.a_stride[nd - 1];
-  long long index[kMaxDims] = {};
-  long long off = 0;
-  for (long long base = 0; base < n; base += inner) {
-    for (long long i = 0; i < inner; ++i) out[base + i] = x[off + i * sa] * scale;
-    for (int d = nd - 2; d >= 0; --d) {
-      off += l.a_stride[d];
-      if (++index[d] < l.out_shape[d]) break;
-      off -= l.a_stride[d] * l.out_shape[d];
-      index[d] = 0;
-    }
-  }
+  const bool copy_rows = sa == 1 && scale == T(1);
+  const auto rows = static_cast<std::size_t>(n / inner);
+  parallel_for(
+      rows, items_per_piece(static_cast<std::size_t>(inner)),
+      [&](std::size_t first, std::size_t last) {
+        long long index[kMaxDims] = {};
+        long long off = 0;
+        for (long long d = nd - 2, rest = static_cast<long long>(first); d >= 0; --d) {
+          index[d] = rest % l.out_shape[d];
+          rest /= l.out_shape[d];
+          off += index[d] * l.a_stride[d];
+        }
+        for (std::size_t row = first; row < last; ++row) {
+          T* to = out + static_cast<long long>(row) * inner;
+          if (copy_rows)
+            std::memcpy(to, x + off, static_cast<std::size_t>(inner) * sizeof(T));
+          else
+            for (long long i = 0; i < inner; ++i) to[i] = x[off + i * sa] * scale;
+          for (int d = nd - 2; d >= 0; --d) {
+            off += l.a_stride[d];
+            if (++index[d] < l.out_shape[d]) break;
+            off -= l.a_stride[d] * l.out_shape[d];
+            index[d] = 0;
+          }
+        }
+      },
+      1);
 }
 
 template <class T>

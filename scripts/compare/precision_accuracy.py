@@ -6,7 +6,8 @@ over the same seeds and epochs, the mean test accuracy of each and its differenc
         [--model mlp|cnn] [--epochs 5] [--seeds 0,1,2] [--device cpu] [--precisions f32,bf16,f16] \
         [--jobs 1] [-- EXTRA mnist_train FLAGS]
 
-Prints each run and a Markdown table; exits 1 when a precision's mean is more than --limit points
+Prints each run and a Markdown table with each mean's standard error over the seeds and twice the
+standard error of each difference from f32's mean; exits 1 when a precision's mean is more than --limit points
 (default 0.3) from f32's. --jobs runs that many trainings at once (each is a process of its own, so
 the results do not depend on it)."""
 import argparse
@@ -57,14 +58,22 @@ def main():
     base = statistics.mean(results["f32"])
     print(f"\n{opts.model}, {opts.epochs} epochs, {opts.device}, seeds {opts.seeds}"
           f"{' ' + ' '.join(opts.extra) if opts.extra else ''}\n")
-    print("| precision | test accuracy per seed | mean | − f32 (points) |")
-    print("| --- | --- | --- | --- |")
+    # The standard error of a mean over the seeds, and of the difference of two means (the two sets
+    # of runs independent): sqrt(s_a²/n_a + s_b²/n_b). Needs two seeds or more.
+    def squared_error(values):
+        return statistics.variance(values) / len(values) if len(values) > 1 else float("nan")
+
+    print("| precision | test accuracy per seed | mean ± standard error | − f32 (points) | "
+          "2 standard errors of the difference (points) |")
+    print("| --- | --- | --- | --- | --- |")
     worst = 0.0
     for precision, accuracies in results.items():
         mean = statistics.mean(accuracies)
         worst = max(worst, abs(mean - base) * 100)
-        print(f"| {precision} | {', '.join(f'{a:.4f}' for a in accuracies)} | {mean:.4f} | "
-              f"{(mean - base) * 100:+.2f} |")
+        two_se = 200 * (squared_error(accuracies) + squared_error(results["f32"])) ** 0.5
+        print(f"| {precision} | {', '.join(f'{a:.4f}' for a in accuracies)} | {mean:.4f} ± "
+              f"{squared_error(accuracies) ** 0.5:.4f} | {(mean - base) * 100:+.2f} | "
+              f"{'' if precision == 'f32' else f'{two_se:.2f}'} |")
     return 1 if worst > opts.limit else 0
 
 

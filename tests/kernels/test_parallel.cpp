@@ -379,6 +379,26 @@ TEST_CASE("parallel: pooling, bias, activations, casts, dropout and the optimize
   });
 }
 
+TEST_CASE("parallel: expand (permutes, broadcasts) at any thread count, rows copied or strided") {
+  // [64, 50, 4, 16] → [64, 4, 50, 16] (the attention heads' permute: rows of 16 copied whole) and
+  // its last two dims swapped as well (strided rows), and a scaled broadcast of [50, 1] to [50, 300].
+  const auto x = random_floats(64 * 50 * 4 * 16, 70), column = random_floats(50, 71);
+  BroadcastLayout heads{4, {64, 4, 50, 16}, {50 * 64, 16, 64, 1}, {}};
+  BroadcastLayout swapped{4, {64, 4, 16, 50}, {50 * 64, 16, 1, 64}, {}};
+  BroadcastLayout widened{2, {50, 300}, {1, 0}, {}};
+  same_bits_at_any_thread_count([&] {
+    std::vector<float> a(x.size()), b(x.size()), c(50 * 300);
+    expand(x.data(), a.data(), heads, 1.0f);
+    expand(x.data(), b.data(), swapped, 1.0f);
+    expand(column.data(), c.data(), widened, 0.5f);
+    Bytes bytes;
+    append(bytes, a);
+    append(bytes, b);
+    append(bytes, c);
+    return bytes;
+  });
+}
+
 TEST_CASE("parallel: the embedding's lookup and gradient at any thread count") {
   // 4,000 indices into 50 rows of 256: the lookup cut by rows of the output, the gradient by columns.
   const std::size_t n = 4000, rows = 50, width = 256;
