@@ -1,7 +1,8 @@
-// The example's two layers, tested and trained:
-//   custom_layer test                      gradchecks both layers; the GELU kernel against ember's own
-//                                          nn::GELU, and on CUDA (a GPU, or ember's software GPU)
-//                                          against the CPU; exits non-zero on any failure
+// The example's two layers and its attention model, tested, and the layers trained:
+//   custom_layer test                      gradchecks both layers and the attention model; the GELU
+//                                          kernel against ember's own nn::GELU; on CUDA (a GPU, or
+//                                          ember's software GPU) both against the CPU; exits
+//                                          non-zero on any failure
 //   custom_layer train MNIST_DIR OUT       trains 784-64-LayerNorm-GELU-10 on MNIST, prints the test
 //                                          accuracy as JSON, saves the model to OUT (safetensors,
 //                                          PyTorch's names: check_torch.py loads it with strict=True)
@@ -13,6 +14,7 @@
 
 #include "gelu.h"
 #include "layer_norm.h"
+#include "row_attention.h"
 
 using namespace ember;
 
@@ -43,6 +45,14 @@ int run_tests() {
   const GradcheckResult norm_check =
       gradcheck([](const std::vector<Tensor>& in) { return example::layer_norm(in[0], in[1], in[2]); }, {x, w, b});
   check(norm_check.passed, "gradcheck of layer_norm" + (norm_check.passed ? "" : ": " + norm_check.report));
+  // The attention model (row_attention.h), tiny and in f64: 4 tokens of 3 pixels, 2 heads of 2.
+  example::RowAttention tiny(4, 3, 4, 2, 3);
+  tiny.to(DType::f64);
+  const Tensor images = uniform({2, 1, 4, 3}, -1, 1, {.dtype = DType::f64}, &g).set_requires_grad();
+  const GradcheckResult attention_check =
+      gradcheck([&](const std::vector<Tensor>& in) { return tiny(in[0]); }, {images});
+  check(attention_check.passed,
+        "gradcheck of the attention model" + (attention_check.passed ? "" : ": " + attention_check.report));
   // The kernel against ember's own GELU, built from ops.
   const Tensor xf = uniform({1000}, -6, 6, {}, &g);
   check(largest_difference(example::gelu_tanh(xf), nn::GELU("tanh")(xf)) < 1e-6,
@@ -65,6 +75,11 @@ int run_tests() {
     const Tensor on_cpu = norm(rows);
     norm.to(gpu);
     check(largest_difference(on_cpu, norm(rows.to(gpu))) < 1e-5, "the LayerNorm on CUDA equals the CPU's");
+    example::RowAttention model(28, 28, 32, 4, 10);
+    const Tensor digits = uniform({5, 1, 28, 28}, 0, 1, {}, &g);
+    const Tensor logits = model(digits);
+    model.to(gpu);
+    check(largest_difference(logits, model(digits.to(gpu))) < 1e-4, "the attention model on CUDA equals the CPU's");
   }
   std::printf("custom_layer test: %s\n", failures ? "FAILED" : "passed");
   return failures ? 1 : 0;
