@@ -18,9 +18,6 @@
 // Dropout keeps probability (b, i, j) when dropout_keeps(seed, offset + (b·L + i)·S + j, p): the
 // element index of the [B, L, S] probabilities, so the reference path (dropout() on that tensor)
 // drops the same ones, whatever the tiling and the thread count.
-// In bf16 (the CPU, where it has AVX512-BF16) the products run on the bf16 GEMM and everything
-// else in f32: the scores, m, l, lse and the sums of dQ, dK and dV; a tile of P̃ (or of scale·dS)
-// is rounded to bf16 once to enter its product, as PyTorch's CPU flash kernel does.
 // Both devices compute these formulas; the GPU's kernels (kernels/cuda/attention.cu) take f32 rows
 // of at most kMaxFusedHeadDim values (head_dim and value_dim), and the op sends wider ones down its
 // reference path.
@@ -30,7 +27,6 @@
 #include <cstdint>
 
 #include "kernels/common.h"
-#include "kernels/elementwise_math.h"  // compute_t
 
 namespace ember::kernels {
 
@@ -69,15 +65,14 @@ struct AttentionParams {
 
 namespace ember::kernels::cpu {
 
-// out [B, L, Ev] and lse [B, L] (−∞ for a fully masked row). T: float, double, or bfloat16, which
-// computes in f32 with its products on the bf16 GEMM (its lse f32, an additive mask bf16).
+// out [B, L, Ev] and lse [B, L] (−∞ for a fully masked row). T: float or double.
 template <class T>
-void attention_forward(const T* q, const T* k, const T* v, T* out, compute_t<T>* lse, const AttentionShape& shape,
+void attention_forward(const T* q, const T* k, const T* v, T* out, T* lse, const AttentionShape& shape,
                        const AttentionParams& params);
 // dq, dk, dv (overwritten) from dout and the forward's out and lse.
 template <class T>
-void attention_backward(const T* q, const T* k, const T* v, const T* out, const T* dout, const compute_t<T>* lse, T* dq,
-                        T* dk, T* dv, const AttentionShape& shape, const AttentionParams& params);
+void attention_backward(const T* q, const T* k, const T* v, const T* out, const T* dout, const T* lse, T* dq, T* dk,
+                        T* dv, const AttentionShape& shape, const AttentionParams& params);
 
 }  // namespace ember::kernels::cpu
 

@@ -4,7 +4,6 @@
 // kMaxFusedHeadDim, f64).
 #include <cmath>
 #include <limits>
-#include <type_traits>
 #include <vector>
 
 #include "core/ops/autocast.h"
@@ -134,18 +133,10 @@ double scale_of(const AttentionOptions& o, const Dims& d) {
   return o.scale.value_or(1.0 / std::sqrt(static_cast<double>(d.head_dim)));
 }
 
-// Whether the fused kernels take these inputs: every shape on the CPU (f32, f64, and bf16 where
-// the CPU has the bf16 GEMM's kernels); f32 heads of at most kMaxFusedHeadDim on CUDA.
+// Whether the fused kernels take these inputs: every shape on the CPU (f32, f64); f32 heads of at
+// most kMaxFusedHeadDim on CUDA.
 bool fused_takes(const Tensor& q, const Dims& dims) {
-  if (!q.is_cuda()) return !is_half(q.dtype()) || ext::uses_cpu_bf16_kernels(q);
-  return q.dtype() == DType::f32 && kernels::cuda_attention_fits(kernel_shape(dims));
-}
-
-// fused_takes() sends only f32 to CUDA's kernels: 16-bit inputs there are widened first.
-template <class Zero>
-void f32_only_on_cuda(Zero) {
-  static_assert(std::is_same_v<Zero, float> || kernels::is_half_v<Zero>);
-  EMBER_CHECK((std::is_same_v<Zero, float>), Error, kOp, ": the CUDA kernels take f32 only (an internal error)");
+  return !q.is_cuda() || (q.dtype() == DType::f32 && kernels::cuda_attention_fits(kernel_shape(dims)));
 }
 
 // The fused path, recorded for autograd with its own backward.
@@ -156,8 +147,7 @@ Tensor fused(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionO
   Tensor out = ext::new_empty(q, out_shape);
   Shape lse_shape = dims.batch;
   lse_shape.push_back(dims.q_len);
-  // The softmax statistics in the compute dtype: f32 for bf16 inputs.
-  Tensor lse = ext::new_empty(q, lse_shape, is_half(q.dtype()) ? DType::f32 : q.dtype());
+  Tensor lse = ext::new_empty(q, lse_shape);
   const Tensor mask = o.attn_mask.defined() ? o.attn_mask.detach() : Tensor();
   const kernels::AttentionShape shape = kernel_shape(dims);
   // Everything but the mask's view, which points into memory each call makes for itself.
@@ -170,16 +160,14 @@ Tensor fused(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionO
   };
   {
     const MaskView view = mask_view(mask, dims);
-    ext::dispatch_with_half(
+    ext::dispatch(
         q,
         [&](auto zero) {
           using T = decltype(zero);
-          using C = kernels::compute_t<T>;
-          kernels::cpu::attention_forward<T>(q.raw<T>(), k.raw<T>(), v.raw<T>(), out.raw<T>(), lse.raw<C>(), shape,
+          kernels::cpu::attention_forward<T>(q.raw<T>(), k.raw<T>(), v.raw<T>(), out.raw<T>(), lse.raw<T>(), shape,
                                              params_with(view));
         },
-        [&](auto zero, auto stream) {
-          f32_only_on_cuda(zero);
+        [&](auto stream) {
           kernels::cuda::attention_forward(q.raw<float>(), k.raw<float>(), v.raw<float>(), out.raw<float>(),
                                            lse.raw<float>(), shape, params_with(view), stream);
         });
@@ -191,17 +179,15 @@ Tensor fused(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionO
                        Tensor dq = ext::new_empty(q_, q_.shape()), dk = ext::new_empty(k_, k_.shape()),
                               dv = ext::new_empty(v_, v_.shape());
                        const MaskView view = mask_view(mask, dims);
-                       ext::dispatch_with_half(
+                       ext::dispatch(
                            q_,
                            [&](auto zero) {
                              using T = decltype(zero);
-                             using C = kernels::compute_t<T>;
                              kernels::cpu::attention_backward<T>(q_.raw<T>(), k_.raw<T>(), v_.raw<T>(), out_.raw<T>(),
-                                                                 g.raw<T>(), lse.raw<C>(), dq.raw<T>(), dk.raw<T>(),
+                                                                 g.raw<T>(), lse.raw<T>(), dq.raw<T>(), dk.raw<T>(),
                                                                  dv.raw<T>(), shape, params_with(view));
                            },
-                           [&](auto zero, auto stream) {
-                             f32_only_on_cuda(zero);
+                           [&](auto stream) {
                              Tensor row_dot = ext::new_empty(lse, lse.shape());  // D = rowsum(dO∘O)
                              kernels::cuda::attention_backward(q_.raw<float>(), k_.raw<float>(), v_.raw<float>(),
                                                                out_.raw<float>(), g.raw<float>(), lse.raw<float>(),
@@ -231,9 +217,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     return scaled_dot_product_attention(cast[0], cast[1], cast[2], cast_options);
   }
   const Dims dims = check_attention(q, k, v, o);
-  // bf16 on a CPU with the bf16 GEMM's kernels runs its own fused kernels; other 16-bit inputs in f32,
-  // rounded once (Note [half precision]), the casts carrying the gradients.
-  if (is_half(q.dtype()) && !(ext::uses_cpu_bf16_kernels(q) && fused_takes(q, dims))) {
+  if (is_half(q.dtype())) {  // in f32, rounded once (Note [half precision]); the casts carry the gradients
     AttentionOptions wide = o;
     if (o.attn_mask.defined() && o.attn_mask.dtype() != DType::u8) wide.attn_mask = ext::widened(o.attn_mask);
     return attend(q.to(DType::f32), k.to(DType::f32), v.to(DType::f32), wide, dims).to(q.dtype());

@@ -1,12 +1,6 @@
 // The CPU's fused attention (Note [fused attention] in kernels/attention.h): tiles of 128 queries
 // by 128 keys (docs/results/attention-cpu.md: against 64 × 64, each K tile is packed for the GEMM
 // half as often), each tile's products by the CPU GEMM, the softmax bookkeeping in between.
-//
-// One body for every storage type S: f32 and f64 compute in S; bf16 computes in f32 (C, compute_t)
-// with its products on the bf16 GEMM (VDPBF16PS, kernels/gemm_bf16.h), as PyTorch's CPU flash
-// kernel does: the scores and every sum in f32, the softmax statistics and lse in f32, and a tile
-// of probabilities (or of dS) rounded to bf16 once to enter a product. The outputs accumulate in f32
-// and are rounded once at the end.
 #include "kernels/attention.h"
 
 #include <algorithm>
@@ -18,9 +12,7 @@
 #include "kernels/cpu/exp_avx512.h"
 #include "kernels/cpu_features.h"
 #include "kernels/dropout.h"
-#include "kernels/elementwise_math.h"
 #include "kernels/gemm.h"
-#include "kernels/gemm_bf16.h"
 #include "kernels/parallel.h"
 
 namespace ember::kernels::cpu {
@@ -43,92 +35,33 @@ void for_each_task(std::size_t tasks, double work, Body&& body) {
   });
 }
 
-// c (ldc) = alpha·a·bᵀ with a [m, k] and b [n, k] rows of the inputs (q·kᵀ, dO·vᵀ), in C.
-template <class S, class C = compute_t<S>>
-void rows_times_rows(std::size_t m, std::size_t n, std::size_t k, C alpha, const S* a, std::size_t lda, const S* b,
-                     std::size_t ldb, C* c, std::size_t ldc) {
-  if constexpr (std::is_same_v<S, C>) {
-    gemm<S>(Transpose::no, Transpose::yes, m, n, k, alpha, a, lda, b, ldb, C(0), c, ldc);
-  } else {
-    gemm_bf16(Transpose::yes, m, n, k, a, lda, b, ldb, c, ldc, false);
-    if (alpha != C(1))
-      for (std::size_t r = 0; r < m; ++r)
-        for (std::size_t x = 0; x < n; ++x) c[r * ldc + x] *= alpha;
-  }
-}
-
-// c (ldc) = alpha·op(a)·b, plus c when `accumulate`: a a tile in C (P, P̃ or dS, ld kKeyTile), b
-// rows of the inputs. For bf16, alpha·op(a) is rounded into `scratch` first (the bf16 GEMM takes A
-// as stored), [m, k] with row stride k.
-template <class S, class C = compute_t<S>>
-void tile_times_rows(Transpose ta, std::size_t m, std::size_t n, std::size_t k, C alpha, const C* a, std::size_t lda,
-                     const S* b, std::size_t ldb, bool accumulate, C* c, std::size_t ldc, std::vector<S>& scratch) {
-  if constexpr (std::is_same_v<S, C>) {
-    gemm<S>(ta, Transpose::no, m, n, k, alpha, a, lda, b, ldb, accumulate ? C(1) : C(0), c, ldc);
-  } else {
-    scratch.resize(m * k);
-    for (std::size_t r = 0; r < m; ++r)
-      for (std::size_t x = 0; x < k; ++x)
-        scratch[r * k + x] = S(alpha * (ta == Transpose::no ? a[r * lda + x] : a[x * lda + r]));
-    gemm_bf16(Transpose::no, m, n, k, scratch.data(), k, b, ldb, c, ldc, accumulate);
-  }
-}
-
 // The scaled scores of queries [i0, i0 + rows) against keys [j0, j0 + cols) of batch element b,
-// masked: s[r·kKeyTile + c]. −∞ where the mask or causality says "do not attend". An additive mask
-// holds S values (autocast casts it with q).
-template <class S, class C = compute_t<S>>
-void scores_tile(const S* q, const S* k, C* s, std::size_t b, std::size_t i0, std::size_t rows, std::size_t j0,
+// masked: s[r·kKeyTile + c]. −∞ where the mask or causality says "do not attend".
+template <class T>
+void scores_tile(const T* q, const T* k, T* s, std::size_t b, std::size_t i0, std::size_t rows, std::size_t j0,
                  std::size_t cols, const AttentionShape& shape, const AttentionParams& p) {
   const std::size_t e = shape.head_dim;
-  rows_times_rows<S>(rows, cols, e, static_cast<C>(p.scale), q + i0 * e, e, k + j0 * e, e, s, kKeyTile);
+  gemm<T>(Transpose::no, Transpose::yes, rows, cols, e, static_cast<T>(p.scale), q + i0 * e, e, k + j0 * e, e, T(0), s,
+          kKeyTile);
   const AttentionMask& mask = p.mask;
   for (std::size_t r = 0; r < rows; ++r) {
-    C* row = s + r * kKeyTile;
+    T* row = s + r * kKeyTile;
     const std::size_t i = i0 + r;
     if (mask.kind != AttentionMaskKind::none) {
       const std::size_t base = mask.batch_offsets[b] + i * mask.row_stride;
       for (std::size_t c = 0; c < cols; ++c) {
         const std::size_t at = base + (j0 + c) * mask.col_stride;
         if (mask.kind == AttentionMaskKind::boolean) {
-          if (static_cast<const std::uint8_t*>(mask.data)[at] == 0) row[c] = kMinusInfinity<C>;
+          if (static_cast<const std::uint8_t*>(mask.data)[at] == 0) row[c] = kMinusInfinity<T>;
         } else {
-          row[c] += static_cast<C>(static_cast<const S*>(mask.data)[at]);
+          row[c] += static_cast<const T*>(mask.data)[at];
         }
       }
     }
     if (p.causal)
-      for (std::size_t c = (i >= j0 ? i - j0 + 1 : 0); c < cols; ++c) row[c] = kMinusInfinity<C>;
+      for (std::size_t c = (i >= j0 ? i - j0 + 1 : 0); c < cols; ++c) row[c] = kMinusInfinity<T>;
   }
 }
-
-// Where a kernel sums an output over tiles: the output itself when it is in C, else an f32 buffer
-// rounded into it at the end.
-template <class S, class C = compute_t<S>>
-class Accumulator {
- public:
-  Accumulator(S* out, std::size_t n) : out_(out), n_(n) {
-    if constexpr (std::is_same_v<S, C>)
-      std::fill(out, out + n, C(0));
-    else
-      sums_.assign(n, C(0));
-  }
-  C* data() {
-    if constexpr (std::is_same_v<S, C>)
-      return out_;
-    else
-      return sums_.data();
-  }
-  void finish() {
-    if constexpr (!std::is_same_v<S, C>)
-      for (std::size_t i = 0; i < n_; ++i) out_[i] = S(sums_[i]);
-  }
-
- private:
-  S* out_;
-  std::size_t n_;
-  std::vector<C> sums_;
-};
 
 // out[c] = e^(in[c] − shift) for c < n (in and out may be the same), and their sum: 16 at a time
 // with exp_avx512 for f32 where the CPU has AVX-512, else std::exp in order. A tile row is at
@@ -199,122 +132,113 @@ std::size_t keys_seen(std::size_t i0, std::size_t rows, const AttentionShape& sh
 }  // namespace
 
 template <class T>
-void attention_forward(const T* q, const T* k, const T* v, T* out, compute_t<T>* lse, const AttentionShape& shape,
+void attention_forward(const T* q, const T* k, const T* v, T* out, T* lse, const AttentionShape& shape,
                        const AttentionParams& p) {
-  using C = compute_t<T>;
   const std::size_t L = shape.q_len, S = shape.kv_len, E = shape.head_dim, Ev = shape.value_dim;
   const std::size_t tiles = (L + kQueryTile - 1) / kQueryTile;
-  const C keep_scale = dropout_scale<C>(p.dropout_p);
+  const T keep_scale = dropout_scale<T>(p.dropout_p);
   for_each_task(shape.batch * tiles, static_cast<double>(kQueryTile * S * (E + Ev)), [&](std::size_t task) {
     const std::size_t b = task / tiles, i0 = task % tiles * kQueryTile, rows = std::min(kQueryTile, L - i0);
     const T* qb = q + b * L * E;
     const T* kb = k + b * S * E;
     const T* vb = v + b * S * Ev;
-    std::vector<C> s(kQueryTile * kKeyTile), m(rows, kMinusInfinity<C>), l(rows, C(0));
-    std::vector<T> rounded;  // bf16: the probabilities as the P·V product reads them
-    // The running output rows, normalized at the end: in place for f32 and f64.
-    Accumulator<T> acc_rows(out + (b * L + i0) * Ev, rows * Ev);
-    C* acc = acc_rows.data();
+    std::vector<T> s(kQueryTile * kKeyTile), m(rows, kMinusInfinity<T>), l(rows, T(0));
+    T* acc = out + (b * L + i0) * Ev;  // the running output rows, normalized at the end
+    std::fill(acc, acc + rows * Ev, T(0));
     const std::size_t seen = keys_seen(i0, rows, shape, p);
     for (std::size_t j0 = 0; j0 < seen; j0 += kKeyTile) {
       const std::size_t cols = std::min(kKeyTile, seen - j0);
-      scores_tile<T>(qb, kb, s.data(), b, i0, rows, j0, cols, shape, p);
+      scores_tile(qb, kb, s.data(), b, i0, rows, j0, cols, shape, p);
       for (std::size_t r = 0; r < rows; ++r) {
-        C* row = s.data() + r * kKeyTile;
-        const C m_new = std::max(m[r], row_max(row, cols));
-        if (m_new == kMinusInfinity<C>) {  // nothing to attend to yet: this tile adds nothing
-          std::fill(row, row + cols, C(0));
+        T* row = s.data() + r * kKeyTile;
+        const T m_new = std::max(m[r], row_max(row, cols));
+        if (m_new == kMinusInfinity<T>) {  // nothing to attend to yet: this tile adds nothing
+          std::fill(row, row + cols, T(0));
           continue;
         }
-        const C rescale = std::exp(m[r] - m_new);  // 0 while m was −∞
-        const C row_sum = exp_shifted(row, m_new, row, cols);
+        const T rescale = std::exp(m[r] - m_new);  // 0 while m was −∞
+        const T row_sum = exp_shifted(row, m_new, row, cols);
         if (p.dropout_p > 0.0f)
           for (std::size_t c = 0; c < cols; ++c) row[c] = dropped(row[c], b, i0 + r, j0 + c, shape, p, keep_scale);
         l[r] = l[r] * rescale + row_sum;
         m[r] = m_new;
-        if (rescale != C(1))
+        if (rescale != T(1))
           for (std::size_t x = 0; x < Ev; ++x) acc[r * Ev + x] *= rescale;
       }
-      tile_times_rows<T>(Transpose::no, rows, Ev, cols, C(1), s.data(), kKeyTile, vb + j0 * Ev, Ev, true, acc, Ev,
-                         rounded);
+      gemm<T>(Transpose::no, Transpose::no, rows, Ev, cols, T(1), s.data(), kKeyTile, vb + j0 * Ev, Ev, T(1), acc, Ev);
     }
     for (std::size_t r = 0; r < rows; ++r) {
-      const C inverse = l[r] > C(0) ? C(1) / l[r] : C(0);
+      const T inverse = l[r] > T(0) ? T(1) / l[r] : T(0);
       for (std::size_t x = 0; x < Ev; ++x) acc[r * Ev + x] *= inverse;
-      lse[b * L + i0 + r] = l[r] > C(0) ? m[r] + std::log(l[r]) : kMinusInfinity<C>;
+      lse[b * L + i0 + r] = l[r] > T(0) ? m[r] + std::log(l[r]) : kMinusInfinity<T>;
     }
-    acc_rows.finish();
   });
 }
 
 template <class T>
-void attention_backward(const T* q, const T* k, const T* v, const T* out, const T* dout, const compute_t<T>* lse, T* dq,
-                        T* dk, T* dv, const AttentionShape& shape, const AttentionParams& p) {
-  using C = compute_t<T>;
+void attention_backward(const T* q, const T* k, const T* v, const T* out, const T* dout, const T* lse, T* dq, T* dk,
+                        T* dv, const AttentionShape& shape, const AttentionParams& p) {
   const std::size_t L = shape.q_len, S = shape.kv_len, E = shape.head_dim, Ev = shape.value_dim;
-  const C keep_scale = dropout_scale<C>(p.dropout_p);
-  const C scale = static_cast<C>(p.scale);
+  const T keep_scale = dropout_scale<T>(p.dropout_p);
+  const T scale = static_cast<T>(p.scale);
   for_each_task(shape.batch, static_cast<double>(L * S * (2 * E + 2 * Ev)), [&](std::size_t b) {
     const T *qb = q + b * L * E, *kb = k + b * S * E, *vb = v + b * S * Ev;
-    const T *ob = out + b * L * Ev, *dob = dout + b * L * Ev;
-    const C* lb = lse + b * L;
-    Accumulator<T> dq_sums(dq + b * L * E, L * E), dk_sums(dk + b * S * E, S * E), dv_sums(dv + b * S * Ev, S * Ev);
-    C *dqb = dq_sums.data(), *dkb = dk_sums.data(), *dvb = dv_sums.data();
-    std::vector<C> d(L), prob(kQueryTile * kKeyTile), dprob(kQueryTile * kKeyTile);
-    std::vector<T> rounded;                // bf16: a tile (P̃ᵀ, dS, dSᵀ) as a product reads it
+    const T *ob = out + b * L * Ev, *dob = dout + b * L * Ev, *lb = lse + b * L;
+    T *dqb = dq + b * L * E, *dkb = dk + b * S * E, *dvb = dv + b * S * Ev;
+    std::fill(dqb, dqb + L * E, T(0));
+    std::fill(dkb, dkb + S * E, T(0));
+    std::fill(dvb, dvb + S * Ev, T(0));
+    std::vector<T> d(L), prob(kQueryTile * kKeyTile), dprob(kQueryTile * kKeyTile);
     for (std::size_t i = 0; i < L; ++i) {  // D = rowsum(dO∘O)
-      C dot = 0;
-      for (std::size_t x = 0; x < Ev; ++x) dot += static_cast<C>(dob[i * Ev + x]) * static_cast<C>(ob[i * Ev + x]);
+      T dot = 0;
+      for (std::size_t x = 0; x < Ev; ++x) dot += dob[i * Ev + x] * ob[i * Ev + x];
       d[i] = dot;
     }
     for (std::size_t j0 = 0; j0 < S; j0 += kKeyTile) {
       const std::size_t cols = std::min(kKeyTile, S - j0);
       for (std::size_t i0 = p.causal ? j0 / kQueryTile * kQueryTile : 0; i0 < L; i0 += kQueryTile) {
         const std::size_t rows = std::min(kQueryTile, L - i0);
-        scores_tile<T>(qb, kb, prob.data(), b, i0, rows, j0, cols, shape, p);
+        scores_tile(qb, kb, prob.data(), b, i0, rows, j0, cols, shape, p);
         // P (into prob) from the saved lse, and with dropout P̃ (into dprob) for dV.
         for (std::size_t r = 0; r < rows; ++r) {
-          C* row = prob.data() + r * kKeyTile;
-          if (lb[i0 + r] == kMinusInfinity<C>)
-            std::fill(row, row + cols, C(0));
+          T* row = prob.data() + r * kKeyTile;
+          if (lb[i0 + r] == kMinusInfinity<T>)
+            std::fill(row, row + cols, T(0));
           else
             exp_shifted(row, lb[i0 + r], row, cols);
           if (p.dropout_p > 0.0f)
             for (std::size_t c = 0; c < cols; ++c)
               dprob[r * kKeyTile + c] = dropped(row[c], b, i0 + r, j0 + c, shape, p, keep_scale);
         }
-        tile_times_rows<T>(Transpose::yes, cols, Ev, rows, C(1), p.dropout_p > 0.0f ? dprob.data() : prob.data(),
-                           kKeyTile, dob + i0 * Ev, Ev, true, dvb + j0 * Ev, Ev, rounded);
+        gemm<T>(Transpose::yes, Transpose::no, cols, Ev, rows, T(1), p.dropout_p > 0.0f ? dprob.data() : prob.data(),
+                kKeyTile, dob + i0 * Ev, Ev, T(1), dvb + j0 * Ev, Ev);
         // dP = (dO·Vᵀ)∘Z/(1 − p), then dS = P∘(dP − D) in place of dP.
-        rows_times_rows<T>(rows, cols, Ev, C(1), dob + i0 * Ev, Ev, vb + j0 * Ev, Ev, dprob.data(), kKeyTile);
+        gemm<T>(Transpose::no, Transpose::yes, rows, cols, Ev, T(1), dob + i0 * Ev, Ev, vb + j0 * Ev, Ev, T(0),
+                dprob.data(), kKeyTile);
         for (std::size_t r = 0; r < rows; ++r) {
-          C *ds = dprob.data() + r * kKeyTile, *pr = prob.data() + r * kKeyTile;
+          T *ds = dprob.data() + r * kKeyTile, *pr = prob.data() + r * kKeyTile;
           if (p.dropout_p > 0.0f)
             for (std::size_t c = 0; c < cols; ++c)
               ds[c] = pr[c] * (dropped(ds[c], b, i0 + r, j0 + c, shape, p, keep_scale) - d[i0 + r]);
           else
             for (std::size_t c = 0; c < cols; ++c) ds[c] = pr[c] * (ds[c] - d[i0 + r]);
         }
-        tile_times_rows<T>(Transpose::no, rows, E, cols, scale, dprob.data(), kKeyTile, kb + j0 * E, E, true,
-                           dqb + i0 * E, E, rounded);
-        tile_times_rows<T>(Transpose::yes, cols, E, rows, scale, dprob.data(), kKeyTile, qb + i0 * E, E, true,
-                           dkb + j0 * E, E, rounded);
+        gemm<T>(Transpose::no, Transpose::no, rows, E, cols, scale, dprob.data(), kKeyTile, kb + j0 * E, E, T(1),
+                dqb + i0 * E, E);
+        gemm<T>(Transpose::yes, Transpose::no, cols, E, rows, scale, dprob.data(), kKeyTile, qb + i0 * E, E, T(1),
+                dkb + j0 * E, E);
       }
     }
-    dq_sums.finish();
-    dk_sums.finish();
-    dv_sums.finish();
   });
 }
 
-#define EMBER_ATTENTION_INSTANTIATE(T)                                                                               \
-  template void attention_forward<T>(const T*, const T*, const T*, T*, compute_t<T>*, const AttentionShape&,         \
-                                     const AttentionParams&);                                                        \
-  template void attention_backward<T>(const T*, const T*, const T*, const T*, const T*, const compute_t<T>*, T*, T*, \
-                                      T*, const AttentionShape&, const AttentionParams&);
+#define EMBER_ATTENTION_INSTANTIATE(T)                                                                        \
+  template void attention_forward<T>(const T*, const T*, const T*, T*, T*, const AttentionShape&,             \
+                                     const AttentionParams&);                                                 \
+  template void attention_backward<T>(const T*, const T*, const T*, const T*, const T*, const T*, T*, T*, T*, \
+                                      const AttentionShape&, const AttentionParams&);
 EMBER_ATTENTION_INSTANTIATE(float)
 EMBER_ATTENTION_INSTANTIATE(double)
-EMBER_ATTENTION_INSTANTIATE(bfloat16)
 #undef EMBER_ATTENTION_INSTANTIATE
 
 }  // namespace ember::kernels::cpu
