@@ -31,28 +31,20 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from attention import cpu_name  # noqa: E402
 
 TORCH = r"""
-import gzip, json, os, sys, time
+import json, os, sys, time
 import numpy as np
 import torch
 import torch.nn.functional as F
 sys.path.insert(0, sys.argv[1])
+sys.path.insert(0, os.path.dirname(sys.argv[1]))
 from vit_reference import VisionTransformer
+from compare_pytorch import read_idx
 folder, threads, config = sys.argv[2], int(sys.argv[3]), sys.argv[4]
 torch.set_num_threads(threads)
 torch.manual_seed(0)
-
-def idx(name):
-    for candidate in (name, name + ".gz"):
-        path = os.path.join(folder, candidate)
-        if os.path.exists(path):
-            data = (gzip.open if path.endswith(".gz") else open)(path, "rb").read()
-            dims = data[3]
-            shape = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(dims)]
-            return np.frombuffer(data, np.uint8, offset=4 + 4 * dims).reshape(shape)
-    raise SystemExit(f"{folder}: no {name}")
-
-x_all = torch.from_numpy(idx("train-images-idx3-ubyte").copy()).float().div(255).sub(0.1307).div(0.3081).unsqueeze(1)
-y_all = torch.from_numpy(idx("train-labels-idx1-ubyte").astype(np.int64))
+x_all = torch.from_numpy(read_idx(folder, "train-images-idx3-ubyte").copy()).float().div(255).sub(0.1307).div(0.3081)
+x_all = x_all.unsqueeze(1)
+y_all = torch.from_numpy(read_idx(folder, "train-labels-idx1-ubyte").astype(np.int64))
 batches = [(x_all[i:i + 64], y_all[i:i + 64]) for i in range(0, 64 * 20, 64)]
 model = VisionTransformer(image_size=28, patch_size=4, num_layers=4, num_heads=4, hidden_dim=64, mlp_dim=128)
 opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.05)
