@@ -53,6 +53,7 @@ namespace ember::kernels {
   X(tanh, output, none)      \
   X(relu, output_sign, none) \
   X(erf, input, none)        \
+  X(gelu, input, none)       \
   X(rsqrt, output, fp32)     \
   X(abs, input, none)        \
   X(softplus, input, fp32)
@@ -133,7 +134,21 @@ EMBER_HOST_DEVICE float erf(float x) { return ::erff(x); }
 EMBER_HOST_DEVICE double erf(double x) { return ::erf(x); }
 EMBER_HOST_DEVICE float log1p(float x) { return ::log1pf(x); }
 EMBER_HOST_DEVICE double log1p(double x) { return ::log1p(x); }
+// A number of several lanes (kernels/cpu/lanes_f32x16.h) brings its own, found through its
+// namespace (Note [formulas on lanes]).
+template <class V>
+requires requires(V v) { lanes_exp(v); }
+V exp(const V& x) { return lanes_exp(x); }
+template <class V>
+requires requires(V v) { lanes_erf(v); }
+V erf(const V& x) { return lanes_erf(x); }
 }  // namespace math
+
+// Φ(x), the standard normal distribution's CDF: exact GELU's factor.
+template <class T>
+EMBER_HOST_DEVICE T normal_cdf(T x) {
+  return T(0.5) * (T(1) + math::erf(x * T(0.70710678118654752)));
+}
 
 template <UnaryOp Op, class T>
 EMBER_HOST_DEVICE T unary_formula(T x, OpArgs<T> args) {
@@ -159,6 +174,8 @@ EMBER_HOST_DEVICE T unary_formula(T x, OpArgs<T> args) {
     return args.a == T(2) ? x * x : math::pow(x, args.a);
   else if constexpr (Op == UnaryOp::erf)
     return math::erf(x);
+  else if constexpr (Op == UnaryOp::gelu)
+    return x * normal_cdf(x);  // exact GELU (PyTorch's approximate="none")
   else if constexpr (Op == UnaryOp::rsqrt)
     return T(1) / math::sqrt(x);  // not the device's approximate rsqrtf: the CPU twin's value
   else if constexpr (Op == UnaryOp::abs)
@@ -219,6 +236,9 @@ EMBER_HOST_DEVICE T activation_grad_formula(T dy, T saved, OpArgs<T> args) {
     return dy * (saved > T(0) ? T(1) : args.a);  // from x
   else if constexpr (Op == ActivationGrad::erf)
     return dy * T(1.1283791670955126) * math::exp(-saved * saved);  // 2/√π·e^(−x²), from x
+  // Φ(x) + x·φ(x), φ the standard normal density, from x (PyTorch's GeluBackward).
+  else if constexpr (Op == ActivationGrad::gelu)
+    return dy * (normal_cdf(saved) + saved * T(0.39894228040143268) * math::exp(T(-0.5) * saved * saved));
   else if constexpr (Op == ActivationGrad::rsqrt)
     return dy * T(-0.5) * saved * saved * saved;  // −½·y³, from y = x^(−½)
   else if constexpr (Op == ActivationGrad::abs)

@@ -20,7 +20,7 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
   }
   EMBER_CHECK(approximate == "none", ValueError, "gelu: approximate must be \"none\" or \"tanh\", got \"", approximate,
               "\"");
-  return 0.5 * x * (1.0 + erf(x * M_SQRT1_2));
+  return ember::gelu(x);
 }
 
 GELU::GELU(std::string approximate) : approximate_(std::move(approximate)) {

@@ -78,22 +78,15 @@ std::pair<Tensor, Tensor> MultiheadAttention::attend(const Tensor& query, const 
   const std::int64_t n = q_in.size(0), l = q_in.size(1), s = k_in.size(1), e = embed_dim_, d = e / heads_;
   check_input_shape(k_in.size(0) == n && v_in.size(0) == n && v_in.size(1) == s, query,
                     "key and value of the query's batch, and value of the key's length");
-  // One packed projection when query, key and value are one tensor (self-attention).
-  auto rows = [&](std::int64_t part) {
-    return std::pair{slice(in_proj_weight_, 0, part * e, e),
-                     in_proj_bias_.defined() ? slice(in_proj_bias_, 0, part * e, e) : Tensor()};
+  // Three projections by the in-projection's three row blocks, also in self-attention: one packed
+  // product would be cut into q, k and v by three copies, and its gradient assembled from three
+  // zero-filled ones (slice's backward), each a pass over three times the activations; slicing
+  // the weights costs passes over the [E, E] blocks instead.
+  auto project = [&](const Tensor& x, std::int64_t part) {
+    return linear(x, slice(in_proj_weight_, 0, part * e, e),
+                  in_proj_bias_.defined() ? slice(in_proj_bias_, 0, part * e, e) : Tensor());
   };
-  Tensor q, k, v;
-  if (query.is_same(key) && key.is_same(value)) {
-    const Tensor qkv = linear(q_in, in_proj_weight_, in_proj_bias_);
-    q = slice(qkv, 2, 0, e), k = slice(qkv, 2, e, e), v = slice(qkv, 2, 2 * e, e);
-  } else {
-    auto project = [&](const Tensor& x, std::int64_t part) {
-      const auto [w, b] = rows(part);
-      return linear(x, w, b);
-    };
-    q = project(q_in, 0), k = project(k_in, 1), v = project(v_in, 2);
-  }
+  const Tensor q = project(q_in, 0), k = project(k_in, 1), v = project(v_in, 2);
   auto heads = [&](const Tensor& t, std::int64_t len) {
     return permute(reshape(t, {n, len, heads_, d}), {0, 2, 1, 3});
   };

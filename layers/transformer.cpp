@@ -48,7 +48,7 @@ Tensor TransformerEncoderLayer::self_attention_block(const Tensor& x, const Atte
 
 Tensor TransformerEncoderLayer::feed_forward_block(const Tensor& x) {
   const Tensor hidden = linear1_->forward(x);
-  const Tensor activated = options_.activation == "relu" ? relu(hidden) : gelu(hidden);
+  const Tensor activated = options_.activation == "relu" ? relu(hidden) : nn::gelu(hidden);
   return dropout2_->forward(linear2_->forward(dropout_->forward(activated)));
 }
 

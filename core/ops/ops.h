@@ -34,7 +34,8 @@ Tensor exp(const Tensor& input);
 Tensor log(const Tensor& input);
 Tensor sqrt(const Tensor& input);
 Tensor pow(const Tensor& input, double exponent);
-// The activations without arguments, one function each: sigmoid, tanh, relu, erf, rsqrt (1/√x),
+// The activations without arguments, one function each: sigmoid, tanh, relu, erf, gelu (exact:
+// x·Φ(x), Φ the standard normal CDF), rsqrt (1/√x),
 // abs (gradient sign(x), 0 at 0, as PyTorch's) and the rest of EMBER_ACTIVATIONS in
 // kernels/elementwise_math.h (Note [op lists]); docs/ops.md gives each one's formula.
 #define EMBER_DECLARE_ACTIVATION(name, ...) Tensor name(const Tensor& input);

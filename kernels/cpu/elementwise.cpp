@@ -1,11 +1,14 @@
 // CPU twins of the elementwise kernels: the reference for the CUDA ones, and the CPU backend. The
 // formulas are kernels/elementwise_math.h's; the loops here only walk the memory.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/elementwise.h"
 
+#include "kernels/cpu/lanes_f32x16.h"
 #include "kernels/cpu_features.h"
 #include "kernels/parallel.h"
 
@@ -49,12 +52,48 @@ void binary_broadcast_loop(const T* a, const T* b, T* out, const BroadcastLayout
   }
 }
 
+// The ops whose formulas call erf or e^x, and nothing 16 lanes cannot do (no comparison): on f32
+// they run on AVX-512 lanes where the CPU has them (Note [formulas on lanes]).
+constexpr bool runs_on_lanes(UnaryOp op) { return op == UnaryOp::erf || op == UnaryOp::gelu; }
+constexpr bool runs_on_lanes(ActivationGrad op) { return op == ActivationGrad::erf || op == ActivationGrad::gelu; }
+
+OpArgs<lanes::F32x16> lane_args(OpArgs<float> args) { return {lanes::F32x16(args.a), lanes::F32x16(args.b)}; }
+
+template <UnaryOp Op>
+__attribute__((target("avx512f"), flatten)) void unary_lanes(const float* x, float* y, std::size_t n,
+                                                             OpArgs<float> args) {
+  const OpArgs<lanes::F32x16> a = lane_args(args);
+  for (std::size_t i = 0; i < n; i += 16) {
+    const std::size_t count = std::min<std::size_t>(16, n - i);
+    lanes::store(y + i, unary_formula<Op>(lanes::load(x + i, count), a), count);
+  }
+}
+
+template <ActivationGrad Op>
+__attribute__((target("avx512f"), flatten)) void activation_grad_lanes(const float* dy, const float* saved, float* dx,
+                                                                       std::size_t n, WriteMode mode,
+                                                                       OpArgs<float> args) {
+  const OpArgs<lanes::F32x16> a = lane_args(args);
+  for (std::size_t i = 0; i < n; i += 16) {
+    const std::size_t count = std::min<std::size_t>(16, n - i);
+    lanes::F32x16 g = activation_grad_formula<Op>(lanes::load(dy + i, count), lanes::load(saved + i, count), a);
+    if (mode == WriteMode::accumulate) g = lanes::load(dx + i, count) + g;
+    lanes::store(dx + i, g, count);
+  }
+}
+
 }  // namespace
 
 template <class T>
 void unary(UnaryOp op, const T* x, T* y, std::size_t n, OpArgs<T> args) {
   with_unary_op(op, [&](auto op_c) {
     constexpr UnaryOp Op = decltype(op_c)::value;
+    if constexpr (std::is_same_v<T, float> && runs_on_lanes(Op)) {
+      if (cpu_has_avx512f())
+        return parallel_for(n, kElementsPerPiece, [&](std::size_t begin, std::size_t end) {
+          unary_lanes<Op>(x + begin, y + begin, end - begin, args);
+        });
+    }
     map(x, y, n, [args](T v) { return unary_formula<Op>(v, args); });
   });
 }
@@ -120,6 +159,12 @@ template <class T>
 void activation_grad(ActivationGrad op, const T* dy, const T* saved, T* dx, std::size_t n, WriteMode mode,
                      OpArgs<T> args) {
   with_activation_grad(op, [&](auto op_c) {
+    if constexpr (std::is_same_v<T, float> && runs_on_lanes(decltype(op_c)::value)) {
+      if (cpu_has_avx512f())
+        return parallel_for(n, kElementsPerPiece, [&](std::size_t begin, std::size_t end) {
+          activation_grad_lanes<decltype(op_c)::value>(dy + begin, saved + begin, dx + begin, end - begin, mode, args);
+        });
+    }
     // One loop per (op, mode), so each vectorizes.
     parallel_for(n, kElementsPerPiece, [&](std::size_t begin, std::size_t end) {
       if (mode == WriteMode::overwrite) {

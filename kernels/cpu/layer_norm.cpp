@@ -1,22 +1,122 @@
 // The CPU's layer normalization (kernels/layer_norm.h): rows split across threads, each row's
-// statistics in f64, in order.
+// statistics in f64 (Note [layer norm's sums]).
 #include "kernels/layer_norm.h"
 
+#include <vector>
+
+#include "kernels/cpu_features.h"
 #include "kernels/parallel.h"
 
 namespace ember::kernels::cpu {
 namespace {
 
-// body(row) for every row, rows grouped into pieces of at least kElementsPerPiece values. Each row
-// writes only its own outputs, so the grouping does not change a bit.
-template <class Body>
-void for_each_row(std::size_t rows, std::size_t width, Body&& body) {
+// Note [layer norm's sums]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
+// A row's sums are taken in eight f64 lanes: lane j adds the elements j, j + 8, j + 16, … in
+// order; then the lanes are added in order, then the last width mod 8 elements in order. The
+// order depends on the width alone, so the bits are the same at any thread count, and in the
+// AVX-512 loop and the baseline one alike: both compile this same code (Note [CPU dispatch]),
+// GCC making the eight lanes one AVX-512 register or four SSE2 ones. A sum in one running f64
+// total, element after element, could not be vectorized, and a transformer's rows are short
+// (its width): the scalar loop was most of the op's time.
+constexpr std::size_t kLanes = 8;
+
+template <class Term>
+__attribute__((always_inline)) inline double row_sum(std::size_t width, Term term) {
+  double lane[kLanes] = {};
+  std::size_t e = 0;
+  for (; e + kLanes <= width; e += kLanes)
+    for (std::size_t j = 0; j < kLanes; ++j) lane[j] += term(e + j);
+  double total = 0;
+  for (const double v : lane) total += v;
+  for (; e < width; ++e) total += term(e);
+  return total;
+}
+
+template <class T>
+struct ForwardRows {
+  const T *x, *gamma, *beta;  // γ and β never null here: ones and zeros stand in
+  T *y, *mean, *invstd;
+  std::size_t width;
+  double eps;
+
+  __attribute__((always_inline)) inline void run(std::size_t first, std::size_t last) const {
+    const double m = static_cast<double>(width);
+    for (std::size_t r = first; r < last; ++r) {
+      const T* xr = x + r * width;
+      T* yr = y + r * width;
+      const double row_mean = row_sum(width, [&](std::size_t e) { return static_cast<double>(xr[e]); }) / m;
+      const double squares = row_sum(width, [&](std::size_t e) {
+        const double centered = xr[e] - row_mean;
+        return centered * centered;
+      });
+      const double row_invstd = batch_norm_invstd<double>(squares / m, eps);
+      for (std::size_t e = 0; e < width; ++e)
+        yr[e] = static_cast<T>(layer_norm_output<double>(xr[e], row_mean, row_invstd, gamma[e], beta[e]));
+      mean[r] = static_cast<T>(row_mean);
+      invstd[r] = static_cast<T>(row_invstd);
+    }
+  }
+};
+
+template <class T>
+struct BackwardRows {
+  const T *dy, *x, *gamma, *mean, *invstd;  // γ never null here: ones stand in
+  T *dx, *dy_xhat;
+  std::size_t width;
+
+  __attribute__((always_inline)) inline void run(std::size_t first, std::size_t last) const {
+    const double m = static_cast<double>(width);
+    for (std::size_t r = first; r < last; ++r) {
+      const T *dyr = dy + r * width, *xr = x + r * width;
+      const double row_mean = mean[r], row_invstd = invstd[r];
+      auto g = [&](std::size_t e) { return static_cast<double>(dyr[e]) * gamma[e]; };
+      const double sum_g = row_sum(width, g);
+      const double sum_g_xhat = row_sum(width, [&](std::size_t e) { return g(e) * (xr[e] - row_mean) * row_invstd; });
+      T* dxr = dx + r * width;
+      for (std::size_t e = 0; e < width; ++e)
+        dxr[e] =
+            static_cast<T>(batch_norm_input_grad<double>(g(e), xr[e], row_mean, row_invstd, 1.0, m, sum_g, sum_g_xhat));
+      if (dy_xhat)
+        for (std::size_t e = 0; e < width; ++e)
+          dy_xhat[r * width + e] = static_cast<T>(dyr[e] * (xr[e] - row_mean) * row_invstd);
+    }
+  }
+};
+
+// The same rows compiled again for AVX-512 (Note [CPU dispatch]); the same bits (Note [layer
+// norm's sums]).
+template <class Rows>
+__attribute__((target("avx512f"), flatten)) void run_avx512(const Rows& rows, std::size_t first, std::size_t last) {
+  rows.run(first, last);
+}
+template <class Rows>
+void run_plain(const Rows& rows, std::size_t first, std::size_t last) {
+  rows.run(first, last);
+}
+
+// Every row, the rows grouped into pieces of at least kElementsPerPiece values. Each row writes
+// only its own outputs, so the grouping does not change a bit.
+template <class Rows>
+void run_rows(const Rows& rows, std::size_t count) {
+  const bool avx512 = cpu_has_avx512f();
   parallel_for(
-      rows, items_per_piece(width),
-      [&](std::size_t begin, std::size_t end) {
-        for (std::size_t r = begin; r < end; ++r) body(r);
+      count, items_per_piece(rows.width),
+      [&](std::size_t first, std::size_t last) {
+        if (avx512)
+          run_avx512(rows, first, last);
+        else
+          run_plain(rows, first, last);
       },
       1);
+}
+
+// γ, or ones where there is none (no elementwise affine); β, or zeros.
+template <class T>
+const T* or_filled(const T* values, std::vector<T>& fill, std::size_t width, T value) {
+  if (values) return values;
+  fill.assign(width, value);
+  return fill.data();
 }
 
 }  // namespace
@@ -24,41 +124,17 @@ void for_each_row(std::size_t rows, std::size_t width, Body&& body) {
 template <class T>
 void layer_norm_forward(const T* x, const T* gamma, const T* beta, T* y, T* mean, T* invstd, std::size_t rows,
                         std::size_t width, double eps) {
-  for_each_row(rows, width, [&](std::size_t r) {
-    const T* xr = x + r * width;
-    double sum = 0, squares = 0;
-    for (std::size_t e = 0; e < width; ++e) sum += xr[e];
-    const double row_mean = sum / static_cast<double>(width);
-    for (std::size_t e = 0; e < width; ++e) squares += (xr[e] - row_mean) * (xr[e] - row_mean);
-    const double row_invstd = batch_norm_invstd<double>(squares / static_cast<double>(width), eps);
-    for (std::size_t e = 0; e < width; ++e)
-      y[r * width + e] = static_cast<T>(
-          layer_norm_output<double>(xr[e], row_mean, row_invstd, gamma ? gamma[e] : 1.0, beta ? beta[e] : 0.0));
-    mean[r] = static_cast<T>(row_mean);
-    invstd[r] = static_cast<T>(row_invstd);
-  });
+  std::vector<T> ones, zeros;
+  run_rows(ForwardRows<T>{x, or_filled(gamma, ones, width, T(1)), or_filled(beta, zeros, width, T(0)), y, mean, invstd,
+                          width, eps},
+           rows);
 }
 
 template <class T>
 void layer_norm_backward(const T* dy, const T* x, const T* gamma, const T* mean, const T* invstd, T* dx, T* dy_xhat,
                          std::size_t rows, std::size_t width) {
-  const double m = static_cast<double>(width);
-  for_each_row(rows, width, [&](std::size_t r) {
-    const T *dyr = dy + r * width, *xr = x + r * width;
-    const double row_mean = mean[r], row_invstd = invstd[r];
-    double sum_g = 0, sum_g_xhat = 0;
-    for (std::size_t e = 0; e < width; ++e) {
-      const double g = static_cast<double>(dyr[e]) * (gamma ? gamma[e] : 1.0);
-      sum_g += g;
-      sum_g_xhat += g * (xr[e] - row_mean) * row_invstd;
-    }
-    for (std::size_t e = 0; e < width; ++e) {
-      const double g = static_cast<double>(dyr[e]) * (gamma ? gamma[e] : 1.0);
-      dx[r * width + e] =
-          static_cast<T>(batch_norm_input_grad<double>(g, xr[e], row_mean, row_invstd, 1.0, m, sum_g, sum_g_xhat));
-      if (dy_xhat) dy_xhat[r * width + e] = static_cast<T>(dyr[e] * (xr[e] - row_mean) * row_invstd);
-    }
-  });
+  std::vector<T> ones;
+  run_rows(BackwardRows<T>{dy, x, or_filled(gamma, ones, width, T(1)), mean, invstd, dx, dy_xhat, width}, rows);
 }
 
 #define EMBER_INSTANTIATE(T)                                                                                       \

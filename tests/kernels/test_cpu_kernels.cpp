@@ -11,7 +11,6 @@
 #include "base/half.h"
 #include "kernels/bias_activation.h"
 #include "kernels/conv.h"
-#include "kernels/cpu/exp_avx512.h"
 #include "kernels/cpu_features.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
@@ -498,58 +497,4 @@ TEST_CASE("bias+ReLU backward in bf16: the f32 kernel's bits on widened copies, 
     for (std::size_t i = 0; i < n; ++i) REQUIRE(dx[i].bits == ember::bfloat16(want_dx[i]).bits);
     for (std::size_t c = 0; c < cols; ++c) REQUIRE(db[c].bits == ember::bfloat16(want_db[c]).bits);
   }
-}
-
-// exp_avx512 on 16 floats, from memory to memory (the intrinsics need a function compiled for AVX-512).
-__attribute__((target("avx512f"))) void exp16(const float* in, float* out) {
-  _mm512_storeu_ps(out, ember::kernels::cpu::exp_avx512(_mm512_loadu_ps(in)));
-}
-
-TEST_CASE("exp_avx512: within 2 ulp of std::exp over f32's range; 0 at −∞, +∞ above, NaN kept") {
-  if (!ember::kernels::cpu::cpu_has_avx512f()) {
-    WARN("this CPU (or EMBER_NO_AVX512) has no AVX-512: exp_avx512 is not used here");
-    return;
-  }
-  const auto ulps = [](float a, float b) {
-    std::int32_t ia, ib;
-    std::memcpy(&ia, &a, 4);
-    std::memcpy(&ib, &b, 4);
-    return std::abs(static_cast<long long>(ia) - ib);  // both positive: the bit patterns order as the values
-  };
-  long long worst = 0;
-  float in[16], out[16];
-  // Every 97th float from −110 to 89, through the denormal results and up to overflow.
-  for (float x = -110.0f; x < 89.0f;) {
-    for (float& v : in) {
-      v = x;
-      x = std::nextafter(x, 100.0f);
-      for (int skip = 0; skip < 96 && x < 89.0f; ++skip) x = std::nextafter(x, 100.0f);
-    }
-    exp16(in, out);
-    for (int i = 0; i < 16; ++i) {
-      const float want = std::exp(in[i]);
-      if (std::isinf(want)) {
-        CHECK(std::isinf(out[i]));
-        continue;
-      }
-      worst = std::max(worst, ulps(out[i], want));
-    }
-  }
-  INFO("worst " << worst << " ulp");
-  CHECK(worst <= 2);
-  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
-  const float edges[16] = {-inf,  -1000.0f, -120.0f, -104.0f, 0.0f,   -0.0f,  1.0f,  88.0f,
-                           89.0f, inf,      nan,     -1e-30f, 1e-30f, -87.0f, 10.0f, -10.0f};
-  exp16(edges, out);
-  CHECK(out[0] == 0.0f);
-  CHECK(out[1] == 0.0f);
-  CHECK(out[2] == 0.0f);
-  CHECK(out[3] == 0.0f);  // below the smallest denormal, as std::exp
-  CHECK(out[4] == 1.0f);
-  CHECK(out[5] == 1.0f);
-  CHECK(std::isinf(out[8]));
-  CHECK(std::isinf(out[9]));
-  CHECK(std::isnan(out[10]));
-  CHECK(out[11] == 1.0f);
-  CHECK(out[12] == 1.0f);
 }

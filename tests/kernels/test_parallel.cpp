@@ -28,6 +28,7 @@
 #include "kernels/gather.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_bf16.h"
+#include "kernels/layer_norm.h"
 #include "kernels/optim.h"
 #include "kernels/parallel.h"
 
@@ -317,6 +318,18 @@ TEST_CASE("parallel: pooling, bias, activations, casts, dropout and the optimize
     unary<float>(UnaryOp::relu, a.data(), relu.data(), n);
     binary<float>(BinaryOp::add, a.data(), b.data(), sum.data(), n);
     activation_grad<float>(ActivationGrad::relu, b.data(), a.data(), grad.data(), n, WriteMode::overwrite, {});
+    // GELU on 16 lanes where the CPU has them, pieces cut anywhere (Note [formulas on lanes]).
+    std::vector<float> gelu(n), gelu_grad = b;
+    unary<float>(UnaryOp::gelu, a.data(), gelu.data(), n);
+    activation_grad<float>(ActivationGrad::gelu, b.data(), a.data(), gelu_grad.data(), n, WriteMode::accumulate, {});
+    // Layer norm over rows of 512 (Note [layer norm's sums]), with and without γ and β.
+    std::vector<float> normed(n), normed_plain(n), mean(rows), invstd(rows), dnormed(n), dy_xhat(n);
+    layer_norm_forward(a.data(), row_bias.data(), row_bias.data(), normed.data(), mean.data(), invstd.data(), rows,
+                       cols, 1e-5);
+    layer_norm_backward(b.data(), a.data(), row_bias.data(), mean.data(), invstd.data(), dnormed.data(), dy_xhat.data(),
+                        rows, cols);
+    layer_norm_forward<float>(a.data(), nullptr, nullptr, normed_plain.data(), mean.data(), invstd.data(), rows, cols,
+                              1e-5);
     bias_forward(fwd.data(), row_bias.data(), rows, cols);
     bias_relu_forward(fwd_relu.data(), row_bias.data(), rows, cols);
     bias_relu_backward(b.data(), fwd_relu.data(), dx.data(), dbias.data(), rows, cols);
@@ -336,7 +349,8 @@ TEST_CASE("parallel: pooling, bias, activations, casts, dropout and the optimize
     gather_batch(pixels.data(), labels.data(), order.data(), gathered.data(), gathered_labels.data(), rows, cols, 0.13f,
                  0.31f);
     Bytes bytes;
-    for (const auto* v : {&relu, &sum, &grad, &fwd, &fwd_relu, &dx, &dbias, &widened, &dropped, &dropped_back})
+    for (const auto* v : {&relu, &sum, &grad, &fwd, &fwd_relu, &dx, &dbias, &widened, &dropped, &dropped_back, &gelu,
+                          &gelu_grad, &normed, &normed_plain, &mean, &invstd, &dnormed, &dy_xhat})
       append(bytes, *v);
     append(bytes, narrow);
     append(bytes, dnarrow);

@@ -186,6 +186,7 @@ std::vector<OpInfo> elementwise_ops() {
                          edge_sample(EMBER_APPLY(leaky_relu(x[0], 0.2)), "F.leaky_relu(x0, 0.2)", {-1, -0.0, 0, 3})});
           }),
       unary("erf", kTranscendental, EMBER_APPLY(erf(x[0])), "torch.erf(x0)", -3, 3, {-0.0, 0, -5, 5}),
+      unary("gelu", kTranscendental, EMBER_APPLY(gelu(x[0])), "F.gelu(x0)", -4, 4, {-0.0, 0, -10, 10, -30}),
       unary("rsqrt", kTranscendental, EMBER_APPLY(rsqrt(x[0])), "torch.rsqrt(x0)", 0.5, 3, {0, 1, 4, 1e6}),
       unary("abs", kExact, EMBER_APPLY(abs(x[0])), "torch.abs(x0)", -1, 1, {-0.0, 0, -2, 3}),
       unary("softplus", kTranscendental, EMBER_APPLY(softplus(x[0])), "F.softplus(x0)", -5, 5,
