@@ -32,7 +32,26 @@ namespace ember::kernels {
 
 struct AttentionShape {
   std::size_t batch = 0, q_len = 0, kv_len = 0, head_dim = 0, value_dim = 0;  // B, L, S, E, Ev
+  // 0: each batch element's rows are dense, as above. H > 0 (the CPU's kernels only): q, k, v, out
+  // and their gradients hold the heads side by side in each row, as a projection gives them —
+  // [N, L, H·E] and so on, batch element b = n·H + h — and lse stays [B, L]. Then q_stride,
+  // kv_stride: the distance between the rows of q and of k and v (and of their gradients), if not
+  // H·E and H·Ev: 3·H·E where q, k and v are the column blocks of one packed projection.
+  std::size_t heads_in_rows = 0, q_stride = 0, kv_stride = 0;
 };
+
+// Where batch element b's rows of `dim` values start, in a tensor of `len` rows per element, and
+// the distance between its rows (`stride`, if not dense).
+struct AttentionRows {
+  std::size_t start, stride;
+};
+inline AttentionRows attention_rows(const AttentionShape& shape, std::size_t b, std::size_t len, std::size_t dim,
+                                    std::size_t stride = 0) {
+  const std::size_t heads = shape.heads_in_rows;
+  if (heads == 0) return {b * len * dim, dim};
+  if (stride == 0) stride = heads * dim;
+  return {(b / heads) * len * stride + (b % heads) * dim, stride};
+}
 
 // The widest head the GPU's fused kernels take: each warp spreads a row over its 32 lanes, at most
 // 4 values each, in registers.

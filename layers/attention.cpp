@@ -78,15 +78,16 @@ std::pair<Tensor, Tensor> MultiheadAttention::attend(const Tensor& query, const 
   const std::int64_t n = q_in.size(0), l = q_in.size(1), s = k_in.size(1), e = embed_dim_, d = e / heads_;
   check_input_shape(k_in.size(0) == n && v_in.size(0) == n && v_in.size(1) == s, query,
                     "key and value of the query's batch, and value of the key's length");
-  // Three projections by the in-projection's three row blocks, also in self-attention: one packed
-  // product would be cut into q, k and v by three copies, and its gradient assembled from three
-  // zero-filled ones (slice's backward), each a pass over three times the activations; slicing
-  // the weights costs passes over the [E, E] blocks instead.
+  // Self-attention without weights: one packed projection, which the attention reads in place.
+  const bool packed = query.is_same(key) && key.is_same(value) && !options.need_weights;
+  // Otherwise three, by the in-projection's three row blocks.
   auto project = [&](const Tensor& x, std::int64_t part) {
     return linear(x, slice(in_proj_weight_, 0, part * e, e),
                   in_proj_bias_.defined() ? slice(in_proj_bias_, 0, part * e, e) : Tensor());
   };
-  const Tensor q = project(q_in, 0), k = project(k_in, 1), v = project(v_in, 2);
+  Tensor q, k, v;
+  if (!packed) q = project(q_in, 0), k = project(k_in, 1), v = project(v_in, 2);
+  const Tensor& like = packed ? q_in : q;  // the masks' dtype and device: the scores'
   auto heads = [&](const Tensor& t, std::int64_t len) {
     return permute(reshape(t, {n, len, heads_, d}), {0, 2, 1, 3});
   };
@@ -104,25 +105,27 @@ std::pair<Tensor, Tensor> MultiheadAttention::attend(const Tensor& query, const 
     check_input_shape((m.dim() == 2 && m.size(0) == l && m.size(1) == s) || per_head, m,
                       detail::concat("an attn_mask of [L, S] = [", l, ", ", s, "] or [N·H, L, S] = [", n * heads_, ", ",
                                      l, ", ", s, "]"));
-    op.attn_mask = additive(per_head ? reshape(m, {n, heads_, l, s}) : m, q);
+    op.attn_mask = additive(per_head ? reshape(m, {n, heads_, l, s}) : m, like);
   }
   if (options.key_padding_mask.defined()) {
     const Tensor& m = options.key_padding_mask;
     check_input_shape(batched ? (m.dim() == 2 && m.size(0) == n && m.size(1) == s) : (m.dim() == 1 && m.size(0) == s),
                       m, detail::concat("a key_padding_mask of ", batched ? "[N, S]" : "[S]", " with S = ", s));
-    const Tensor padding = additive(reshape(m, {n, 1, 1, s}), q);
+    const Tensor padding = additive(reshape(m, {n, 1, 1, s}), like);
     op.attn_mask = op.attn_mask.defined() ? add(op.attn_mask, padding) : padding;
   }
-  const Tensor qh = heads(q, l), kh = heads(k, s), vh = heads(v, s);
-  Tensor out, weights;
+  Tensor out, weights;  // out: [N, L, E], the heads side by side
   if (options.need_weights) {
+    const Tensor qh = heads(q, l), kh = heads(k, s), vh = heads(v, s);
     weights = scaled_dot_product_attention_weights(qh, kh, op);
-    out = matmul(weights, vh);
+    out = reshape(permute(matmul(weights, vh), {0, 2, 1, 3}), {n, l, e});
     if (options.average_attn_weights) weights = mean(weights, {1});
+  } else if (packed) {
+    out = scaled_dot_product_attention_qkv(linear(q_in, in_proj_weight_, in_proj_bias_), heads_, op);
   } else {
-    out = scaled_dot_product_attention(qh, kh, vh, op);
+    out = scaled_dot_product_attention_heads(q, k, v, heads_, op);
   }
-  Tensor y = (*out_proj_)(reshape(permute(out, {0, 2, 1, 3}), {n, l, e}));
+  Tensor y = (*out_proj_)(out);
   y = !batched ? reshape(y, {l, e}) : batch_first_ ? y : permute(y, {1, 0, 2});
   if (weights.defined() && !batched)
     weights = reshape(weights, Shape(weights.shape().begin() + 1, weights.shape().end()));

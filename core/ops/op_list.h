@@ -58,6 +58,8 @@
   X(linear, "linear", lower_precision, lower_precision)                     \
   X(fused_linear_relu, "fused::linear_relu", lower_precision, lower_precision) \
   X(scaled_dot_product_attention, "scaled_dot_product_attention", lower_precision, lower_precision) \
+  X(scaled_dot_product_attention_heads, "scaled_dot_product_attention_heads", lower_precision, lower_precision) \
+  X(scaled_dot_product_attention_qkv, "scaled_dot_product_attention_qkv", lower_precision, lower_precision) \
   X(conv2d, "conv2d", lower_precision, lower_precision)                     \
   X(fused_conv2d_relu, "fused::conv2d_relu", lower_precision, lower_precision) \
   X(fused_conv2d_relu_max_pool2d, "fused::conv2d_relu_max_pool2d", lower_precision, lower_precision) \

@@ -115,6 +115,18 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
                                     const AttentionOptions& options = {});
 Tensor scaled_dot_product_attention_reference(const Tensor& query, const Tensor& key, const Tensor& value,
                                               const AttentionOptions& options = {});
+// The same attention over heads side by side in each row, as a projection gives them: query
+// [N, L, H·E], key [N, S, H·E], value [N, S, H·Ev] → [N, L, H·Ev], H = heads. Its values are those
+// of splitting the heads out (reshape to [N, L, H, E], permute to [N, H, L, E]), attending with the
+// same options (attn_mask broadcasts to [N, H, L, S]) and merging them back; on the CPU the fused
+// kernels read and write the rows in place, without those four copies (nn::MultiheadAttention's
+// path; PyTorch's reaches its fused kernel through views).
+Tensor scaled_dot_product_attention_heads(const Tensor& query, const Tensor& key, const Tensor& value,
+                                          std::int64_t heads, const AttentionOptions& options = {});
+// The heads' op on one tensor holding query, key and value side by side in each row, as one
+// packed projection gives them (self-attention): qkv [N, L, 3·H·E] → [N, L, H·E]; its gradient
+// is one tensor of qkv's shape, written in place by the CPU's fused kernels.
+Tensor scaled_dot_product_attention_qkv(const Tensor& qkv, std::int64_t heads, const AttentionOptions& options = {});
 // The reference path's probabilities, softmax(q·kᵀ·scale + mask) after dropout, [..., L, S]: what
 // the output is the product of with value (nn::MultiheadAttention's weights).
 Tensor scaled_dot_product_attention_weights(const Tensor& query, const Tensor& key,

@@ -43,14 +43,28 @@ std::unique_ptr<T[]> tile_scratch() {
   return std::make_unique_for_overwrite<T[]>(kQueryTile * kKeyTile);
 }
 
+// One batch element's rows of an input or output: its first row and the distance between rows
+// (attention_rows).
+template <class T>
+struct Rows {
+  T* at;
+  std::size_t stride;
+  T* row(std::size_t i) const { return at + i * stride; }
+};
+template <class T>
+Rows<T> rows_of(T* data, const AttentionShape& shape, std::size_t b, std::size_t len, std::size_t dim,
+                std::size_t stride = 0) {
+  const AttentionRows r = attention_rows(shape, b, len, dim, stride);
+  return {data + r.start, r.stride};
+}
+
 // The scaled scores of queries [i0, i0 + rows) against keys [j0, j0 + cols) of batch element b,
 // masked: s[r·kKeyTile + c]. −∞ where the mask or causality says "do not attend".
 template <class T>
-void scores_tile(const T* q, const T* k, T* s, std::size_t b, std::size_t i0, std::size_t rows, std::size_t j0,
-                 std::size_t cols, const AttentionShape& shape, const AttentionParams& p) {
-  const std::size_t e = shape.head_dim;
-  gemm<T>(Transpose::no, Transpose::yes, rows, cols, e, static_cast<T>(p.scale), q + i0 * e, e, k + j0 * e, e, T(0), s,
-          kKeyTile);
+void scores_tile(Rows<const T> q, Rows<const T> k, T* s, std::size_t b, std::size_t i0, std::size_t rows,
+                 std::size_t j0, std::size_t cols, const AttentionShape& shape, const AttentionParams& p) {
+  gemm<T>(Transpose::no, Transpose::yes, rows, cols, shape.head_dim, static_cast<T>(p.scale), q.row(i0), q.stride,
+          k.row(j0), k.stride, T(0), s, kKeyTile);
   const AttentionMask& mask = p.mask;
   for (std::size_t r = 0; r < rows; ++r) {
     T* row = s + r * kKeyTile;
@@ -147,14 +161,16 @@ void attention_forward(const T* q, const T* k, const T* v, T* out, T* lse, const
   const T keep_scale = dropout_scale<T>(p.dropout_p);
   for_each_task(shape.batch * tiles, static_cast<double>(kQueryTile * S * (E + Ev)), [&](std::size_t task) {
     const std::size_t b = task / tiles, i0 = task % tiles * kQueryTile, rows = std::min(kQueryTile, L - i0);
-    const T* qb = q + b * L * E;
-    const T* kb = k + b * S * E;
-    const T* vb = v + b * S * Ev;
+    const Rows<const T> qb = rows_of(q, shape, b, L, E, shape.q_stride),
+                        kb = rows_of(k, shape, b, S, E, shape.kv_stride),
+                        vb = rows_of(v, shape, b, S, Ev, shape.kv_stride);
     const std::unique_ptr<T[]> scores = tile_scratch<T>();
     T* s = scores.get();
     std::vector<T> m(rows, kMinusInfinity<T>), l(rows, T(0));
-    T* acc = out + (b * L + i0) * Ev;  // the running output rows, normalized at the end
-    std::fill(acc, acc + rows * Ev, T(0));
+    const Rows<T> ob = rows_of(out, shape, b, L, Ev);
+    T* acc = ob.row(i0);  // the running output rows, normalized at the end
+    const std::size_t ld = ob.stride;
+    for (std::size_t r = 0; r < rows; ++r) std::fill(acc + r * ld, acc + r * ld + Ev, T(0));
     const std::size_t seen = keys_seen(i0, rows, shape, p);
     for (std::size_t j0 = 0; j0 < seen; j0 += kKeyTile) {
       const std::size_t cols = std::min(kKeyTile, seen - j0);
@@ -173,13 +189,13 @@ void attention_forward(const T* q, const T* k, const T* v, T* out, T* lse, const
         l[r] = l[r] * rescale + row_sum;
         m[r] = m_new;
         if (rescale != T(1))
-          for (std::size_t x = 0; x < Ev; ++x) acc[r * Ev + x] *= rescale;
+          for (std::size_t x = 0; x < Ev; ++x) acc[r * ld + x] *= rescale;
       }
-      gemm<T>(Transpose::no, Transpose::no, rows, Ev, cols, T(1), s, kKeyTile, vb + j0 * Ev, Ev, T(1), acc, Ev);
+      gemm<T>(Transpose::no, Transpose::no, rows, Ev, cols, T(1), s, kKeyTile, vb.row(j0), vb.stride, T(1), acc, ld);
     }
     for (std::size_t r = 0; r < rows; ++r) {
       const T inverse = l[r] > T(0) ? T(1) / l[r] : T(0);
-      for (std::size_t x = 0; x < Ev; ++x) acc[r * Ev + x] *= inverse;
+      for (std::size_t x = 0; x < Ev; ++x) acc[r * ld + x] *= inverse;
       lse[b * L + i0 + r] = l[r] > T(0) ? m[r] + std::log(l[r]) : kMinusInfinity<T>;
     }
   });
@@ -192,18 +208,22 @@ void attention_backward(const T* q, const T* k, const T* v, const T* out, const 
   const T keep_scale = dropout_scale<T>(p.dropout_p);
   const T scale = static_cast<T>(p.scale);
   for_each_task(shape.batch, static_cast<double>(L * S * (2 * E + 2 * Ev)), [&](std::size_t b) {
-    const T *qb = q + b * L * E, *kb = k + b * S * E, *vb = v + b * S * Ev;
-    const T *ob = out + b * L * Ev, *dob = dout + b * L * Ev, *lb = lse + b * L;
-    T *dqb = dq + b * L * E, *dkb = dk + b * S * E, *dvb = dv + b * S * Ev;
-    std::fill(dqb, dqb + L * E, T(0));
-    std::fill(dkb, dkb + S * E, T(0));
-    std::fill(dvb, dvb + S * Ev, T(0));
+    const std::size_t q_stride = shape.q_stride, kv_stride = shape.kv_stride;
+    const Rows<const T> qb = rows_of(q, shape, b, L, E, q_stride), kb = rows_of(k, shape, b, S, E, kv_stride),
+                        vb = rows_of(v, shape, b, S, Ev, kv_stride), ob = rows_of(out, shape, b, L, Ev),
+                        dob = rows_of(dout, shape, b, L, Ev);
+    const Rows<T> dqb = rows_of(dq, shape, b, L, E, q_stride), dkb = rows_of(dk, shape, b, S, E, kv_stride),
+                  dvb = rows_of(dv, shape, b, S, Ev, kv_stride);
+    const T* lb = lse + b * L;
+    for (std::size_t i = 0; i < L; ++i) std::fill(dqb.row(i), dqb.row(i) + E, T(0));
+    for (std::size_t j = 0; j < S; ++j) std::fill(dkb.row(j), dkb.row(j) + E, T(0));
+    for (std::size_t j = 0; j < S; ++j) std::fill(dvb.row(j), dvb.row(j) + Ev, T(0));
     std::vector<T> d(L);
     const std::unique_ptr<T[]> prob_tile = tile_scratch<T>(), dprob_tile = tile_scratch<T>();
     T *prob = prob_tile.get(), *dprob = dprob_tile.get();
     for (std::size_t i = 0; i < L; ++i) {  // D = rowsum(dO∘O)
       T dot = 0;
-      for (std::size_t x = 0; x < Ev; ++x) dot += dob[i * Ev + x] * ob[i * Ev + x];
+      for (std::size_t x = 0; x < Ev; ++x) dot += dob.row(i)[x] * ob.row(i)[x];
       d[i] = dot;
     }
     for (std::size_t j0 = 0; j0 < S; j0 += kKeyTile) {
@@ -222,11 +242,11 @@ void attention_backward(const T* q, const T* k, const T* v, const T* out, const 
             for (std::size_t c = 0; c < cols; ++c)
               dprob[r * kKeyTile + c] = dropped(row[c], b, i0 + r, j0 + c, shape, p, keep_scale);
         }
-        gemm<T>(Transpose::yes, Transpose::no, cols, Ev, rows, T(1), p.dropout_p > 0.0f ? dprob : prob,
-                kKeyTile, dob + i0 * Ev, Ev, T(1), dvb + j0 * Ev, Ev);
+        gemm<T>(Transpose::yes, Transpose::no, cols, Ev, rows, T(1), p.dropout_p > 0.0f ? dprob : prob, kKeyTile,
+                dob.row(i0), dob.stride, T(1), dvb.row(j0), dvb.stride);
         // dP = (dO·Vᵀ)∘Z/(1 − p), then dS = P∘(dP − D) in place of dP.
-        gemm<T>(Transpose::no, Transpose::yes, rows, cols, Ev, T(1), dob + i0 * Ev, Ev, vb + j0 * Ev, Ev, T(0),
-                dprob, kKeyTile);
+        gemm<T>(Transpose::no, Transpose::yes, rows, cols, Ev, T(1), dob.row(i0), dob.stride, vb.row(j0), vb.stride,
+                T(0), dprob, kKeyTile);
         for (std::size_t r = 0; r < rows; ++r) {
           T *ds = dprob + r * kKeyTile, *pr = prob + r * kKeyTile;
           if (p.dropout_p > 0.0f)
@@ -235,10 +255,10 @@ void attention_backward(const T* q, const T* k, const T* v, const T* out, const 
           else
             for (std::size_t c = 0; c < cols; ++c) ds[c] = pr[c] * (ds[c] - d[i0 + r]);
         }
-        gemm<T>(Transpose::no, Transpose::no, rows, E, cols, scale, dprob, kKeyTile, kb + j0 * E, E, T(1),
-                dqb + i0 * E, E);
-        gemm<T>(Transpose::yes, Transpose::no, cols, E, rows, scale, dprob, kKeyTile, qb + i0 * E, E, T(1),
-                dkb + j0 * E, E);
+        gemm<T>(Transpose::no, Transpose::no, rows, E, cols, scale, dprob, kKeyTile, kb.row(j0), kb.stride, T(1),
+                dqb.row(i0), dqb.stride);
+        gemm<T>(Transpose::yes, Transpose::no, cols, E, rows, scale, dprob, kKeyTile, qb.row(i0), qb.stride, T(1),
+                dkb.row(j0), dkb.stride);
       }
     }
   });

@@ -228,3 +228,64 @@ TEST_CASE("attention memory: the fused path's grows with L, the reference path's
   CHECK(fused < 6.0);
   CHECK(reference > 10.0);
 }
+
+TEST_CASE("attention over heads in rows, and over one packed qkv: the bits of the heads split out") {
+  // [N, len, H·E] ↔ [N, H, len, E].
+  const std::int64_t heads = 4;
+  const auto split = [heads](const Tensor& x) {
+    return permute(reshape(x, {x.size(0), x.size(1), heads, x.size(2) / heads}), {0, 2, 1, 3});
+  };
+  const auto merge = [](const Tensor& x) {
+    return reshape(permute(x, {0, 2, 1, 3}), {x.size(0), x.size(2), x.size(1) * x.size(3)});
+  };
+  const auto in_rows = [heads](const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {
+    return scaled_dot_product_attention_heads(q, k, v, heads, o);
+  };
+  const auto split_out = [&](const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {
+    return merge(scaled_dot_product_attention(split(q), split(k), split(v), o));
+  };
+  const auto with_dropout = [](auto attention) {
+    return [attention](const Tensor& q, const Tensor& k, const Tensor& v, AttentionOptions o) {
+      o.dropout_p = 0.2;
+      o.dropout_seed = 5;
+      o.dropout_offset = 17;
+      return attention(q, k, v, o);
+    };
+  };
+  // Case's batch is [N] and its E is H·E here; 150 rows cross the kernels' 128-row tiles.
+  for (const Case::Mask mask : {Case::none, Case::causal, Case::boolean, Case::additive})
+    for (const bool dropout : {false, true})
+      for (const int threads : {1, 2, 3}) {
+        INFO("mask kind " << static_cast<int>(mask) << (dropout ? ", dropout" : "") << ", " << threads << " threads");
+        set_num_threads(threads);
+        const Case c{{3}, 150, 140, heads * 8, mask};
+        const Run got = dropout ? run(c, DType::f32, with_dropout(in_rows)) : run(c, DType::f32, in_rows);
+        const Run want = dropout ? run(c, DType::f32, with_dropout(split_out)) : run(c, DType::f32, split_out);
+        CHECK(got.out.to_vector<float>() == want.out.to_vector<float>());
+        CHECK(got.dq.to_vector<float>() == want.dq.to_vector<float>());
+        CHECK(got.dk.to_vector<float>() == want.dk.to_vector<float>());
+        CHECK(got.dv.to_vector<float>() == want.dv.to_vector<float>());
+      }
+  set_num_threads(1);
+  // One packed tensor [N, L, 3·H·E] (self-attention): its gradient's blocks are dq, dk and dv.
+  for (const Case::Mask mask : {Case::none, Case::causal, Case::additive}) {
+    INFO("packed, mask kind " << static_cast<int>(mask));
+    const Case c{{3}, 150, 150, heads * 8, mask};
+    const Run want = run(c, DType::f32, in_rows);
+    const Tensor q = seeded(with(c.batch, c.l, c.e), 1).to(DType::f32), k = seeded(with(c.batch, c.s, c.e), 2),
+                 v = seeded(with(c.batch, c.s, c.e), 3);
+    Tensor qkv = cat({q, k.to(DType::f32), v.to(DType::f32)}, 2).set_requires_grad();
+    const Tensor out = scaled_dot_product_attention_qkv(qkv, heads, options_for(c, DType::f32));
+    sum(out * seeded(with(c.batch, c.l, c.e), 4).to(DType::f32)).backward();
+    CHECK(out.to_vector<float>() == want.out.to_vector<float>());
+    CHECK(slice(qkv.grad(), 2, 0, c.e).to_vector<float>() == want.dq.to_vector<float>());
+    CHECK(slice(qkv.grad(), 2, c.e, c.e).to_vector<float>() == want.dk.to_vector<float>());
+    CHECK(slice(qkv.grad(), 2, 2 * c.e, c.e).to_vector<float>() == want.dv.to_vector<float>());
+  }
+  CHECK_THROWS_WITH(scaled_dot_product_attention_qkv(zeros({2, 3, 8}), 4), Contains("[N, L, 3·H·E]"));
+  const Tensor q = zeros({2, 3, 8}), k = zeros({2, 5, 8});
+  CHECK_THROWS_WITH(scaled_dot_product_attention_heads(q, k, zeros({2, 5, 6}), 4), Contains("H = heads = 4"));
+  CHECK_THROWS_AS(scaled_dot_product_attention_heads(q, k, k, 3), ShapeError);
+  CHECK_THROWS_AS(scaled_dot_product_attention_heads(q, k, k, 0), ShapeError);
+  CHECK_THROWS_AS(scaled_dot_product_attention_heads(zeros({2, 3, 2, 4}), k, k, 2), ShapeError);
+}

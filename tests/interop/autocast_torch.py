@@ -39,9 +39,12 @@ DTYPES = {torch.float32: "f32", torch.float64: "f64", torch.bfloat16: "bf16", to
 
 # ember's op → the PyTorch op whose CUDA list decides its policy. The fused ops start with the
 # product (their ReLU and pooling are on no list); cross_entropy is log_softmax and nll_loss in
-# PyTorch, both on its f32 lists.
+# PyTorch, both on its f32 lists; the attention over heads in rows and over one packed qkv are
+# scaled_dot_product_attention on other views of the same values.
 CUDA_NAMES = {"fused::linear_relu": "linear", "fused::conv2d_relu": "conv2d",
-              "fused::conv2d_relu_max_pool2d": "conv2d", "cross_entropy": "nll_loss"}
+              "fused::conv2d_relu_max_pool2d": "conv2d", "cross_entropy": "nll_loss",
+              "scaled_dot_product_attention_heads": "scaled_dot_product_attention",
+              "scaled_dot_product_attention_qkv": "scaled_dot_product_attention"}
 # Where ember's policy differs from PyTorch's list on purpose, and why.
 DEVIATIONS = {
     ("cat", "cuda"): "PyTorch's CUDA cat is on no list but promotes its inputs by its own type promotion; "

@@ -1,6 +1,7 @@
 // The op table's attention ops: scaled_dot_product_attention with PyTorch's arguments (no mask, a
 // causal one with more keys than queries, boolean and additive masks, a row masked everywhere, an
-// explicit scale, dropout) and across the kernels' 64-row tiles.
+// explicit scale, dropout) and across the kernels' 64-row tiles; and the same op over heads side by
+// side in each row.
 #include "core/ops/ops.h"
 #include "support/op_samples.h"
 
@@ -81,12 +82,60 @@ std::vector<Sample> attention_samples() {
   };
 }
 
+// scaled_dot_product_attention_heads: q, k and v with 3 heads side by side in each row. PyTorch's
+// spelling splits the heads out with views, attends and merges them back.
+std::vector<Sample> heads_samples() {
+  const std::string split = ".unflatten(-1, (3, -1)).transpose(1, 2)";
+  const std::string f = "F.scaled_dot_product_attention(x0" + split + ", x1" + split + ", x2" + split;
+  const std::string merge = ").transpose(1, 2).flatten(-2)";
+  return {
+      call("3 heads: [2, 5, 12]·[2, 7, 12] → [2, 5, 6]", qkv({2}, 5, 7, 12, 6, 150),
+           EMBER_APPLY(scaled_dot_product_attention_heads(x[0], x[1], x[2], 3)), f + merge),
+      call("3 heads, causal", qkv({2}, 6, 6, 6, 9, 153),
+           EMBER_APPLY(scaled_dot_product_attention_heads(x[0], x[1], x[2], 3, causal())),
+           f + ", is_causal=True" + merge),
+      differentiated_in_qkv(
+          call("3 heads, a u8 key-padding mask [2, 1, 1, 7]", with_mask(qkv({2}, 5, 7, 12, 6, 156), key_padding(2, 7)),
+               EMBER_APPLY(scaled_dot_product_attention_heads(x[0], x[1], x[2], 3, {.attn_mask = x[3]})),
+               f + ", attn_mask=x3.bool()" + merge)),
+      call("3 heads, dropout 0.3", qkv({2}, 5, 7, 12, 6, 159),
+           EMBER_APPLY(scaled_dot_product_attention_heads(
+               x[0], x[1], x[2], 3, {.dropout_p = 0.3, .dropout_seed = 7, .dropout_offset = 100})),
+           ""),
+      call("3 heads, 70 queries, 130 keys: across the tiles", qkv({1}, 70, 130, 48, 24, 162),
+           EMBER_APPLY(scaled_dot_product_attention_heads(x[0], x[1], x[2], 3)), f + merge),
+  };
+}
+
+// scaled_dot_product_attention_qkv: one [N, L, 3·H·E] tensor, 3 heads. PyTorch's spelling cuts
+// it into q, k and v with views.
+std::vector<Sample> qkv_samples() {
+  const auto part = [](int i) {
+    return "x0.chunk(3, -1)[" + std::to_string(i) + "].unflatten(-1, (3, -1)).transpose(1, 2)";
+  };
+  const std::string f = "F.scaled_dot_product_attention(" + part(0) + ", " + part(1) + ", " + part(2);
+  const std::string merge = ").transpose(1, 2).flatten(-2)";
+  return {
+      call("[2, 5, 3·12] → [2, 5, 12]", {random_input({2, 5, 36}, 170)},
+           EMBER_APPLY(scaled_dot_product_attention_qkv(x[0], 3)), f + merge),
+      call("causal", {random_input({2, 6, 18}, 171)}, EMBER_APPLY(scaled_dot_product_attention_qkv(x[0], 3, causal())),
+           f + ", is_causal=True" + merge),
+      call("a u8 key-padding mask [2, 1, 1, 5]", {random_input({2, 5, 36}, 172), key_padding(2, 5)},
+           EMBER_APPLY(scaled_dot_product_attention_qkv(x[0], 3, {.attn_mask = x[1]})),
+           f + ", attn_mask=x1.bool()" + merge),
+      call("140 rows: across the tiles", {random_input({1, 140, 72}, 173)},
+           EMBER_APPLY(scaled_dot_product_attention_qkv(x[0], 3)), f + merge),
+  };
+}
+
 }  // namespace
 
 std::vector<OpInfo> attention_ops() {
   // The CPU's fused kernels and the CUDA reference path (or f32 against f64) differ in the order of
   // the softmax's sums and the products' tiles: products' rounding (kProduct).
-  return {{"scaled_dot_product_attention", true, true, false, kProduct, attention_samples, kProduct, kBf16Product}};
+  return {{"scaled_dot_product_attention", true, true, false, kProduct, attention_samples, kProduct, kBf16Product},
+          {"scaled_dot_product_attention_heads", true, true, false, kProduct, heads_samples, kProduct, kBf16Product},
+          {"scaled_dot_product_attention_qkv", true, true, false, kProduct, qkv_samples, kProduct, kBf16Product}};
 }
 
 }  // namespace ember::testing
