@@ -231,14 +231,14 @@ TEST_CASE("attention memory: the fused path's grows with L, the reference path's
 
 TEST_CASE("attention over heads in rows, and over one packed qkv: the bits of the heads split out") {
   // [N, len, H·E] ↔ [N, H, len, E].
-  const std::int64_t heads = 4;
-  const auto split = [heads](const Tensor& x) {
+  constexpr std::int64_t heads = 4;
+  const auto split = [](const Tensor& x) {
     return permute(reshape(x, {x.size(0), x.size(1), heads, x.size(2) / heads}), {0, 2, 1, 3});
   };
   const auto merge = [](const Tensor& x) {
     return reshape(permute(x, {0, 2, 1, 3}), {x.size(0), x.size(2), x.size(1) * x.size(3)});
   };
-  const auto in_rows = [heads](const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {
+  const auto in_rows = [](const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {
     return scaled_dot_product_attention_heads(q, k, v, heads, o);
   };
   const auto split_out = [&](const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {
