@@ -17,22 +17,32 @@
 using namespace ember::kernels;
 using ember::testing::random_floats;
 
+namespace {
+
+// The distance in ulps between two floats of one sign: their bit patterns order as their values.
+long long ulps(float a, float b) {
+  std::int32_t ia, ib;
+  std::memcpy(&ia, &a, 4);
+  std::memcpy(&ib, &b, 4);
+  return std::abs(static_cast<long long>(ia) - ib);
+}
+
+// Whether the AVX-512 function `name` runs here; a warning where it does not.
+bool has_avx512(const char* name) {
+  if (ember::kernels::cpu::cpu_has_avx512f()) return true;
+  WARN("this CPU (or EMBER_NO_AVX512) has no AVX-512: " << name << " is not used here");
+  return false;
+}
+
+}  // namespace
+
 // exp_avx512 on 16 floats, from memory to memory (the intrinsics need a function compiled for AVX-512).
 __attribute__((target("avx512f"))) void exp16(const float* in, float* out) {
   _mm512_storeu_ps(out, ember::kernels::cpu::exp_avx512(_mm512_loadu_ps(in)));
 }
 
 TEST_CASE("exp_avx512: within 2 ulp of std::exp over f32's range; 0 at −∞, +∞ above, NaN kept") {
-  if (!ember::kernels::cpu::cpu_has_avx512f()) {
-    WARN("this CPU (or EMBER_NO_AVX512) has no AVX-512: exp_avx512 is not used here");
-    return;
-  }
-  const auto ulps = [](float a, float b) {
-    std::int32_t ia, ib;
-    std::memcpy(&ia, &a, 4);
-    std::memcpy(&ib, &b, 4);
-    return std::abs(static_cast<long long>(ia) - ib);  // both positive: the bit patterns order as the values
-  };
+  if (!has_avx512("exp_avx512")) return;
   long long worst = 0;
   float in[16], out[16];
   // Every 97th float from −110 to 89, through the denormal results and up to overflow.
@@ -77,10 +87,7 @@ __attribute__((target("avx512f"))) void erf16(const float* in, float* out) {
 }
 
 TEST_CASE("erf_avx512: within 1 ulp of the correctly rounded erf, odd, ±1 at ±∞, NaN kept") {
-  if (!ember::kernels::cpu::cpu_has_avx512f()) {
-    WARN("this CPU (or EMBER_NO_AVX512) has no AVX-512: erf_avx512 is not used here");
-    return;
-  }
+  if (!has_avx512("erf_avx512")) return;
   long long worst = 0;
   float worst_at = 0, in[16], out[16], negated[16], out_negated[16];
   // Every 61st float from 0 to 4.5 (erf rounds to 1 from 3.92 on): denormals, both pieces and
@@ -99,11 +106,7 @@ TEST_CASE("erf_avx512: within 1 ulp of the correctly rounded erf, odd, ±1 at ±
     for (int i = 0; i < 16; ++i) {
       // std::erf in f64, rounded once: the correctly rounded f32 but for a double rounding.
       const float want = static_cast<float>(std::erf(static_cast<double>(in[i])));
-      std::int32_t got_bits, want_bits;
-      std::memcpy(&got_bits, &out[i], 4);
-      std::memcpy(&want_bits, &want, 4);
-      const long long ulps = std::abs(static_cast<long long>(got_bits) - want_bits);
-      if (ulps > worst) worst = ulps, worst_at = in[i];
+      if (ulps(out[i], want) > worst) worst = ulps(out[i], want), worst_at = in[i];
       REQUIRE(out_negated[i] == -out[i]);
     }
   }
