@@ -18,8 +18,11 @@
 // the same on every AVX512F CPU, at any thread count and however C is cut into pieces
 // (tests/kernels/test_gemm_f32.cpp compares it bit for bit with this loop in plain C++). Blocks
 // of 8 rows × 32 columns of C are summed in 16 registers; op(B) is packed into panels of 16
-// columns where it is transposed or read by 4 blocks of rows and more, else read as stored; op(A)
-// is read as stored in either layout.
+// columns where it is transposed, or read by 4 blocks of rows and more and too large for L1, else
+// read as stored; op(A) is read as stored, or packed where it is transposed. A product deeper than
+// 384 runs in blocks of k, each a pass over all of C's tiles, the sums waiting between blocks in
+// C (or, where β ≠ 0, in scratch) as they stand: the chain of FMAs above is unbroken, so the bits
+// are the same. A bias (gemm_bias) is added as the sums are stored: C = α·s + bias[j].
 #pragma once
 
 #include <string>
@@ -43,11 +46,17 @@ template <class T>
 void gemm_batched(Transpose ta, Transpose tb, std::size_t batch, std::size_t m, std::size_t n, std::size_t k,
                   const T* a, std::size_t lda, std::size_t stride_a, const T* b, std::size_t ldb, std::size_t stride_b,
                   T* c, std::size_t ldc, std::size_t stride_c);
+// C = op(A)·op(B) + bias, bias [n] added to every row: a linear layer's forward. The bits of gemm()
+// with α = β = 1 over a C whose rows hold the bias (each element s + bias[j], rounded once), which is
+// what runs where the kernel below does not; on AVX512F the bias is added as the sums are stored.
+template <class T>
+void gemm_bias(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, const T* a, std::size_t lda,
+               const T* b, std::size_t ldb, const T* bias, T* c, std::size_t ldc);
 // The f32 kernel of Note [f32 GEMM on AVX-512], for a CPU with AVX512F (cpu_has_avx512f()) and
-// k > 0; gemm() calls it there.
+// k > 0; gemm() calls it there. With a bias (β = 0 then), C = α·s + bias[j].
 void gemm_f32_avx512(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, float alpha,
                      const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta, float* c,
-                     std::size_t ldc);
+                     std::size_t ldc, const float* bias = nullptr);
 // The library's GEMM (OpenBLAS, or the builtin one), cut as Note [parallel GEMM] says: what gemm()
 // runs for f64, and for f32 on a CPU without AVX512F; public so that benchmarks can compare.
 template <class T>

@@ -173,7 +173,15 @@ void add_gemms(std::vector<Case>& cases, const Arena& arena, bool quick) {
   if (!quick)  // the wide MLP's backward products, and a large square one
     shapes.insert(shapes.end(), {{512, 784, 128, Transpose::yes, Transpose::no, "gᵀ·x 784-512"},
                                  {128, 512, 256, Transpose::no, Transpose::no, "g·W2 512-256"},
-                                 {1024, 1024, 1024, Transpose::no, Transpose::no, "square"}});
+                                 {1024, 1024, 1024, Transpose::no, Transpose::no, "square"},
+                                 // the ViT's (batch 64 × 50 tokens, width 64, MLP 128): forward,
+                                 // input gradient and weight gradient of its qkv and MLP layers
+                                 {3200, 192, 64, Transpose::no, Transpose::yes, "ViT x·Wqkvᵀ"},
+                                 {3200, 64, 128, Transpose::no, Transpose::yes, "ViT x·W2ᵀ"},
+                                 {3200, 64, 192, Transpose::no, Transpose::no, "ViT g·Wqkv"},
+                                 {3200, 128, 64, Transpose::no, Transpose::no, "ViT g·W2"},
+                                 {192, 64, 3200, Transpose::yes, Transpose::no, "ViT gᵀ·x qkv"},
+                                 {64, 128, 3200, Transpose::yes, Transpose::no, "ViT gᵀ·x W2"}});
   for (const Shape3& s : shapes) {
     const Gemm host{s.ta,
                     s.tb,

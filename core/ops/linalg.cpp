@@ -132,6 +132,27 @@ Tensor rows_of(const Tensor& bias, std::int64_t m) {
   return out;
 }
 
+// x·Wᵀ + b: on the CPU the bias added as the GEMM stores its sums (kernels::cpu::gemm_bias), on
+// CUDA a GEMM with β = 1 over the bias's rows. The same bits either way.
+Tensor biased_product(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  const auto m = static_cast<std::size_t>(x.shape()[0]), n = static_cast<std::size_t>(weight.shape()[0]),
+             k = static_cast<std::size_t>(x.shape()[1]);
+  return ext::dispatch(
+      x,
+      [&](auto zero) {
+        using T = decltype(zero);
+        Tensor y = ext::new_empty(x, {x.shape()[0], weight.shape()[0]});
+        kernels::cpu::gemm_bias<T>(Transpose::no, Transpose::yes, m, n, k, x.raw<T>(), k, weight.raw<T>(), k,
+                                   bias.raw<T>(), y.raw<T>(), n);
+        return y;
+      },
+      [&](auto) {
+        Tensor y = rows_of(bias, x.shape()[0]);
+        gemm_into(Transpose::no, Transpose::yes, x, weight, y, 1.0);
+        return y;
+      });
+}
+
 }  // namespace
 
 namespace {
@@ -283,8 +304,7 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
     const Tensor start = bias.defined() ? rows_of(bias.detach().to(DType::f32), rows) : Tensor();
     y = half_product(Transpose::no, Transpose::yes, x2, weight, start).to(input.dtype());
   } else if (bias.defined()) {
-    y = rows_of(bias, rows);
-    gemm_into(Transpose::no, Transpose::yes, x2, weight, y, 1.0);  // y = x·Wᵀ + b
+    y = biased_product(x2, weight.detach(), bias.detach());
   } else {
     y = gemm(Transpose::no, Transpose::yes, x2, weight);
   }

@@ -97,11 +97,15 @@ __attribute__((target("avx512f"))) float exp_shifted_avx512(const float* in, flo
     _mm512_mask_storeu_ps(out + c, lanes, e);
     sum = _mm512_mask_add_ps(sum, lanes, sum, e);
   }
-  alignas(64) float parts[16];
-  _mm512_store_ps(parts, sum);
-  float total = 0;
-  for (const float part : parts) total += part;
-  return total;
+  // The lanes added as a tree (halves, then quarters, …): 4 dependent additions, where 16 in a row
+  // made the latency of a row's sum a third of the forward's time at the ViT's rows of 50. Masked
+  // forms, as in exp_avx512.h (GCC bug 105593; _mm512_reduce_add_ps trips it too).
+  constexpr __mmask16 kAll = 0xffff;
+  sum = _mm512_add_ps(sum, _mm512_maskz_shuffle_f32x4(kAll, sum, sum, _MM_SHUFFLE(1, 0, 3, 2)));
+  sum = _mm512_add_ps(sum, _mm512_maskz_shuffle_f32x4(kAll, sum, sum, _MM_SHUFFLE(2, 3, 0, 1)));
+  sum = _mm512_add_ps(sum, _mm512_maskz_permute_ps(kAll, sum, _MM_SHUFFLE(1, 0, 3, 2)));
+  sum = _mm512_add_ps(sum, _mm512_maskz_permute_ps(kAll, sum, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm512_cvtss_f32(sum);
 }
 
 // The largest of row[0, n): 16 lanes at a time for f32 on AVX-512 (a scalar loop carries its
@@ -215,9 +219,13 @@ void attention_backward(const T* q, const T* k, const T* v, const T* out, const 
     const Rows<T> dqb = rows_of(dq, shape, b, L, E, q_stride), dkb = rows_of(dk, shape, b, S, E, kv_stride),
                   dvb = rows_of(dv, shape, b, S, Ev, kv_stride);
     const T* lb = lse + b * L;
-    for (std::size_t i = 0; i < L; ++i) std::fill(dqb.row(i), dqb.row(i) + E, T(0));
-    for (std::size_t j = 0; j < S; ++j) std::fill(dkb.row(j), dkb.row(j) + E, T(0));
-    for (std::size_t j = 0; j < S; ++j) std::fill(dvb.row(j), dvb.row(j) + Ev, T(0));
+    // The gradients are not zeroed first: each tile's first product writes them (β = 0), the later
+    // ones add to them. dQ's first is at key tile 0, which every query tile sees; dK's and dV's at
+    // the first query tile the loop visits, and rows that no query tile sees are zeroed.
+    const auto zero_rows = [](Rows<T> rows, std::size_t first, std::size_t last, std::size_t dim) {
+      for (std::size_t i = first; i < last; ++i) std::fill(rows.row(i), rows.row(i) + dim, T(0));
+    };
+    if (S == 0) zero_rows(dqb, 0, L, E);
     std::vector<T> d(L);
     const std::unique_ptr<T[]> prob_tile = tile_scratch<T>(), dprob_tile = tile_scratch<T>();
     T *prob = prob_tile.get(), *dprob = dprob_tile.get();
@@ -228,8 +236,14 @@ void attention_backward(const T* q, const T* k, const T* v, const T* out, const 
     }
     for (std::size_t j0 = 0; j0 < S; j0 += kKeyTile) {
       const std::size_t cols = std::min(kKeyTile, S - j0);
-      for (std::size_t i0 = p.causal ? j0 / kQueryTile * kQueryTile : 0; i0 < L; i0 += kQueryTile) {
+      const std::size_t first_i0 = p.causal ? j0 / kQueryTile * kQueryTile : 0;
+      if (first_i0 >= L) {
+        zero_rows(dkb, j0, j0 + cols, E);
+        zero_rows(dvb, j0, j0 + cols, Ev);
+      }
+      for (std::size_t i0 = first_i0; i0 < L; i0 += kQueryTile) {
         const std::size_t rows = std::min(kQueryTile, L - i0);
+        const T dkv_beta = i0 == first_i0 ? T(0) : T(1), dq_beta = j0 == 0 ? T(0) : T(1);
         scores_tile(qb, kb, prob, b, i0, rows, j0, cols, shape, p);
         // P (into prob) from the saved lse, and with dropout P̃ (into dprob) for dV.
         for (std::size_t r = 0; r < rows; ++r) {
@@ -243,7 +257,7 @@ void attention_backward(const T* q, const T* k, const T* v, const T* out, const 
               dprob[r * kKeyTile + c] = dropped(row[c], b, i0 + r, j0 + c, shape, p, keep_scale);
         }
         gemm<T>(Transpose::yes, Transpose::no, cols, Ev, rows, T(1), p.dropout_p > 0.0f ? dprob : prob, kKeyTile,
-                dob.row(i0), dob.stride, T(1), dvb.row(j0), dvb.stride);
+                dob.row(i0), dob.stride, dkv_beta, dvb.row(j0), dvb.stride);
         // dP = (dO·Vᵀ)∘Z/(1 − p), then dS = P∘(dP − D) in place of dP.
         gemm<T>(Transpose::no, Transpose::yes, rows, cols, Ev, T(1), dob.row(i0), dob.stride, vb.row(j0), vb.stride,
                 T(0), dprob, kKeyTile);
@@ -255,9 +269,9 @@ void attention_backward(const T* q, const T* k, const T* v, const T* out, const 
           else
             for (std::size_t c = 0; c < cols; ++c) ds[c] = pr[c] * (ds[c] - d[i0 + r]);
         }
-        gemm<T>(Transpose::no, Transpose::no, rows, E, cols, scale, dprob, kKeyTile, kb.row(j0), kb.stride, T(1),
+        gemm<T>(Transpose::no, Transpose::no, rows, E, cols, scale, dprob, kKeyTile, kb.row(j0), kb.stride, dq_beta,
                 dqb.row(i0), dqb.stride);
-        gemm<T>(Transpose::yes, Transpose::no, cols, E, rows, scale, dprob, kKeyTile, qb.row(i0), qb.stride, T(1),
+        gemm<T>(Transpose::yes, Transpose::no, cols, E, rows, scale, dprob, kKeyTile, qb.row(i0), qb.stride, dkv_beta,
                 dkb.row(j0), dkb.stride);
       }
     }

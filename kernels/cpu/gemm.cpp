@@ -133,7 +133,7 @@ void split_gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::s
   const std::size_t k_blocks = block_count(k, static_cast<double>(m) * static_cast<double>(n), 256);
   if (k_blocks < 2) return library_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   // Partial products of blocks of k, in the calling thread's scratch, added to C in block order.
-  T* partials = thread_scratch<T>(1, k_blocks * m * n);
+  T* partials = thread_scratch<T>(kGemmSumsSlot, k_blocks * m * n);
   parallel_parts(k_blocks, [&](std::size_t first_block, std::size_t last_block) {
     for (std::size_t block = first_block; block < last_block; ++block) {
       const std::size_t first = block_start(block, k, k_blocks), depth = block_start(block + 1, k, k_blocks) - first;
@@ -162,19 +162,35 @@ void gemm_library(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std:
   split_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+namespace {
+// Runs `product` and adds its time to this thread's time in GEMMs.
+template <class Product>
+void timed(Product&& product) {
+  const auto start = std::chrono::steady_clock::now();
+  product();
+  seconds_in_gemm += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+}  // namespace
+
 template <class T>
 void gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda,
           const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
-  const auto start = std::chrono::steady_clock::now();
-  if constexpr (std::is_same_v<T, float>) {
-    if (m > 0 && n > 0 && k > 0 && cpu_has_avx512f())  // Note [f32 GEMM on AVX-512]
-      gemm_f32_avx512(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    else
-      gemm_library(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  } else {
+  timed([&] {
+    if constexpr (std::is_same_v<T, float>)
+      if (m > 0 && n > 0 && k > 0 && cpu_has_avx512f())  // Note [f32 GEMM on AVX-512]
+        return gemm_f32_avx512(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     gemm_library(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  }
-  seconds_in_gemm += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  });
+}
+
+template <class T>
+void gemm_bias(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, const T* a, std::size_t lda,
+               const T* b, std::size_t ldb, const T* bias, T* c, std::size_t ldc) {
+  if constexpr (std::is_same_v<T, float>)
+    if (m > 0 && n > 0 && k > 0 && cpu_has_avx512f())
+      return timed([&] { gemm_f32_avx512(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc, bias); });
+  for (std::size_t i = 0; i < m; ++i) std::copy(bias, bias + n, c + i * ldc);
+  gemm<T>(ta, tb, m, n, k, T(1), a, lda, b, ldb, T(1), c, ldc);
 }
 
 template <class T>
@@ -203,6 +219,10 @@ template void gemm<float>(Transpose, Transpose, std::size_t, std::size_t, std::s
                           const float*, std::size_t, float, float*, std::size_t);
 template void gemm<double>(Transpose, Transpose, std::size_t, std::size_t, std::size_t, double, const double*,
                            std::size_t, const double*, std::size_t, double, double*, std::size_t);
+template void gemm_bias<float>(Transpose, Transpose, std::size_t, std::size_t, std::size_t, const float*, std::size_t,
+                               const float*, std::size_t, const float*, float*, std::size_t);
+template void gemm_bias<double>(Transpose, Transpose, std::size_t, std::size_t, std::size_t, const double*, std::size_t,
+                                const double*, std::size_t, const double*, double*, std::size_t);
 template void gemm_batched<float>(Transpose, Transpose, std::size_t, std::size_t, std::size_t, std::size_t,
                                   const float*, std::size_t, std::size_t, const float*, std::size_t, std::size_t,
                                   float*, std::size_t, std::size_t);

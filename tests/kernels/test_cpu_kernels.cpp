@@ -15,6 +15,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 #include "kernels/kernel_name.h"
+#include "kernels/layer_norm.h"
 #include "kernels/layout.h"
 #include "kernels/reduce.h"
 #include "kernels/softmax.h"
@@ -315,6 +316,26 @@ TEST_CASE("sum over [outer, reduce, inner] and the bias-gradient layout") {
   CHECK(std::memcmp(&s1, &s2, sizeof(float)) == 0);
 }
 
+TEST_CASE("column sums: each column added row by row in double, on AVX-512 lanes too, bit for bit") {
+  // On an AVX512F CPU the f32 column sums run 8 columns a register (64 a pass over the rows), the
+  // last columns by the plain loop: every width around those edges.
+  for (const std::size_t inner : {1, 7, 8, 9, 63, 64, 65, 130, 200})
+    for (const std::size_t reduce : {1, 5, 3000}) {
+      INFO("inner=" << inner << " reduce=" << reduce);
+      const std::size_t outer = 2;
+      const auto x = random_floats(outer * reduce * inner, inner * 7 + reduce);
+      std::vector<float> got(outer * inner), want(outer * inner);
+      cpu::sum(x.data(), got.data(), outer, reduce, inner, 0.5f);
+      for (std::size_t o = 0; o < outer; ++o)
+        for (std::size_t i = 0; i < inner; ++i) {
+          double acc = 0;
+          for (std::size_t r = 0; r < reduce; ++r) acc += x[(o * reduce + r) * inner + i];
+          want[o * inner + i] = static_cast<float>(acc * 0.5);
+        }
+      CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+    }
+}
+
 TEST_CASE("max and argmax: first occurrence wins, NaN is largest") {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const std::vector<float> x{1, 3, 3, 2, -5, -4, -4, -9, 0, nan, 7, nan};
@@ -496,5 +517,58 @@ TEST_CASE("bias+ReLU backward in bf16: the f32 kernel's bits on widened copies, 
     cpu::bias_relu_backward((in_place ? dx : dy).data(), y.data(), dx.data(), db.data(), rows, cols);
     for (std::size_t i = 0; i < n; ++i) REQUIRE(dx[i].bits == ember::bfloat16(want_dx[i]).bits);
     for (std::size_t c = 0; c < cols; ++c) REQUIRE(db[c].bits == ember::bfloat16(want_db[c]).bits);
+  }
+}
+
+TEST_CASE("layer norm: the note's sums, bit for bit, rows one by one and in groups") {
+  // Note [layer norm's sums] written out for one row: eight f64 lanes, their total in order, then
+  // the tail. The kernel takes rows four at a time (and the rest one by one), on AVX-512 lanes or
+  // not: the same bits. Widths around the lanes; 7 rows: one group and three single rows.
+  const auto sum_of = [](std::size_t width, const auto& term) {
+    double lane[8] = {}, total = 0;
+    std::size_t e = 0;
+    for (; e + 8 <= width; e += 8)
+      for (std::size_t j = 0; j < 8; ++j) lane[j] += term(e + j);
+    for (const double v : lane) total += v;
+    for (; e < width; ++e) total += term(e);
+    return total;
+  };
+  for (const std::size_t width : {1, 7, 8, 13, 64}) {
+    INFO("width=" << width);
+    const std::size_t rows = 7, n = rows * width;
+    const auto x = random_floats(n, 70), dy = random_floats(n, 71), gamma = random_floats(width, 72),
+               beta = random_floats(width, 73);
+    std::vector<float> y(n), mean(rows), invstd(rows), dx(n), dy_xhat(n);
+    cpu::layer_norm_forward(x.data(), gamma.data(), beta.data(), y.data(), mean.data(), invstd.data(), rows, width,
+                            1e-6);
+    cpu::layer_norm_backward(dy.data(), x.data(), gamma.data(), mean.data(), invstd.data(), dx.data(), dy_xhat.data(),
+                             rows, width);
+    std::vector<float> want_y(n), want_mean(rows), want_invstd(rows), want_dx(n);
+    const double m = static_cast<double>(width);
+    for (std::size_t r = 0; r < rows; ++r) {
+      const float* xr = x.data() + r * width;
+      const double mu = sum_of(width, [&](std::size_t e) { return static_cast<double>(xr[e]); }) / m;
+      const double squares = sum_of(width, [&](std::size_t e) { return (xr[e] - mu) * (xr[e] - mu); });
+      const double inv = 1.0 / std::sqrt(squares / m + 1e-6);
+      for (std::size_t e = 0; e < width; ++e)
+        want_y[r * width + e] = static_cast<float>((xr[e] - mu) * inv * gamma[e] + beta[e]);
+      want_mean[r] = static_cast<float>(mu);
+      want_invstd[r] = static_cast<float>(inv);
+      const double saved_mu = want_mean[r], saved_inv = want_invstd[r];
+      const auto g = [&](std::size_t e) { return static_cast<double>(dy[r * width + e]) * gamma[e]; };
+      const double sum_g = sum_of(width, g);
+      const double sum_g_xhat = sum_of(width, [&](std::size_t e) { return g(e) * (xr[e] - saved_mu) * saved_inv; });
+      for (std::size_t e = 0; e < width; ++e) {
+        const double xhat = (xr[e] - saved_mu) * saved_inv;
+        want_dx[r * width + e] = static_cast<float>(saved_inv / m * (m * g(e) - sum_g - xhat * sum_g_xhat));
+      }
+    }
+    const auto same = [](const std::vector<float>& a, const std::vector<float>& b) {
+      return std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+    };
+    CHECK(same(y, want_y));
+    CHECK(same(mean, want_mean));
+    CHECK(same(invstd, want_invstd));
+    CHECK(same(dx, want_dx));
   }
 }

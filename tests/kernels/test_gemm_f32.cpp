@@ -1,7 +1,8 @@
 // ember's f32 GEMM on AVX-512 (Note [f32 GEMM on AVX-512] in kernels/gemm.h): bit for bit against
 // the note's loop written in plain C++, in all four transposes, on shapes around the register
 // blocks (8 rows, 16 and 32 columns), the packing of B (transposed: 16×16 transposes from k = 16;
-// as stored: from 4 blocks of rows) and the column chunks (n past 64 at k = 784), with padded
+// as stored: from 4 blocks of rows where a chunk of B passes 16 KiB), the packing of A transposed, the column chunks (n
+// past 224 at k = 784) and the blocks of k (3 at k = 784: sums kept in C at β = 0, else in scratch), with padded
 // strides, α and β, and NaN in a C that β = 0 must not read; and the same bits from gemm() at 1,
 // 2 and 3 threads.
 #include <catch2/catch.hpp>
@@ -73,7 +74,7 @@ TEST_CASE("f32 GEMM on AVX-512: the note's sums bit for bit, every transpose, ar
   std::uint64_t seed = 21;
   for (Transpose ta : {Transpose::no, Transpose::yes})
     for (Transpose tb : {Transpose::no, Transpose::yes})
-      for (std::size_t m : {1, 7, 8, 9, 17, 40})  // 40: 5 blocks of rows, B packed as stored too
+      for (std::size_t m : {1, 7, 8, 9, 17, 40})  // 40: 5 blocks of rows (B small: read in place)
         for (std::size_t n : {1, 15, 16, 17, 32, 33, 70})
           for (std::size_t k : {1, 15, 16, 33}) {
             const Case g{ta, tb, m, n, k, 1.0f, 0.0f};
@@ -88,24 +89,57 @@ TEST_CASE("f32 GEMM on AVX-512: the note's sums bit for bit, every transpose, ar
         INFO("alpha=" << alpha << " beta=" << beta);
         check_case({ta, tb, 19, 45, 40, alpha, beta}, seed);
       }
-  // Several column chunks (64 columns each at k = 784) and whole 16×16 packing blocks.
-  check_case({Transpose::no, Transpose::yes, 20, 200, 784, 1.0f, 0.0f}, seed);
-  check_case({Transpose::yes, Transpose::no, 20, 200, 784, 1.0f, 1.0f}, seed);
+  // Two column chunks (224 columns each at k = 784), whole 16×16 packing blocks, 3 blocks of k.
+  check_case({Transpose::no, Transpose::yes, 20, 300, 784, 1.0f, 0.0f}, seed);
+  check_case({Transpose::yes, Transpose::no, 20, 300, 784, 1.0f, 1.0f}, seed);
+  check_case({Transpose::yes, Transpose::yes, 13, 70, 800, 1.5f, 0.5f}, seed);
+  check_case({Transpose::no, Transpose::no, 13, 70, 800, -0.5f, 0.0f}, seed);
+  // B as stored, packed (5 blocks of rows, 100 × 70 floats of B) and read in place (40 × 70).
+  check_case({Transpose::no, Transpose::no, 40, 70, 100, 1.0f, 0.0f}, seed);
+  check_case({Transpose::yes, Transpose::no, 40, 70, 40, 1.0f, 0.5f}, seed);
 }
 
 TEST_CASE("f32 GEMM on AVX-512: gemm() gives the same bits at 1, 2 and 3 threads, and the note's") {
   if (!cpu_has_avx512f()) EMBER_SKIP_CASE("this CPU has no AVX512F: gemm() runs OpenBLAS, tested elsewhere");
-  // The wide MLP's forward: many tiles, cut into parts.
-  const Case g{Transpose::no, Transpose::yes, 128, 512, 784, 1.0f, 0.0f};
-  const auto a = random_floats(g.m * g.k, 31), b = random_floats(g.n * g.k, 32);
-  std::vector<float> want(g.m * g.n);
-  documented_gemm(g, a.data(), g.k, b.data(), g.k, want.data(), g.n);
-  for (int threads : {1, 2, 3}) {
-    INFO("threads=" << threads);
-    set_compute_threads(threads);
-    std::vector<float> got(g.m * g.n);
-    gemm<float>(g.ta, g.tb, g.m, g.n, g.k, 1.0f, a.data(), g.k, b.data(), g.k, 0.0f, got.data(), g.n);
-    CHECK(bits_of(got) == bits_of(want));
+  // The wide MLP's forward: many tiles, cut into parts. A weight gradient (A transposed, packed by
+  // each thread for the blocks of rows of its own tiles, which may start and end inside a chunk),
+  // in blocks of k, with β = 1.
+  for (const Case& g : {Case{Transpose::no, Transpose::yes, 128, 512, 784, 1.0f, 0.0f},
+                        Case{Transpose::yes, Transpose::no, 200, 300, 1000, 1.0f, 1.0f}}) {
+    const std::size_t lda = g.ta == Transpose::yes ? g.m : g.k, ldb = g.tb == Transpose::yes ? g.k : g.n;
+    const auto a = random_floats(g.m * g.k, 31), b = random_floats(g.n * g.k, 32), c = random_floats(g.m * g.n, 33);
+    std::vector<float> want = c;
+    documented_gemm(g, a.data(), lda, b.data(), ldb, want.data(), g.n);
+    for (int threads : {1, 2, 3}) {
+      INFO("m=" << g.m << " threads=" << threads);
+      set_compute_threads(threads);
+      std::vector<float> got = c;
+      gemm<float>(g.ta, g.tb, g.m, g.n, g.k, g.alpha, a.data(), lda, b.data(), ldb, g.beta, got.data(), g.n);
+      CHECK(bits_of(got) == bits_of(want));
+    }
   }
   set_compute_threads(1);
+}
+
+TEST_CASE("gemm_bias: the bits of gemm() with β = 1 over the bias's rows, in f32 and f64") {
+  // On AVX512F the f32 bias is added as the sums are stored; f64 (and f32 elsewhere) fill C first.
+  const auto check = [](auto zero) {
+    using T = decltype(zero);
+    for (const Case& g : {Case{Transpose::no, Transpose::yes, 37, 70, 40, 1.0f, 1.0f},
+                          Case{Transpose::no, Transpose::yes, 9, 33, 800, 1.0f, 1.0f},
+                          Case{Transpose::yes, Transpose::no, 20, 300, 784, 1.0f, 1.0f}}) {
+      INFO("m=" << g.m << " n=" << g.n << " k=" << g.k << " bytes " << sizeof(T));
+      const std::size_t lda = g.ta == Transpose::yes ? g.m : g.k, ldb = g.tb == Transpose::yes ? g.k : g.n;
+      const auto widen = [](const std::vector<float>& v) { return std::vector<T>(v.begin(), v.end()); };
+      const auto a = widen(random_floats(g.m * g.k, 41)), b = widen(random_floats(g.n * g.k, 42));
+      const auto bias = widen(random_floats(g.n, 43));
+      std::vector<T> want(g.m * g.n), got(g.m * g.n, std::numeric_limits<T>::quiet_NaN());
+      for (std::size_t i = 0; i < g.m; ++i) std::copy(bias.begin(), bias.end(), want.begin() + i * g.n);
+      gemm<T>(g.ta, g.tb, g.m, g.n, g.k, T(1), a.data(), lda, b.data(), ldb, T(1), want.data(), g.n);
+      gemm_bias<T>(g.ta, g.tb, g.m, g.n, g.k, a.data(), lda, b.data(), ldb, bias.data(), got.data(), g.n);
+      CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(T)) == 0);
+    }
+  };
+  check(0.0f);
+  check(0.0);
 }

@@ -31,6 +31,7 @@
 #include "kernels/layer_norm.h"
 #include "kernels/optim.h"
 #include "kernels/parallel.h"
+#include "kernels/reduce.h"
 
 using namespace ember;
 using namespace ember::kernels;
@@ -317,6 +318,8 @@ TEST_CASE("parallel: pooling, bias, activations, casts, dropout and the optimize
     std::vector<bfloat16> narrow(n), dnarrow(n), masked_narrow(n), dbias_narrow(cols);
     unary<float>(UnaryOp::relu, a.data(), relu.data(), n);
     binary<float>(BinaryOp::add, a.data(), b.data(), sum.data(), n);
+    std::vector<float> column_sums(cols);  // blocks of columns in parallel
+    kernels::cpu::sum<float>(a.data(), column_sums.data(), 1, rows, cols, 1.0f);
     activation_grad<float>(ActivationGrad::relu, b.data(), a.data(), grad.data(), n, WriteMode::overwrite, {});
     // GELU on 16 lanes where the CPU has them, pieces cut anywhere (Note [formulas on lanes]).
     std::vector<float> gelu(n), gelu_grad = b;
@@ -350,7 +353,7 @@ TEST_CASE("parallel: pooling, bias, activations, casts, dropout and the optimize
                  0.31f);
     Bytes bytes;
     for (const auto* v : {&relu, &sum, &grad, &fwd, &fwd_relu, &dx, &dbias, &widened, &dropped, &dropped_back, &gelu,
-                          &gelu_grad, &normed, &normed_plain, &mean, &invstd, &dnormed, &dy_xhat})
+                          &gelu_grad, &normed, &normed_plain, &mean, &invstd, &dnormed, &dy_xhat, &column_sums})
       append(bytes, *v);
     append(bytes, narrow);
     append(bytes, dnarrow);
