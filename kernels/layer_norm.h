@@ -7,8 +7,9 @@
 //   dx = invstd/m · (m·g − Σg − x̂·Σg·x̂)        (batch_norm_input_grad with γ = 1)
 // and, where dy_xhat is not null, dy·x̂ per element: its column sums are dγ, as dy's are dβ (the
 // op sums them with the sum op, in its fixed order).
-// The statistics are kept in f64 on the CPU (as batch norm's, kernels/batch_norm_math.h, whose
-// formulas these share) and in f32 on CUDA, where a warp takes a row.
+// The sums over a row are taken in f64 on the CPU (as batch norm's, kernels/batch_norm_math.h,
+// whose formulas these share; each element's terms in the element type: Note [layer norm's sums])
+// and in f32 on CUDA, where a warp takes a row.
 #pragma once
 
 #include "kernels/batch_norm_math.h"

@@ -1,6 +1,7 @@
 // The CPU's fused attention (Note [fused attention] in kernels/attention.h): tiles of 128 queries
 // by 128 keys (docs/results/attention-cpu.md: against 64 × 64, each K tile is packed for the GEMM
-// half as often), each tile's products by the CPU GEMM, the softmax bookkeeping in between.
+// half as often), each tile's products by the CPU GEMM for small products (gemm_small: in cache,
+// on the task's own thread), the softmax bookkeeping in between.
 #include "kernels/attention.h"
 
 #include <algorithm>
@@ -63,8 +64,8 @@ Rows<T> rows_of(T* data, const AttentionShape& shape, std::size_t b, std::size_t
 template <class T>
 void scores_tile(Rows<const T> q, Rows<const T> k, T* s, std::size_t b, std::size_t i0, std::size_t rows,
                  std::size_t j0, std::size_t cols, const AttentionShape& shape, const AttentionParams& p) {
-  gemm<T>(Transpose::no, Transpose::yes, rows, cols, shape.head_dim, static_cast<T>(p.scale), q.row(i0), q.stride,
-          k.row(j0), k.stride, T(0), s, kKeyTile);
+  gemm_small<T>(Transpose::no, Transpose::yes, rows, cols, shape.head_dim, static_cast<T>(p.scale), q.row(i0), q.stride,
+                k.row(j0), k.stride, T(0), s, kKeyTile);
   const AttentionMask& mask = p.mask;
   for (std::size_t r = 0; r < rows; ++r) {
     T* row = s + r * kKeyTile;
@@ -195,7 +196,8 @@ void attention_forward(const T* q, const T* k, const T* v, T* out, T* lse, const
         if (rescale != T(1))
           for (std::size_t x = 0; x < Ev; ++x) acc[r * ld + x] *= rescale;
       }
-      gemm<T>(Transpose::no, Transpose::no, rows, Ev, cols, T(1), s, kKeyTile, vb.row(j0), vb.stride, T(1), acc, ld);
+      gemm_small<T>(Transpose::no, Transpose::no, rows, Ev, cols, T(1), s, kKeyTile, vb.row(j0), vb.stride, T(1), acc,
+                    ld);
     }
     for (std::size_t r = 0; r < rows; ++r) {
       const T inverse = l[r] > T(0) ? T(1) / l[r] : T(0);
@@ -256,11 +258,11 @@ void attention_backward(const T* q, const T* k, const T* v, const T* out, const 
             for (std::size_t c = 0; c < cols; ++c)
               dprob[r * kKeyTile + c] = dropped(row[c], b, i0 + r, j0 + c, shape, p, keep_scale);
         }
-        gemm<T>(Transpose::yes, Transpose::no, cols, Ev, rows, T(1), p.dropout_p > 0.0f ? dprob : prob, kKeyTile,
-                dob.row(i0), dob.stride, dkv_beta, dvb.row(j0), dvb.stride);
+        gemm_small<T>(Transpose::yes, Transpose::no, cols, Ev, rows, T(1), p.dropout_p > 0.0f ? dprob : prob, kKeyTile,
+                      dob.row(i0), dob.stride, dkv_beta, dvb.row(j0), dvb.stride);
         // dP = (dO·Vᵀ)∘Z/(1 − p), then dS = P∘(dP − D) in place of dP.
-        gemm<T>(Transpose::no, Transpose::yes, rows, cols, Ev, T(1), dob.row(i0), dob.stride, vb.row(j0), vb.stride,
-                T(0), dprob, kKeyTile);
+        gemm_small<T>(Transpose::no, Transpose::yes, rows, cols, Ev, T(1), dob.row(i0), dob.stride, vb.row(j0),
+                      vb.stride, T(0), dprob, kKeyTile);
         for (std::size_t r = 0; r < rows; ++r) {
           T *ds = dprob + r * kKeyTile, *pr = prob + r * kKeyTile;
           if (p.dropout_p > 0.0f)
@@ -269,10 +271,10 @@ void attention_backward(const T* q, const T* k, const T* v, const T* out, const 
           else
             for (std::size_t c = 0; c < cols; ++c) ds[c] = pr[c] * (ds[c] - d[i0 + r]);
         }
-        gemm<T>(Transpose::no, Transpose::no, rows, E, cols, scale, dprob, kKeyTile, kb.row(j0), kb.stride, dq_beta,
-                dqb.row(i0), dqb.stride);
-        gemm<T>(Transpose::yes, Transpose::no, cols, E, rows, scale, dprob, kKeyTile, qb.row(i0), qb.stride, dkv_beta,
-                dkb.row(j0), dkb.stride);
+        gemm_small<T>(Transpose::no, Transpose::no, rows, E, cols, scale, dprob, kKeyTile, kb.row(j0), kb.stride,
+                      dq_beta, dqb.row(i0), dqb.stride);
+        gemm_small<T>(Transpose::yes, Transpose::no, cols, E, rows, scale, dprob, kKeyTile, qb.row(i0), qb.stride,
+                      dkv_beta, dkb.row(j0), dkb.stride);
       }
     }
   });

@@ -194,6 +194,15 @@ void gemm_bias(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::si
 }
 
 template <class T>
+void gemm_small(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
+                std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
+  if constexpr (std::is_same_v<T, float>)
+    if (m > 0 && n > 0 && k > 0 && cpu_has_avx512f())
+      return gemm_f32_avx512_small(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  gemm<T>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+template <class T>
 void gemm_batched(Transpose ta, Transpose tb, std::size_t batch, std::size_t m, std::size_t n, std::size_t k,
                   const T* a, std::size_t lda, std::size_t stride_a, const T* b, std::size_t ldb, std::size_t stride_b,
                   T* c, std::size_t ldc, std::size_t stride_c) {
@@ -223,6 +232,10 @@ template void gemm_bias<float>(Transpose, Transpose, std::size_t, std::size_t, s
                                const float*, std::size_t, const float*, float*, std::size_t);
 template void gemm_bias<double>(Transpose, Transpose, std::size_t, std::size_t, std::size_t, const double*, std::size_t,
                                 const double*, std::size_t, const double*, double*, std::size_t);
+template void gemm_small<float>(Transpose, Transpose, std::size_t, std::size_t, std::size_t, float, const float*,
+                                std::size_t, const float*, std::size_t, float, float*, std::size_t);
+template void gemm_small<double>(Transpose, Transpose, std::size_t, std::size_t, std::size_t, double, const double*,
+                                 std::size_t, const double*, std::size_t, double, double*, std::size_t);
 template void gemm_batched<float>(Transpose, Transpose, std::size_t, std::size_t, std::size_t, std::size_t,
                                   const float*, std::size_t, std::size_t, const float*, std::size_t, std::size_t,
                                   float*, std::size_t, std::size_t);

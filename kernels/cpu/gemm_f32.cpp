@@ -52,26 +52,30 @@ struct Epilogue {
   const float* bias = nullptr;  // at the tile's first column
 };
 
-// C[Rows × up to 32 columns] (`Panels` 1 or 2 panels, masked at n's edge). op(A)'s rows start at
-// `a`: row r, column p at a[r·lda + p], or (TransA, A stored [k, m]) a[p·lda + r]. Panel q's row p
-// at b[q] + p·ldb: B as stored, or packed with ldb = 16. The loops over rows and panels are
+// C[Rows × up to 32 columns] (`Panels` 1 or 2 panels, masked at n's edge), columns [j, j + 32) of
+// the product that `epilogue` and `sums` describe. op(A)'s rows start at `a`: row r, column p at
+// a[r·lda + p], or (TransA, A stored [k, m]) a[p·lda + r]. Panel q's row p at b[q] + p·ldb: B as
+// stored, or packed with ldb = 16. The loops over rows and panels are
 // unrolled by pragma: left to itself GCC 12 kept `acc` in memory too and stored all 16 registers
 // on every step of p (80 GFLOP/s on the MLP's shapes, against 230 unrolled). The epilogue and the
-// sums go by reference: by value, their fields stored one by one and copied back by a 16-byte load
-// stalled the store forwarding on every call (5% of the ViT's step, in its attention's small tiles).
+// sums go by reference, whole, with the column `j` beside them: a copy (by value, or one made to
+// move its pointers to column j) read their fields, stored one by one, back by 16-byte loads, which
+// stalled the store forwarding on every call (5% of the ViT's step, in its attention's small tiles;
+// the copy in row_block, 8% of the attention's time).
 template <std::size_t Rows, bool TransA, std::size_t Panels>
 __attribute__((target("avx512f"))) void tile(const float* a, std::size_t lda, std::size_t k,
                                              std::array<const float*, 2> b, std::size_t ldb, float* c, std::size_t ldc,
-                                             std::array<__mmask16, 2> mask, const Epilogue& epilogue,
-                                             const Sums& sums) {
+                                             std::array<__mmask16, 2> mask, const Epilogue& epilogue, const Sums& sums,
+                                             std::size_t j) {
   const __mmask16 mask0 = mask[0], mask1 = mask[1];
+  float* const sums_at = sums.at + j;
   __m512 acc[Rows][Panels];
 #pragma GCC unroll 16
   for (std::size_t r = 0; r < Rows; ++r)
 #pragma GCC unroll 2
     for (std::size_t q = 0; q < Panels; ++q)
       acc[r][q] = sums.first ? _mm512_setzero_ps()
-                             : _mm512_maskz_loadu_ps(q == 0 ? mask0 : mask1, sums.at + r * sums.ld + q * kPanel);
+                             : _mm512_maskz_loadu_ps(q == 0 ? mask0 : mask1, sums_at + r * sums.ld + q * kPanel);
   for (std::size_t p = 0; p < k; ++p) {
     const __m512 v0 = _mm512_maskz_loadu_ps(mask0, b[0] + p * ldb);
     const __m512 v1 = Panels == 2 ? _mm512_maskz_loadu_ps(mask1, b[1] + p * ldb) : v0;
@@ -89,7 +93,7 @@ __attribute__((target("avx512f"))) void tile(const float* a, std::size_t lda, st
     for (std::size_t q = 0; q < Panels; ++q) {
       const __mmask16 m = q == 0 ? mask0 : mask1;
       if (!sums.last) {
-        _mm512_mask_storeu_ps(sums.at + r * sums.ld + q * kPanel, m, acc[r][q]);
+        _mm512_mask_storeu_ps(sums_at + r * sums.ld + q * kPanel, m, acc[r][q]);
         continue;
       }
       float* out = c + r * ldc + q * kPanel;
@@ -97,7 +101,7 @@ __attribute__((target("avx512f"))) void tile(const float* a, std::size_t lda, st
       if (epilogue.beta != 0.0f)  // β = 0: C is not read
         result = _mm512_fmadd_ps(_mm512_set1_ps(epilogue.beta), _mm512_maskz_loadu_ps(m, out), result);
       if (epilogue.bias != nullptr)
-        result = _mm512_add_ps(result, _mm512_maskz_loadu_ps(m, epilogue.bias + q * kPanel));
+        result = _mm512_add_ps(result, _mm512_maskz_loadu_ps(m, epilogue.bias + j + q * kPanel));
       _mm512_mask_storeu_ps(out, m, result);
     }
 }
@@ -111,14 +115,10 @@ void row_block(const float* a, std::size_t lda, std::size_t k, const float* b, s
     const float* b0 = b + (j / kPanel) * panel_step;
     const std::array<__mmask16, 2> mask{columns_mask(width - j),
                                         columns_mask(width > j + kPanel ? width - j - kPanel : 0)};
-    Sums at_j = sums;
-    at_j.at += j;
-    Epilogue from_j = epilogue;
-    if (from_j.bias != nullptr) from_j.bias += j;
     if (mask[1] != 0)
-      tile<Rows, TransA, 2>(a, lda, k, {b0, b0 + panel_step}, ldb, c + j, ldc, mask, from_j, at_j);
+      tile<Rows, TransA, 2>(a, lda, k, {b0, b0 + panel_step}, ldb, c + j, ldc, mask, epilogue, sums, j);
     else
-      tile<Rows, TransA, 1>(a, lda, k, {b0, nullptr}, ldb, c + j, ldc, mask, from_j, at_j);
+      tile<Rows, TransA, 1>(a, lda, k, {b0, nullptr}, ldb, c + j, ldc, mask, epilogue, sums, j);
   }
 }
 
@@ -243,6 +243,27 @@ void gemm_f32_avx512(Transpose ta, Transpose tb, std::size_t m, std::size_t n, s
         }
       },
       1);
+}
+
+// The same tiles, in order on this thread: op(B) packed where it is transposed (its panels are what
+// the tiles read), as stored otherwise; op(A) as stored either way, a transposed A's 8 rows of a
+// step of k being one run of 32 bytes in a block that stays in cache.
+void gemm_f32_avx512_small(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, float alpha,
+                           const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta, float* c,
+                           std::size_t ldc) {
+  const bool packs = tb == Transpose::yes;
+  float* packed = packs ? thread_scratch<float>(kGemmPackingSlot, (n + kPanel - 1) / kPanel * kPanel * k) : nullptr;
+  if (packs) pack_transposed(b, ldb, k, 0, n, packed);
+  const auto& blocks = ta == Transpose::yes ? kRowBlocks<true> : kRowBlocks<false>;
+  const Epilogue epilogue{alpha, beta, nullptr};
+  for (std::size_t i = 0; i < m; i += kRows) {
+    const float* a_rows = ta == Transpose::yes ? a + i : a + i * lda;
+    const Sums sums{c + i * ldc, ldc, true, true};
+    if (packs)
+      blocks[std::min(kRows, m - i)](a_rows, lda, k, packed, kPanel, kPanel * k, n, c + i * ldc, ldc, epilogue, sums);
+    else
+      blocks[std::min(kRows, m - i)](a_rows, lda, k, b, ldb, kPanel, n, c + i * ldc, ldc, epilogue, sums);
+  }
 }
 
 }  // namespace ember::kernels::cpu

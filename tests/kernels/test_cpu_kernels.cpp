@@ -520,10 +520,10 @@ TEST_CASE("bias+ReLU backward in bf16: the f32 kernel's bits on widened copies, 
   }
 }
 
-TEST_CASE("layer norm: the note's sums, bit for bit, rows one by one and in groups") {
+TEST_CASE("layer norm: the note's sums, bit for bit, rows one by one") {
   // Note [layer norm's sums] written out for one row: eight f64 lanes, their total in order, then
-  // the tail. The kernel takes rows four at a time (and the rest one by one), on AVX-512 lanes or
-  // not: the same bits. Widths around the lanes; 7 rows: one group and three single rows.
+  // the tail; each element's terms in f32 from the saved statistics. On AVX-512 lanes or not
+  // (kernels_no_avx512): the same bits. Widths around the lanes.
   const auto sum_of = [](std::size_t width, const auto& term) {
     double lane[8] = {}, total = 0;
     std::size_t e = 0;
@@ -543,24 +543,25 @@ TEST_CASE("layer norm: the note's sums, bit for bit, rows one by one and in grou
                             1e-6);
     cpu::layer_norm_backward(dy.data(), x.data(), gamma.data(), mean.data(), invstd.data(), dx.data(), dy_xhat.data(),
                              rows, width);
-    std::vector<float> want_y(n), want_mean(rows), want_invstd(rows), want_dx(n);
+    std::vector<float> want_y(n), want_mean(rows), want_invstd(rows), want_dx(n), want_dy_xhat(n);
     const double m = static_cast<double>(width);
     for (std::size_t r = 0; r < rows; ++r) {
       const float* xr = x.data() + r * width;
       const double mu = sum_of(width, [&](std::size_t e) { return static_cast<double>(xr[e]); }) / m;
       const double squares = sum_of(width, [&](std::size_t e) { return (xr[e] - mu) * (xr[e] - mu); });
-      const double inv = 1.0 / std::sqrt(squares / m + 1e-6);
-      for (std::size_t e = 0; e < width; ++e)
-        want_y[r * width + e] = static_cast<float>((xr[e] - mu) * inv * gamma[e] + beta[e]);
       want_mean[r] = static_cast<float>(mu);
-      want_invstd[r] = static_cast<float>(inv);
-      const double saved_mu = want_mean[r], saved_inv = want_invstd[r];
-      const auto g = [&](std::size_t e) { return static_cast<double>(dy[r * width + e]) * gamma[e]; };
-      const double sum_g = sum_of(width, g);
-      const double sum_g_xhat = sum_of(width, [&](std::size_t e) { return g(e) * (xr[e] - saved_mu) * saved_inv; });
+      want_invstd[r] = static_cast<float>(1.0 / std::sqrt(squares / m + 1e-6));
+      const float saved_mu = want_mean[r], saved_inv = want_invstd[r];
+      for (std::size_t e = 0; e < width; ++e)
+        want_y[r * width + e] = (xr[e] - saved_mu) * saved_inv * gamma[e] + beta[e];
+      const auto g = [&](std::size_t e) { return dy[r * width + e] * gamma[e]; };
+      const auto xhat = [&](std::size_t e) { return (xr[e] - saved_mu) * saved_inv; };
+      const auto sum_g = static_cast<float>(sum_of(width, [&](std::size_t e) { return double{g(e)}; }));
+      const auto sum_g_xhat = static_cast<float>(sum_of(width, [&](std::size_t e) { return double{g(e) * xhat(e)}; }));
+      const auto mf = static_cast<float>(width);
       for (std::size_t e = 0; e < width; ++e) {
-        const double xhat = (xr[e] - saved_mu) * saved_inv;
-        want_dx[r * width + e] = static_cast<float>(saved_inv / m * (m * g(e) - sum_g - xhat * sum_g_xhat));
+        want_dx[r * width + e] = 1.0f * saved_inv / mf * (mf * g(e) - sum_g - xhat(e) * sum_g_xhat);
+        want_dy_xhat[r * width + e] = dy[r * width + e] * xhat(e);
       }
     }
     const auto same = [](const std::vector<float>& a, const std::vector<float>& b) {
@@ -570,5 +571,6 @@ TEST_CASE("layer norm: the note's sums, bit for bit, rows one by one and in grou
     CHECK(same(mean, want_mean));
     CHECK(same(invstd, want_invstd));
     CHECK(same(dx, want_dx));
+    CHECK(same(dy_xhat, want_dy_xhat));
   }
 }

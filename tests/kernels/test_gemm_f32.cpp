@@ -4,7 +4,7 @@
 // as stored: from 4 blocks of rows where a chunk of B passes 16 KiB), the packing of A transposed, the column chunks (n
 // past 224 at k = 784) and the blocks of k (3 at k = 784: sums kept in C at β = 0, else in scratch), with padded
 // strides, α and β, and NaN in a C that β = 0 must not read; and the same bits from gemm() at 1,
-// 2 and 3 threads.
+// 2 and 3 threads. gemm_small's kernel (one thread, no dispatch) on the same cases.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -65,6 +65,9 @@ void check_case(const Case& g, std::uint64_t& seed) {
   documented_gemm(g, a.data(), lda, b.data(), ldb, want.data(), ldc);
   gemm_f32_avx512(g.ta, g.tb, g.m, g.n, g.k, g.alpha, a.data(), lda, b.data(), ldb, g.beta, got.data(), ldc);
   CHECK(bits_of(got) == bits_of(want));
+  std::vector<float> small = start;  // gemm_small's kernel: the same tiles, one thread, A never packed
+  gemm_f32_avx512_small(g.ta, g.tb, g.m, g.n, g.k, g.alpha, a.data(), lda, b.data(), ldb, g.beta, small.data(), ldc);
+  CHECK(bits_of(small) == bits_of(want));
 }
 
 }  // namespace
