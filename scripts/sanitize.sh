@@ -8,7 +8,11 @@ cd "$(dirname "$0")/.."
 sanitizers=${1:-address,undefined}
 scripts/install_deps.sh --tests
 build=build-sanitize-${sanitizers//,/-}
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DEMBER_SANITIZE="$sanitizers" -DEMBER_BUILD_APPS=ON -DEMBER_WERROR=ON
+# Debug with -g1: line tables and function names, what the sanitizers' reports print, without the
+# full debug information, whose writing was a fifth of the build (a fresh AddressSanitizer+UBSan
+# build on 2 cores: 7 min 40 s with -g, 6 min 14 s with -g1; the tests alike, 3 min 41 s and 3 min 47 s).
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DEMBER_SANITIZE="$sanitizers" \
+  -DEMBER_BUILD_APPS=ON -DEMBER_WERROR=ON
 # ThreadSanitizer looks at the tests where ember runs threads of its own — the CPU pool's
 # (test_parallel: every parallel kernel at 1, 2 and 3 threads) and the data loader's workers:
 # test_data, test_train and the programs' tests, whose runs load with them, all with two compute
