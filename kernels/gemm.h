@@ -39,16 +39,16 @@ namespace ember::kernels::cpu {
 template <class T>
 void gemm(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda,
           const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc);
-// `batch` independent products: C_i = op(A_i)·op(B_i) with A_i = a + i·stride_a (B_i, C_i likewise),
-// dense rows of lda, ldb, ldc. The batch runs in parallel when the products are large enough in all
-// (kGemmProductsPerPiece); each product is whole on one thread, so the bits do not depend on it.
 // A product small enough to sit in cache (the fused attention's tiles, Note [fused attention]), run
 // whole on the calling thread: the same bits as gemm(), without its dispatch, which cost the ViT's
-// attention a fifth of its time over 50 × 50 × 16 products — no parallel split, no clock (its time
-// is not in gemm_seconds()), and a transposed A read in place rather than packed.
+// attention a tenth or more of its time over 50 × 50 × 16 products — no parallel split, no clock
+// (its time is not in gemm_seconds()), and a transposed A read in place rather than packed.
 template <class T>
 void gemm_small(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
                 std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc);
+// `batch` independent products: C_i = op(A_i)·op(B_i) with A_i = a + i·stride_a (B_i, C_i likewise),
+// dense rows of lda, ldb, ldc. The batch runs in parallel when the products are large enough in all
+// (kGemmProductsPerPiece); each product is whole on one thread, so the bits do not depend on it.
 template <class T>
 void gemm_batched(Transpose ta, Transpose tb, std::size_t batch, std::size_t m, std::size_t n, std::size_t k,
                   const T* a, std::size_t lda, std::size_t stride_a, const T* b, std::size_t ldb, std::size_t stride_b,
