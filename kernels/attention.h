@@ -27,6 +27,7 @@
 #include <cstdint>
 
 #include "kernels/common.h"
+#include "kernels/elementwise_math.h"
 
 namespace ember::kernels {
 
@@ -84,14 +85,16 @@ struct AttentionParams {
 
 namespace ember::kernels::cpu {
 
-// out [B, L, Ev] and lse [B, L] (−∞ for a fully masked row). T: float or double.
+// out [B, L, Ev] and lse [B, L] (−∞ for a fully masked row). T: float, double, or bfloat16 with
+// f32 softmax statistics (lse) and an f32 additive mask (Note [bf16 attention] in
+// kernels/cpu/attention.cpp).
 template <class T>
-void attention_forward(const T* q, const T* k, const T* v, T* out, T* lse, const AttentionShape& shape,
+void attention_forward(const T* q, const T* k, const T* v, T* out, compute_t<T>* lse, const AttentionShape& shape,
                        const AttentionParams& params);
 // dq, dk, dv (overwritten) from dout and the forward's out and lse.
 template <class T>
-void attention_backward(const T* q, const T* k, const T* v, const T* out, const T* dout, const T* lse, T* dq, T* dk,
-                        T* dv, const AttentionShape& shape, const AttentionParams& params);
+void attention_backward(const T* q, const T* k, const T* v, const T* out, const T* dout, const compute_t<T>* lse, T* dq,
+                        T* dk, T* dv, const AttentionShape& shape, const AttentionParams& params);
 
 }  // namespace ember::kernels::cpu
 

@@ -35,6 +35,14 @@ void gemm_bf16(Transpose tb, std::size_t m, std::size_t n, std::size_t k, const 
                const bfloat16* b, std::size_t ldb, float* c, std::size_t ldc, bool accumulate,
                Bf16GemmPath path = best_bf16_gemm_path());
 
+// gemm_bf16 for a product small enough to sit in cache (the fused attention's tiles, Note [bf16
+// attention]), whole on the calling thread, no parallel split; and op(A) may be transposed too (A
+// stored [k, m], its pairs of rows interleaved into the instruction's layout first). Each element
+// is the same sum in the same order as gemm_bf16's: the same bits.
+void gemm_bf16_small(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, const bfloat16* a,
+                     std::size_t lda, const bfloat16* b, std::size_t ldb, float* c, std::size_t ldc, bool accumulate,
+                     Bf16GemmPath path = best_bf16_gemm_path());
+
 // C (bf16, row stride ldc) = A·op(B), each element the f32 sum above rounded once: the bits of
 // gemm_bf16 into f32 followed by a cast to bf16, without writing and reading back the f32 matrix
 // (the path's rounding is the cast's formula, Note [half conversions]).

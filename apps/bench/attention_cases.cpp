@@ -2,7 +2,7 @@
 // attention]) against the reference path (the batched matmul, softmax and matmul that autograd
 // records), forward and forward + backward, at the shape the ViT's long sequences stress: B·H =
 // 32, L = S = 1024, d = 64, and at the ViT's own, B·H = 256, L = S = 50, d = 16 (quick: B·H = 4,
-// L = S = 128, d = 32), on either device. The family
+// L = S = 128, d = 32), on either device; and in bf16 on the CPU (Note [bf16 attention]). The family
 // attention_memory (add_attention_memory) measures what each path holds.
 #include <chrono>
 
@@ -19,16 +19,18 @@ void add_attention_shape(std::vector<Case>& cases, const Arena& arena, std::int6
                          std::int64_t dim) {
   const Shape shape{heads, length, dim};
   Generator g(5);
-  const Tensor q = arena.copy(uniform(shape, -1, 1, {}, &g)), k = arena.copy(uniform(shape, -1, 1, {}, &g)),
-               v = arena.copy(uniform(shape, -1, 1, {}, &g)), upstream = arena.copy(uniform(shape, -1, 1, {}, &g));
+  const Tensor q32 = uniform(shape, -1, 1, {}, &g), k32 = uniform(shape, -1, 1, {}, &g),
+               v32 = uniform(shape, -1, 1, {}, &g), up32 = uniform(shape, -1, 1, {}, &g);
   const std::string label =
       "B·H " + std::to_string(heads) + ", L=S " + std::to_string(length) + ", d " + std::to_string(dim);
   // Forward: the two products, 4·B·L·S·d. The backward recomputes the scores and makes the four
   // gradient products: 2.5 times the forward, as FlashAttention counts it.
   const double forward_flops = 4.0 * heads * length * length * dim;
-  const double io_bytes = 4.0 * 4 * heads * length * dim;  // q, k, v and the output
   using Attention = Tensor (*)(const Tensor&, const Tensor&, const Tensor&, const AttentionOptions&);
-  const auto add = [&](const char* version, Attention attention, bool backward, bool in_use) {
+  const auto add = [&](std::string version, Attention attention, bool backward, bool in_use, DType dtype) {
+    const Tensor q = arena.copy(q32.to(dtype)), k = arena.copy(k32.to(dtype)), v = arena.copy(v32.to(dtype)),
+                 upstream = arena.copy(up32.to(dtype));
+    const double io_bytes = 4.0 * static_cast<double>(dtype_size(dtype)) * heads * length * dim;  // q, k, v, out
     const auto run_once = [=](int) {
       if (!backward) {
         Tensor out = attention(q, k, v, AttentionOptions{});
@@ -38,19 +40,24 @@ void add_attention_shape(std::vector<Case>& cases, const Arena& arena, std::int6
              vl = v.detach().set_requires_grad();
       sum(attention(ql, kl, vl, AttentionOptions{}) * upstream).backward();
     };
-    // Checked against the other path: the same attention within f32 rounding of softmax and products.
+    // Checked against the f32 reference path on the same values: the same attention within f32
+    // rounding of softmax and products, or in bf16 within its roundings (|v| ≤ 1: 2^-8 and an ulp).
+    const double allowed = dtype == DType::f32 ? 1e-4 : 8e-3;
     const auto check = [=]() -> std::string {
-      const Tensor got = attention(q, k, v, AttentionOptions{}).cpu(),
-                   want = scaled_dot_product_attention_reference(q, k, v, AttentionOptions{}).cpu();
+      const Tensor got = attention(q, k, v, AttentionOptions{}).cpu().to(DType::f32),
+                   want = scaled_dot_product_attention_reference(q.to(DType::f32), k.to(DType::f32), v.to(DType::f32),
+                                                                 AttentionOptions{})
+                              .cpu();
       const double worst = max(reshape(abs(got - want), {1, -1}), -1).to_vector<float>()[0];
-      return worst <= 1e-4 ? std::string() : "differs from the reference path by " + std::to_string(worst);
+      return worst <= allowed ? std::string() : "differs from the reference path by " + std::to_string(worst);
     };
-    cases.push_back({"attention", std::string(version) + (backward ? " fwd+bwd" : " forward"), in_use, arena.device(),
-                     label, io_bytes * (backward ? 2 : 1), forward_flops * (backward ? 3.5 : 1.0), 1, run_once, check});
+    cases.push_back({"attention", version + (backward ? " fwd+bwd" : " forward"), in_use, arena.device(), label,
+                     io_bytes * (backward ? 2 : 1), forward_flops * (backward ? 3.5 : 1.0), 1, run_once, check});
   };
   for (const bool backward : {false, true}) {
-    add("fused", scaled_dot_product_attention, backward, true);
-    add("reference", scaled_dot_product_attention_reference, backward, false);
+    add("fused", scaled_dot_product_attention, backward, true, DType::f32);
+    add("reference", scaled_dot_product_attention_reference, backward, false, DType::f32);
+    if (!arena.device().is_cuda()) add("fused bf16", scaled_dot_product_attention, backward, true, DType::bf16);
   }
 }
 }  // namespace

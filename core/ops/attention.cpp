@@ -141,8 +141,8 @@ double scale_of(const AttentionOptions& o, const Dims& d) {
   return o.scale.value_or(1.0 / std::sqrt(static_cast<double>(d.head_dim)));
 }
 
-// Whether the fused kernels take these inputs: every shape on the CPU (f32, f64); f32 heads of at
-// most kMaxFusedHeadDim on CUDA.
+// Whether the fused kernels take these inputs: every shape on the CPU (f32, f64, bf16); f32 heads
+// of at most kMaxFusedHeadDim on CUDA.
 bool fused_takes(const Tensor& q, const Dims& dims) {
   return !q.is_cuda() || (q.dtype() == DType::f32 && kernels::cuda_attention_fits(kernel_shape(dims)));
 }
@@ -182,7 +182,7 @@ Tensor fused(const Operands& ops, const AttentionOptions& o, const Dims& dims) {
   Tensor out = ext::new_empty(q, out_shape);
   Shape lse_shape = dims.batch;
   lse_shape.push_back(dims.q_len);
-  Tensor lse = ext::new_empty(q, lse_shape);
+  Tensor lse = ext::new_empty(q, lse_shape, ext::is_cpu_bf16(q) ? DType::f32 : q.dtype());  // the compute type
   const Tensor mask = o.attn_mask.defined() ? o.attn_mask.detach() : Tensor();
   kernels::AttentionShape shape = kernel_shape(dims);
   shape.heads_in_rows = static_cast<std::size_t>(ops.heads);
@@ -197,14 +197,15 @@ Tensor fused(const Operands& ops, const AttentionOptions& o, const Dims& dims) {
   };
   {
     const MaskView view = mask_view(mask, dims);
-    ext::dispatch(
+    ext::dispatch_with_half(
         q,
         [&](auto zero) {
           using T = decltype(zero);
           const Pointers<T> in = pointers<T>(ops, ops.inputs, dims);
-          kernels::cpu::attention_forward<T>(in.q, in.k, in.v, out.raw<T>(), lse.raw<T>(), shape, params_with(view));
+          kernels::cpu::attention_forward<T>(in.q, in.k, in.v, out.raw<T>(), lse.raw<kernels::compute_t<T>>(), shape,
+                                             params_with(view));
         },
-        [&](auto stream) {
+        [&](auto, auto stream) {  // f32 only: the op widens 16-bit inputs on CUDA
           const Pointers<float> in = pointers<float>(ops, ops.inputs, dims);
           kernels::cuda::attention_forward(in.q, in.k, in.v, out.raw<float>(), lse.raw<float>(), shape,
                                            params_with(view), stream);
@@ -218,16 +219,17 @@ Tensor fused(const Operands& ops, const AttentionOptions& o, const Dims& dims) {
                        Gradients grads;
                        for (const Tensor& input : saved.inputs) grads.push_back(ext::new_empty(input, input.shape()));
                        const MaskView view = mask_view(mask, dims);
-                       ext::dispatch(
+                       ext::dispatch_with_half(
                            saved.q(),
                            [&](auto zero) {
                              using T = decltype(zero);
                              const Pointers<T> in = pointers<T>(saved, saved.inputs, dims),
                                                d = pointers<T>(saved, grads, dims);
                              kernels::cpu::attention_backward<T>(in.q, in.k, in.v, out_.raw<T>(), g.raw<T>(),
-                                                                 lse.raw<T>(), d.q, d.k, d.v, shape, params_with(view));
+                                                                 lse.raw<kernels::compute_t<T>>(), d.q, d.k, d.v, shape,
+                                                                 params_with(view));
                            },
-                           [&](auto stream) {
+                           [&](auto, auto stream) {
                              const Pointers<float> in = pointers<float>(saved, saved.inputs, dims),
                                                    d = pointers<float>(saved, grads, dims);
                              Tensor row_dot = ext::new_empty(lse, lse.shape());  // D = rowsum(dO∘O)
@@ -242,6 +244,9 @@ Tensor fused(const Operands& ops, const AttentionOptions& o, const Dims& dims) {
 }
 
 // A 16-bit op computes in f32, rounded once (Note [half precision]); the casts carry the gradients.
+// Except bf16 on the CPU, which the fused kernels take as it is (Note [bf16 attention]), with an
+// additive mask in f32 all the same.
+bool widens(const Tensor& q) { return is_half(q.dtype()) && !ext::is_cpu_bf16(q); }
 AttentionOptions widened_options(const AttentionOptions& o) {
   AttentionOptions wide = o;
   if (o.attn_mask.defined() && o.attn_mask.dtype() != DType::u8) wide.attn_mask = ext::widened(o.attn_mask);
@@ -265,9 +270,9 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     return scaled_dot_product_attention(cast[0], cast[1], cast[2], cast_options);
   }
   const Dims dims = check_attention(q, k, v, o);
-  if (is_half(q.dtype()))
+  if (widens(q))
     return attend(q.to(DType::f32), k.to(DType::f32), v.to(DType::f32), widened_options(o), dims).to(q.dtype());
-  return attend(q, k, v, o, dims);
+  return attend(q, k, v, widened_options(o), dims);
 }
 
 namespace {
@@ -313,8 +318,8 @@ Tensor scaled_dot_product_attention_qkv(const Tensor& qkv, std::int64_t heads, c
               "; got ", shape_str(qkv.shape()));
   const Shape split = {qkv.size(0), heads, qkv.size(1), qkv.size(2) / (3 * heads)};
   const Dims dims = check_attention(qkv, o, split, split, split);
-  if (is_half(qkv.dtype())) return attend_qkv(qkv.to(DType::f32), widened_options(o), dims, heads).to(qkv.dtype());
-  return attend_qkv(qkv, o, dims, heads);
+  if (widens(qkv)) return attend_qkv(qkv.to(DType::f32), widened_options(o), dims, heads).to(qkv.dtype());
+  return attend_qkv(qkv, widened_options(o), dims, heads);
 }
 
 Tensor scaled_dot_product_attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, std::int64_t heads,
@@ -331,10 +336,10 @@ Tensor scaled_dot_product_attention_heads(const Tensor& q, const Tensor& k, cons
               ": query, key and value must be [N, L, H·E], [N, S, H·E] and [N, S, H·Ev] with H = heads = ", heads,
               "; got ", shape_str(q.shape()), ", ", shape_str(k.shape()), " and ", shape_str(v.shape()));
   const Dims dims = check_attention(q, o, split_shape(q, heads), split_shape(k, heads), split_shape(v, heads));
-  if (is_half(q.dtype()))
+  if (widens(q))
     return attend_heads(q.to(DType::f32), k.to(DType::f32), v.to(DType::f32), widened_options(o), dims, heads)
         .to(q.dtype());
-  return attend_heads(q, k, v, o, dims, heads);
+  return attend_heads(q, k, v, widened_options(o), dims, heads);
 }
 
 Tensor scaled_dot_product_attention_reference(const Tensor& q, const Tensor& k, const Tensor& v,

@@ -1,10 +1,12 @@
 // The CPU's fused attention (Note [fused attention] in kernels/attention.h): tiles of 128 queries
 // by 128 keys (docs/results/attention-cpu.md: against 64 × 64, each K tile is packed for the GEMM
 // half as often), each tile's products by the CPU GEMM for small products (gemm_small: in cache,
-// on the task's own thread), the softmax bookkeeping in between.
+// on the task's own thread; gemm_bf16_small for bf16, Note [bf16 attention]), the softmax
+// bookkeeping in between, in the compute type.
 #include "kernels/attention.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -14,7 +16,9 @@
 #include "kernels/cpu/exp_avx512.h"
 #include "kernels/cpu_features.h"
 #include "kernels/dropout.h"
+#include "kernels/elementwise_math.h"
 #include "kernels/gemm.h"
+#include "kernels/gemm_bf16.h"
 #include "kernels/parallel.h"
 
 namespace ember::kernels::cpu {
@@ -37,11 +41,21 @@ void for_each_task(std::size_t tasks, double work, Body&& body) {
   });
 }
 
-// A tile's scratch, not zeroed: every value is written before it is read (the GEMM with β = 0 does
-// not read C). Zeroing three 64 KiB tiles per task took a sixth of the backward at the ViT's sizes.
-template <class T>
-std::unique_ptr<T[]> tile_scratch() {
-  return std::make_unique_for_overwrite<T[]>(kQueryTile * kKeyTile);
+// Scratch of the thread running a task, reused from task to task and not zeroed: every value is
+// written before it is read (the GEMM with β = 0 does not read C). Slot by slot, a task asks for
+// what it needs. Zeroing three 64 KiB tiles per task took a sixth of the backward at the ViT's
+// sizes, and allocating them per task gave the allocator's freed pages back to the system, each
+// task faulting them in again (a tenth of the ViT's bf16 step).
+enum class Scratch : std::uint8_t { scores, dprob, rounded, sums0, sums1, sums2 };
+template <class U>
+U* thread_scratch(Scratch slot, std::size_t count = kQueryTile * kKeyTile) {
+  thread_local std::array<std::pair<std::unique_ptr<U[]>, std::size_t>, 6> buffers;
+  auto& [data, size] = buffers[static_cast<std::size_t>(slot)];
+  if (size < count) {
+    data = std::make_unique_for_overwrite<U[]>(count);
+    size = count;
+  }
+  return data.get();
 }
 
 // One batch element's rows of an input or output: its first row and the distance between rows
@@ -59,30 +73,120 @@ Rows<T> rows_of(T* data, const AttentionShape& shape, std::size_t b, std::size_t
   return {data + r.start, r.stride};
 }
 
-// The scaled scores of queries [i0, i0 + rows) against keys [j0, j0 + cols) of batch element b,
-// masked: s[r·kKeyTile + c]. −∞ where the mask or causality says "do not attend".
+// ---- The tiles' products -------------------------------------------------------------------------
+// Note [bf16 attention]
+// In bf16 the inputs and outputs are bf16 and everything between is f32, as in PyTorch's CPU
+// flash attention: the products run on the bf16 GEMM (VDPBF16PS where the CPU has AVX512-BF16,
+// Note [bf16 GEMM paths]) with f32 sums, the softmax statistics m, l and lse, the output's and the
+// gradients' running sums and D stay f32, and an f32 tile that is a product's operand (P, P̃, dS)
+// is rounded once to bf16 first. So the results are not the bits of the f32 kernel on widened
+// copies (Note [half precision]): P·V sums bf16-rounded probabilities. Each element is still one
+// fixed sum, whatever the thread count, and the scalar path gives the same bits as the vector one.
+
+// s (a tile, row stride kKeyTile) = α·a·bᵀ over `depth` values: `rows` rows of a and `cols` rows
+// of b. bf16's GEMM takes no α: the f32 sums are scaled after.
 template <class T>
-void scores_tile(Rows<const T> q, Rows<const T> k, T* s, std::size_t b, std::size_t i0, std::size_t rows,
+void rows_by_rows(std::size_t rows, std::size_t cols, std::size_t depth, compute_t<T> alpha, Rows<const T> a,
+                  Rows<const T> b, compute_t<T>* s) {
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    gemm_bf16_small(Transpose::no, Transpose::yes, rows, cols, depth, a.at, a.stride, b.at, b.stride, s, kKeyTile,
+                    false);
+    if (alpha != 1.0f)
+      for (std::size_t r = 0; r < rows; ++r)
+        for (std::size_t c = 0; c < cols; ++c) s[r * kKeyTile + c] *= alpha;
+  } else {
+    gemm_small<T>(Transpose::no, Transpose::yes, rows, cols, depth, alpha, a.at, a.stride, b.at, b.stride, T(0), s,
+                  kKeyTile);
+  }
+}
+
+// A tile of the compute type (row stride kKeyTile) as a product's operand: the tile itself, or
+// for bf16 its `rows` × `cols` values rounded once to bf16 into `scratch` (same layout).
+__attribute__((target("avx512f,avx512bw"))) void round_rows_avx512(const float* tile, std::size_t rows,
+                                                                   std::size_t cols, bfloat16* out) {
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t c = 0; c < cols; ++c)
+      out[r * kKeyTile + c].bits = half_bits::bf16_from_f32(tile[r * kKeyTile + c]);
+}
+template <class T>
+const T* operand(const compute_t<T>* tile, std::size_t rows, std::size_t cols, T* scratch) {
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    if (cpu_has_avx512bw()) {
+      round_rows_avx512(tile, rows, cols, scratch);
+    } else {
+      for (std::size_t r = 0; r < rows; ++r)
+        for (std::size_t c = 0; c < cols; ++c) scratch[r * kKeyTile + c] = bfloat16(tile[r * kKeyTile + c]);
+    }
+    return scratch;
+  } else {
+    return tile;
+  }
+}
+
+// c (row stride ldc) = op(tile)·b + β·c, β 0 or 1: op(tile) [m, depth] from an operand() (stored
+// [depth, m] where transposed), b `depth` rows of n inputs.
+template <class T>
+void tile_by_rows(Transpose ta, std::size_t m, std::size_t n, std::size_t depth, const T* tile, Rows<const T> b,
+                  compute_t<T> beta, compute_t<T>* c, std::size_t ldc) {
+  if constexpr (std::is_same_v<T, bfloat16>)
+    gemm_bf16_small(ta, Transpose::no, m, n, depth, tile, kKeyTile, b.at, b.stride, c, ldc, beta != 0.0f);
+  else
+    gemm_small<T>(ta, Transpose::no, m, n, depth, T(1), tile, kKeyTile, b.at, b.stride, beta, c, ldc);
+}
+
+// Sums of the compute type over `count` rows of `dim` values that end in rows of T from `first`
+// on: summed in place where T is the compute type; for bf16 in f32 scratch (`slot`), rounded into
+// them once by finish().
+template <class T>
+class Sums {
+ public:
+  using C = compute_t<T>;
+  Sums(Rows<T> out, std::size_t first, std::size_t count, std::size_t dim, Scratch slot)
+      : out_(out), first_(first), count_(count), dim_(dim) {
+    if constexpr (std::is_same_v<T, C>)
+      rows_ = {out.row(first), out.stride};
+    else
+      rows_ = {thread_scratch<C>(slot, count * dim), dim};
+  }
+  const Rows<C>& rows() const { return rows_; }
+  void finish() const {
+    if constexpr (!std::is_same_v<T, C>)
+      for (std::size_t i = 0; i < count_; ++i)
+        for (std::size_t x = 0; x < dim_; ++x) out_.row(first_ + i)[x] = T(rows_.row(i)[x]);
+  }
+
+ private:
+  Rows<T> out_;
+  std::size_t first_, count_, dim_;
+  Rows<C> rows_;
+};
+
+// ---- The softmax's bookkeeping ------------------------------------------------------------------
+
+// The scaled scores of queries [i0, i0 + rows) against keys [j0, j0 + cols) of batch element b,
+// masked: s[r·kKeyTile + c]. −∞ where the mask or causality says "do not attend". An additive
+// mask holds the compute type.
+template <class T, class C = compute_t<T>>
+void scores_tile(Rows<const T> q, Rows<const T> k, C* s, std::size_t b, std::size_t i0, std::size_t rows,
                  std::size_t j0, std::size_t cols, const AttentionShape& shape, const AttentionParams& p) {
-  gemm_small<T>(Transpose::no, Transpose::yes, rows, cols, shape.head_dim, static_cast<T>(p.scale), q.row(i0), q.stride,
-                k.row(j0), k.stride, T(0), s, kKeyTile);
+  rows_by_rows<T>(rows, cols, shape.head_dim, static_cast<C>(p.scale), {q.row(i0), q.stride}, {k.row(j0), k.stride}, s);
   const AttentionMask& mask = p.mask;
   for (std::size_t r = 0; r < rows; ++r) {
-    T* row = s + r * kKeyTile;
+    C* row = s + r * kKeyTile;
     const std::size_t i = i0 + r;
     if (mask.kind != AttentionMaskKind::none) {
       const std::size_t base = mask.batch_offsets[b] + i * mask.row_stride;
       for (std::size_t c = 0; c < cols; ++c) {
         const std::size_t at = base + (j0 + c) * mask.col_stride;
         if (mask.kind == AttentionMaskKind::boolean) {
-          if (static_cast<const std::uint8_t*>(mask.data)[at] == 0) row[c] = kMinusInfinity<T>;
+          if (static_cast<const std::uint8_t*>(mask.data)[at] == 0) row[c] = kMinusInfinity<C>;
         } else {
-          row[c] += static_cast<const T*>(mask.data)[at];
+          row[c] += static_cast<const C*>(mask.data)[at];
         }
       }
     }
     if (p.causal)
-      for (std::size_t c = (i >= j0 ? i - j0 + 1 : 0); c < cols; ++c) row[c] = kMinusInfinity<T>;
+      for (std::size_t c = (i >= j0 ? i - j0 + 1 : 0); c < cols; ++c) row[c] = kMinusInfinity<C>;
   }
 }
 
@@ -159,81 +263,87 @@ std::size_t keys_seen(std::size_t i0, std::size_t rows, const AttentionShape& sh
 }  // namespace
 
 template <class T>
-void attention_forward(const T* q, const T* k, const T* v, T* out, T* lse, const AttentionShape& shape,
+void attention_forward(const T* q, const T* k, const T* v, T* out, compute_t<T>* lse, const AttentionShape& shape,
                        const AttentionParams& p) {
+  using C = compute_t<T>;
   const std::size_t L = shape.q_len, S = shape.kv_len, E = shape.head_dim, Ev = shape.value_dim;
   const std::size_t tiles = (L + kQueryTile - 1) / kQueryTile;
-  const T keep_scale = dropout_scale<T>(p.dropout_p);
+  const C keep_scale = dropout_scale<C>(p.dropout_p);
   for_each_task(shape.batch * tiles, static_cast<double>(kQueryTile * S * (E + Ev)), [&](std::size_t task) {
     const std::size_t b = task / tiles, i0 = task % tiles * kQueryTile, rows = std::min(kQueryTile, L - i0);
     const Rows<const T> qb = rows_of(q, shape, b, L, E, shape.q_stride),
                         kb = rows_of(k, shape, b, S, E, shape.kv_stride),
                         vb = rows_of(v, shape, b, S, Ev, shape.kv_stride);
-    const std::unique_ptr<T[]> scores = tile_scratch<T>();
-    T* s = scores.get();
-    std::vector<T> m(rows, kMinusInfinity<T>), l(rows, T(0));
-    const Rows<T> ob = rows_of(out, shape, b, L, Ev);
-    T* acc = ob.row(i0);  // the running output rows, normalized at the end
-    const std::size_t ld = ob.stride;
-    for (std::size_t r = 0; r < rows; ++r) std::fill(acc + r * ld, acc + r * ld + Ev, T(0));
+    C* s = thread_scratch<C>(Scratch::scores);
+    T* rounded = std::is_same_v<T, C> ? nullptr : thread_scratch<T>(Scratch::rounded);
+    std::vector<C> m(rows, kMinusInfinity<C>), l(rows, C(0));
+    // The output rows, normalized at the end.
+    const Sums<T> sums(rows_of(out, shape, b, L, Ev), i0, rows, Ev, Scratch::sums0);
+    C* acc = sums.rows().at;
+    const std::size_t ld = sums.rows().stride;
+    for (std::size_t r = 0; r < rows; ++r) std::fill(acc + r * ld, acc + r * ld + Ev, C(0));
     const std::size_t seen = keys_seen(i0, rows, shape, p);
     for (std::size_t j0 = 0; j0 < seen; j0 += kKeyTile) {
       const std::size_t cols = std::min(kKeyTile, seen - j0);
       scores_tile(qb, kb, s, b, i0, rows, j0, cols, shape, p);
       for (std::size_t r = 0; r < rows; ++r) {
-        T* row = s + r * kKeyTile;
-        const T m_new = std::max(m[r], row_max(row, cols));
-        if (m_new == kMinusInfinity<T>) {  // nothing to attend to yet: this tile adds nothing
-          std::fill(row, row + cols, T(0));
+        C* row = s + r * kKeyTile;
+        const C m_new = std::max(m[r], row_max(row, cols));
+        if (m_new == kMinusInfinity<C>) {  // nothing to attend to yet: this tile adds nothing
+          std::fill(row, row + cols, C(0));
           continue;
         }
-        const T rescale = std::exp(m[r] - m_new);  // 0 while m was −∞
-        const T row_sum = exp_shifted(row, m_new, row, cols);
+        const C rescale = std::exp(m[r] - m_new);  // 0 while m was −∞
+        const C row_sum = exp_shifted(row, m_new, row, cols);
         if (p.dropout_p > 0.0f)
           for (std::size_t c = 0; c < cols; ++c) row[c] = dropped(row[c], b, i0 + r, j0 + c, shape, p, keep_scale);
         l[r] = l[r] * rescale + row_sum;
         m[r] = m_new;
-        if (rescale != T(1))
+        if (rescale != C(1))
           for (std::size_t x = 0; x < Ev; ++x) acc[r * ld + x] *= rescale;
       }
-      gemm_small<T>(Transpose::no, Transpose::no, rows, Ev, cols, T(1), s, kKeyTile, vb.row(j0), vb.stride, T(1), acc,
-                    ld);
+      tile_by_rows<T>(Transpose::no, rows, Ev, cols, operand<T>(s, rows, cols, rounded), {vb.row(j0), vb.stride}, C(1),
+                      acc, ld);
     }
     for (std::size_t r = 0; r < rows; ++r) {
-      const T inverse = l[r] > T(0) ? T(1) / l[r] : T(0);
+      const C inverse = l[r] > C(0) ? C(1) / l[r] : C(0);
       for (std::size_t x = 0; x < Ev; ++x) acc[r * ld + x] *= inverse;
-      lse[b * L + i0 + r] = l[r] > T(0) ? m[r] + std::log(l[r]) : kMinusInfinity<T>;
+      lse[b * L + i0 + r] = l[r] > C(0) ? m[r] + std::log(l[r]) : kMinusInfinity<C>;
     }
+    sums.finish();
   });
 }
 
 template <class T>
-void attention_backward(const T* q, const T* k, const T* v, const T* out, const T* dout, const T* lse, T* dq, T* dk,
-                        T* dv, const AttentionShape& shape, const AttentionParams& p) {
+void attention_backward(const T* q, const T* k, const T* v, const T* out, const T* dout, const compute_t<T>* lse, T* dq,
+                        T* dk, T* dv, const AttentionShape& shape, const AttentionParams& p) {
+  using C = compute_t<T>;
   const std::size_t L = shape.q_len, S = shape.kv_len, E = shape.head_dim, Ev = shape.value_dim;
-  const T keep_scale = dropout_scale<T>(p.dropout_p);
-  const T scale = static_cast<T>(p.scale);
+  const C keep_scale = dropout_scale<C>(p.dropout_p);
+  const C scale = static_cast<C>(p.scale);
   for_each_task(shape.batch, static_cast<double>(L * S * (2 * E + 2 * Ev)), [&](std::size_t b) {
     const std::size_t q_stride = shape.q_stride, kv_stride = shape.kv_stride;
     const Rows<const T> qb = rows_of(q, shape, b, L, E, q_stride), kb = rows_of(k, shape, b, S, E, kv_stride),
                         vb = rows_of(v, shape, b, S, Ev, kv_stride), ob = rows_of(out, shape, b, L, Ev),
                         dob = rows_of(dout, shape, b, L, Ev);
-    const Rows<T> dqb = rows_of(dq, shape, b, L, E, q_stride), dkb = rows_of(dk, shape, b, S, E, kv_stride),
-                  dvb = rows_of(dv, shape, b, S, Ev, kv_stride);
-    const T* lb = lse + b * L;
+    const Sums<T> dq_sums(rows_of(dq, shape, b, L, E, q_stride), 0, L, E, Scratch::sums0),
+        dk_sums(rows_of(dk, shape, b, S, E, kv_stride), 0, S, E, Scratch::sums1),
+        dv_sums(rows_of(dv, shape, b, S, Ev, kv_stride), 0, S, Ev, Scratch::sums2);
+    const Rows<C> dqb = dq_sums.rows(), dkb = dk_sums.rows(), dvb = dv_sums.rows();
+    const C* lb = lse + b * L;
     // The gradients are not zeroed first: each tile's first product writes them (β = 0), the later
     // ones add to them. dQ's first is at key tile 0, which every query tile sees; dK's and dV's at
     // the first query tile the loop visits, and rows that no query tile sees are zeroed.
-    const auto zero_rows = [](Rows<T> rows, std::size_t first, std::size_t last, std::size_t dim) {
-      for (std::size_t i = first; i < last; ++i) std::fill(rows.row(i), rows.row(i) + dim, T(0));
+    const auto zero_rows = [](Rows<C> rows, std::size_t first, std::size_t last, std::size_t dim) {
+      for (std::size_t i = first; i < last; ++i) std::fill(rows.row(i), rows.row(i) + dim, C(0));
     };
     if (S == 0) zero_rows(dqb, 0, L, E);
-    std::vector<T> d(L);
-    const std::unique_ptr<T[]> prob_tile = tile_scratch<T>(), dprob_tile = tile_scratch<T>();
-    T *prob = prob_tile.get(), *dprob = dprob_tile.get();
+    std::vector<C> d(L);
+    C *prob = thread_scratch<C>(Scratch::scores), *dprob = thread_scratch<C>(Scratch::dprob);
+    T* rounded = std::is_same_v<T, C> ? nullptr : thread_scratch<T>(Scratch::rounded);
     for (std::size_t i = 0; i < L; ++i) {  // D = rowsum(dO∘O)
-      T dot = 0;
-      for (std::size_t x = 0; x < Ev; ++x) dot += dob.row(i)[x] * ob.row(i)[x];
+      C dot = 0;
+      for (std::size_t x = 0; x < Ev; ++x) dot += static_cast<C>(dob.row(i)[x]) * static_cast<C>(ob.row(i)[x]);
       d[i] = dot;
     }
     for (std::size_t j0 = 0; j0 < S; j0 += kKeyTile) {
@@ -245,48 +355,52 @@ void attention_backward(const T* q, const T* k, const T* v, const T* out, const 
       }
       for (std::size_t i0 = first_i0; i0 < L; i0 += kQueryTile) {
         const std::size_t rows = std::min(kQueryTile, L - i0);
-        const T dkv_beta = i0 == first_i0 ? T(0) : T(1), dq_beta = j0 == 0 ? T(0) : T(1);
+        const C dkv_beta = i0 == first_i0 ? C(0) : C(1), dq_beta = j0 == 0 ? C(0) : C(1);
         scores_tile(qb, kb, prob, b, i0, rows, j0, cols, shape, p);
         // P (into prob) from the saved lse, and with dropout P̃ (into dprob) for dV.
         for (std::size_t r = 0; r < rows; ++r) {
-          T* row = prob + r * kKeyTile;
-          if (lb[i0 + r] == kMinusInfinity<T>)
-            std::fill(row, row + cols, T(0));
+          C* row = prob + r * kKeyTile;
+          if (lb[i0 + r] == kMinusInfinity<C>)
+            std::fill(row, row + cols, C(0));
           else
             exp_shifted(row, lb[i0 + r], row, cols);
           if (p.dropout_p > 0.0f)
             for (std::size_t c = 0; c < cols; ++c)
               dprob[r * kKeyTile + c] = dropped(row[c], b, i0 + r, j0 + c, shape, p, keep_scale);
         }
-        gemm_small<T>(Transpose::yes, Transpose::no, cols, Ev, rows, T(1), p.dropout_p > 0.0f ? dprob : prob, kKeyTile,
-                      dob.row(i0), dob.stride, dkv_beta, dvb.row(j0), dvb.stride);
-        // dP = (dO·Vᵀ)∘Z/(1 − p), then dS = P∘(dP − D) in place of dP.
-        gemm_small<T>(Transpose::no, Transpose::yes, rows, cols, Ev, T(1), dob.row(i0), dob.stride, vb.row(j0),
-                      vb.stride, T(0), dprob, kKeyTile);
+        tile_by_rows<T>(Transpose::yes, cols, Ev, rows,
+                        operand<T>(p.dropout_p > 0.0f ? dprob : prob, rows, cols, rounded), {dob.row(i0), dob.stride},
+                        dkv_beta, dvb.row(j0), dvb.stride);
+        // dP = (dO·Vᵀ)∘Z/(1 − p), then scale·dS = scale·P∘(dP − D) in place of dP: the scale of
+        // dQ = scale·dS·K and dK = scale·dSᵀ·Q taken into the tile both products read.
+        rows_by_rows<T>(rows, cols, Ev, C(1), {dob.row(i0), dob.stride}, {vb.row(j0), vb.stride}, dprob);
         for (std::size_t r = 0; r < rows; ++r) {
-          T *ds = dprob + r * kKeyTile, *pr = prob + r * kKeyTile;
+          C *ds = dprob + r * kKeyTile, *pr = prob + r * kKeyTile;
           if (p.dropout_p > 0.0f)
             for (std::size_t c = 0; c < cols; ++c)
-              ds[c] = pr[c] * (dropped(ds[c], b, i0 + r, j0 + c, shape, p, keep_scale) - d[i0 + r]);
+              ds[c] = scale * (pr[c] * (dropped(ds[c], b, i0 + r, j0 + c, shape, p, keep_scale) - d[i0 + r]));
           else
-            for (std::size_t c = 0; c < cols; ++c) ds[c] = pr[c] * (ds[c] - d[i0 + r]);
+            for (std::size_t c = 0; c < cols; ++c) ds[c] = scale * (pr[c] * (ds[c] - d[i0 + r]));
         }
-        gemm_small<T>(Transpose::no, Transpose::no, rows, E, cols, scale, dprob, kKeyTile, kb.row(j0), kb.stride,
-                      dq_beta, dqb.row(i0), dqb.stride);
-        gemm_small<T>(Transpose::yes, Transpose::no, cols, E, rows, scale, dprob, kKeyTile, qb.row(i0), qb.stride,
-                      dkv_beta, dkb.row(j0), dkb.stride);
+        const T* ds = operand<T>(dprob, rows, cols, rounded);
+        tile_by_rows<T>(Transpose::no, rows, E, cols, ds, {kb.row(j0), kb.stride}, dq_beta, dqb.row(i0), dqb.stride);
+        tile_by_rows<T>(Transpose::yes, cols, E, rows, ds, {qb.row(i0), qb.stride}, dkv_beta, dkb.row(j0), dkb.stride);
       }
     }
+    dq_sums.finish();
+    dk_sums.finish();
+    dv_sums.finish();
   });
 }
 
-#define EMBER_ATTENTION_INSTANTIATE(T)                                                                        \
-  template void attention_forward<T>(const T*, const T*, const T*, T*, T*, const AttentionShape&,             \
-                                     const AttentionParams&);                                                 \
-  template void attention_backward<T>(const T*, const T*, const T*, const T*, const T*, const T*, T*, T*, T*, \
-                                      const AttentionShape&, const AttentionParams&);
+#define EMBER_ATTENTION_INSTANTIATE(T)                                                                               \
+  template void attention_forward<T>(const T*, const T*, const T*, T*, compute_t<T>*, const AttentionShape&,         \
+                                     const AttentionParams&);                                                        \
+  template void attention_backward<T>(const T*, const T*, const T*, const T*, const T*, const compute_t<T>*, T*, T*, \
+                                      T*, const AttentionShape&, const AttentionParams&);
 EMBER_ATTENTION_INSTANTIATE(float)
 EMBER_ATTENTION_INSTANTIATE(double)
+EMBER_ATTENTION_INSTANTIATE(bfloat16)
 #undef EMBER_ATTENTION_INSTANTIATE
 
 }  // namespace ember::kernels::cpu

@@ -24,6 +24,14 @@ std::uint32_t a_pair(const bfloat16* row, std::size_t p, std::size_t k) {
   return lo | (hi << 16);
 }
 
+// op(A)[i][p], A stored [m, k] or (transposed) [k, m].
+struct AView {
+  const bfloat16* a;
+  std::size_t lda;
+  bool transposed;
+  bfloat16 at(std::size_t i, std::size_t p) const { return transposed ? a[p * lda + i] : a[i * lda + p]; }
+};
+
 // op(B)[p][j], B stored [k, n] or (transposed) [n, k].
 struct BView {
   const bfloat16* b;
@@ -32,15 +40,15 @@ struct BView {
   bfloat16 at(std::size_t p, std::size_t j) const { return transposed ? b[j * ldb + p] : b[p * ldb + j]; }
 };
 
-void gemm_scalar(std::size_t m, std::size_t n, std::size_t k, const bfloat16* a, std::size_t lda, BView b, float* c,
-                 std::size_t ldc, bool accumulate) {
+void gemm_scalar(std::size_t m, std::size_t n, std::size_t k, AView a, BView b, float* c, std::size_t ldc,
+                 bool accumulate) {
   for (std::size_t i = 0; i < m; ++i)
     for (std::size_t j = 0; j < n; ++j) {
       float sum = accumulate ? c[i * ldc + j] : 0.0f;
       // VDPBF16PS's order: the odd element of each pair first, then the even one.
       for (std::size_t p = 0; 2 * p < k; ++p) {
-        if (2 * p + 1 < k) sum += static_cast<float>(a[i * lda + 2 * p + 1]) * static_cast<float>(b.at(2 * p + 1, j));
-        sum += static_cast<float>(a[i * lda + 2 * p]) * static_cast<float>(b.at(2 * p, j));
+        if (2 * p + 1 < k) sum += static_cast<float>(a.at(i, 2 * p + 1)) * static_cast<float>(b.at(2 * p + 1, j));
+        sum += static_cast<float>(a.at(i, 2 * p)) * static_cast<float>(b.at(2 * p, j));
       }
       c[i * ldc + j] = sum;
     }
@@ -101,6 +109,43 @@ std::uint32_t a_word(const bfloat16* a) {
   return word;
 }
 
+// op(A) as the blocks read it: word(r, p) holds op(A)[r][2p] (low half) and op(A)[r][2p+1], and
+// last_word(r, p, k) the same for the last pair of an odd k, zero-padded. ARows reads A as stored
+// ([m, k], row stride lda); APairs reads a transposed A whose pairs of rows were interleaved into
+// words[p·ld + i] first (pack_a_pairs, zeros past row k).
+struct ARows {
+  const bfloat16* a;
+  std::size_t lda;
+  ARows from_row(std::size_t i) const { return {a + i * lda, lda}; }
+  std::uint32_t word(std::size_t r, std::size_t p) const { return a_word(a + r * lda + 2 * p); }
+  std::uint32_t last_word(std::size_t r, std::size_t p, std::size_t k) const { return a_pair(a + r * lda, p, k); }
+};
+struct APairs {
+  const std::uint32_t* words;
+  std::size_t ld;
+  APairs from_row(std::size_t i) const { return {words + i, ld}; }
+  std::uint32_t word(std::size_t r, std::size_t p) const { return words[p * ld + r]; }
+  std::uint32_t last_word(std::size_t r, std::size_t p, std::size_t) const { return word(r, p); }
+};
+
+// A stored [k, m] (transposed) into APairs' layout: rows 2p and 2p+1 interleaved, as pack_b does
+// with a B stored [k, n], in one pass that the compiler vectorizes.
+__attribute__((target("avx512f,avx512bw"))) void pack_a_pairs(std::size_t k, std::size_t m, const bfloat16* a,
+                                                              std::size_t lda, std::vector<std::uint32_t>& words) {
+  const std::size_t pairs = (k + 1) / 2;
+  words.resize(pairs * m);
+  for (std::size_t p = 0; p < pairs; ++p) {
+    const bfloat16* even = a + 2 * p * lda;
+    std::uint32_t* out = words.data() + p * m;
+    if (2 * p + 1 < k) {
+      const bfloat16* odd = even + lda;
+      for (std::size_t i = 0; i < m; ++i) out[i] = even[i].bits | static_cast<std::uint32_t>(odd[i].bits) << 16;
+    } else {
+      for (std::size_t i = 0; i < m; ++i) out[i] = even[i].bits;
+    }
+  }
+}
+
 // 16 f32 sums rounded to bf16 by the cast's own formula (half_bits::bf16_from_f32, Note [half
 // conversions]: NaN first, then ties to even) in integer lanes, so the bits are those of the f32
 // result cast to bf16; not VCVTNEPS2BF16, which flushes subnormals.
@@ -118,11 +163,10 @@ __attribute__((target("avx512f"))) void store_rounded(bfloat16* out, __mmask16 m
 
 // C[rows × up to 32 columns] from two panels (the second may be absent: `panels` 1 or 2), in f32
 // or (Out = bfloat16, never accumulating) rounded once to bf16.
-template <std::size_t Rows, std::size_t Panels, class Out>
-__attribute__((target("avx512f,avx512bf16"))) void block(const bfloat16* a, std::size_t lda, std::size_t k,
-                                                         const std::uint16_t* b0, const std::uint16_t* b1, Out* c,
-                                                         std::size_t ldc, __mmask16 mask0, __mmask16 mask1,
-                                                         bool accumulate) {
+template <std::size_t Rows, std::size_t Panels, class Out, class A>
+__attribute__((target("avx512f,avx512bf16"))) void block(A a, std::size_t k, const std::uint16_t* b0,
+                                                         const std::uint16_t* b1, Out* c, std::size_t ldc,
+                                                         __mmask16 mask0, __mmask16 mask1, bool accumulate) {
   __m512 acc[Rows][Panels];
   for (std::size_t r = 0; r < Rows; ++r)
     for (std::size_t q = 0; q < Panels; ++q) {
@@ -144,8 +188,8 @@ __attribute__((target("avx512f,avx512bf16"))) void block(const bfloat16* a, std:
     }
   };
   const std::size_t full = k / 2;
-  for (std::size_t p = 0; p < full; ++p) step(p, [&](std::size_t r) { return a_word(a + r * lda + 2 * p); });
-  if (k % 2) step(full, [&](std::size_t r) { return a_pair(a + r * lda, full, k); });  // the last, odd column
+  for (std::size_t p = 0; p < full; ++p) step(p, [&](std::size_t r) { return a.word(r, p); });
+  if (k % 2) step(full, [&](std::size_t r) { return a.last_word(r, full, k); });  // the last, odd column
   if constexpr (std::is_same_v<Out, float>) {
     for (std::size_t r = 0; r < Rows; ++r)
       for (std::size_t q = 0; q < Panels; ++q)
@@ -157,9 +201,9 @@ __attribute__((target("avx512f,avx512bf16"))) void block(const bfloat16* a, std:
   }
 }
 
-template <std::size_t Rows, class Out>
-void row_block(const bfloat16* a, std::size_t lda, std::size_t n, std::size_t k, const std::uint16_t* packed, Out* c,
-               std::size_t ldc, bool accumulate) {
+template <std::size_t Rows, class Out, class A>
+void row_block(A a, std::size_t n, std::size_t k, const std::uint16_t* packed, Out* c, std::size_t ldc,
+               bool accumulate) {
   const std::size_t pairs = (k + 1) / 2, panel_size = pairs * 2 * kPanel;
   auto mask_for = [&](std::size_t j) {
     const std::size_t left = n > j ? n - j : 0;
@@ -168,16 +212,16 @@ void row_block(const bfloat16* a, std::size_t lda, std::size_t n, std::size_t k,
   for (std::size_t j = 0; j < n; j += 2 * kPanel) {
     const std::uint16_t* b0 = packed + (j / kPanel) * panel_size;
     if (j + kPanel < n)
-      block<Rows, 2, Out>(a, lda, k, b0, b0 + panel_size, c + j, ldc, mask_for(j), mask_for(j + kPanel), accumulate);
+      block<Rows, 2, Out>(a, k, b0, b0 + panel_size, c + j, ldc, mask_for(j), mask_for(j + kPanel), accumulate);
     else
-      block<Rows, 1, Out>(a, lda, k, b0, nullptr, c + j, ldc, mask_for(j), 0, accumulate);
+      block<Rows, 1, Out>(a, k, b0, nullptr, c + j, ldc, mask_for(j), 0, accumulate);
   }
 }
 
 // Rows [first_row, last_row) of C from the packed B.
-template <class Out>
-void row_blocks(std::size_t first_row, std::size_t last_row, std::size_t n, std::size_t k, const bfloat16* a,
-                std::size_t lda, const std::uint16_t* packed, Out* c, std::size_t ldc, bool accumulate) {
+template <class Out, class A>
+void row_blocks(std::size_t first_row, std::size_t last_row, std::size_t n, std::size_t k, A a,
+                const std::uint16_t* packed, Out* c, std::size_t ldc, bool accumulate) {
   const std::size_t panel_size = (k + 1) / 2 * 2 * kPanel;
   // Columns in chunks whose packed B stays in the core's L2 cache while every row passes over it.
   const std::size_t chunk = std::max<std::size_t>(2 * kPanel, (256 * 1024 / (2 * panel_size)) * kPanel);
@@ -185,15 +229,14 @@ void row_blocks(std::size_t first_row, std::size_t last_row, std::size_t n, std:
     const std::size_t width = std::min(chunk, n - j);
     const std::uint16_t* b_chunk = packed + (j / kPanel) * panel_size;
     // Full blocks of kRows rows, then the rest with a block of its own height.
-    using RowBlock =
-        void (*)(const bfloat16*, std::size_t, std::size_t, std::size_t, const std::uint16_t*, Out*, std::size_t, bool);
+    using RowBlock = void (*)(A, std::size_t, std::size_t, const std::uint16_t*, Out*, std::size_t, bool);
     static constexpr auto kByRows = []<std::size_t... R>(std::index_sequence<R...>) {
-      return std::array<RowBlock, kRows + 1>{nullptr, row_block<R + 1, Out>...};
+      return std::array<RowBlock, kRows + 1>{nullptr, row_block<R + 1, Out, A>...};
     }
     (std::make_index_sequence<kRows>());
     for (std::size_t i = first_row; i < last_row; i += kRows) {
       const std::size_t rows = std::min(kRows, last_row - i);
-      kByRows[rows](a + i * lda, lda, width, k, b_chunk, c + i * ldc + j, ldc, accumulate);
+      kByRows[rows](a.from_row(i), width, k, b_chunk, c + i * ldc + j, ldc, accumulate);
     }
   }
 }
@@ -221,9 +264,8 @@ constexpr StoredLanes kStoredLanes = [] {
   return l;
 }();
 
-template <std::size_t Rows, class Out>
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) void block_stored(const bfloat16* a, std::size_t lda,
-                                                                         std::size_t k, const bfloat16* b,
+template <std::size_t Rows, class Out, class A>
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void block_stored(A a, std::size_t k, const bfloat16* b,
                                                                          std::size_t ldb, Out* c, std::size_t ldc,
                                                                          bool accumulate) {
   const __m512i low = _mm512_load_si512(kStoredLanes.low), high = _mm512_load_si512(kStoredLanes.high);
@@ -248,10 +290,10 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void block_stored(const b
   const std::size_t full = k / 2;
   for (std::size_t p = 0; p < full; ++p)
     step(_mm512_loadu_si512(b + 2 * p * ldb), _mm512_loadu_si512(b + (2 * p + 1) * ldb),
-         [&](std::size_t r) { return a_word(a + r * lda + 2 * p); });
+         [&](std::size_t r) { return a.word(r, p); });
   if (k % 2)  // the last, odd row of B, paired with zeros
     step(_mm512_loadu_si512(b + 2 * full * ldb), _mm512_setzero_si512(),
-         [&](std::size_t r) { return a_pair(a + r * lda, full, k); });
+         [&](std::size_t r) { return a.last_word(r, full, k); });
   const __m512i first = _mm512_load_si512(kStoredLanes.first), second = _mm512_load_si512(kStoredLanes.second);
   for (std::size_t r = 0; r < Rows; ++r) {
     const __m512 out0 = _mm512_permutex2var_ps(acc[r][0], first, acc[r][1]);
@@ -266,30 +308,28 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void block_stored(const b
   }
 }
 
-template <std::size_t Rows, class Out>
-void row_block_stored(const bfloat16* a, std::size_t lda, std::size_t width, std::size_t k, const bfloat16* b,
-                      std::size_t ldb, Out* c, std::size_t ldc, bool accumulate) {
-  for (std::size_t j = 0; j < width; j += 2 * kPanel)
-    block_stored<Rows, Out>(a, lda, k, b + j, ldb, c + j, ldc, accumulate);
+template <std::size_t Rows, class Out, class A>
+void row_block_stored(A a, std::size_t width, std::size_t k, const bfloat16* b, std::size_t ldb, Out* c,
+                      std::size_t ldc, bool accumulate) {
+  for (std::size_t j = 0; j < width; j += 2 * kPanel) block_stored<Rows, Out>(a, k, b + j, ldb, c + j, ldc, accumulate);
 }
 
 // Rows [first_row, last_row) of C's first n columns (a multiple of 32), B read as stored.
-template <class Out>
-void row_blocks_stored(std::size_t first_row, std::size_t last_row, std::size_t n, std::size_t k, const bfloat16* a,
-                       std::size_t lda, const bfloat16* b, std::size_t ldb, Out* c, std::size_t ldc, bool accumulate) {
+template <class Out, class A>
+void row_blocks_stored(std::size_t first_row, std::size_t last_row, std::size_t n, std::size_t k, A a,
+                       const bfloat16* b, std::size_t ldb, Out* c, std::size_t ldc, bool accumulate) {
   // Columns in chunks of B (k rows) that stay in the core's L2 cache while every row passes over them.
   const std::size_t chunk = std::max<std::size_t>(2 * kPanel, 128 * 1024 / (2 * k) / (2 * kPanel) * (2 * kPanel));
-  using RowBlock = void (*)(const bfloat16*, std::size_t, std::size_t, std::size_t, const bfloat16*, std::size_t, Out*,
-                            std::size_t, bool);
+  using RowBlock = void (*)(A, std::size_t, std::size_t, const bfloat16*, std::size_t, Out*, std::size_t, bool);
   static constexpr auto kByRows = []<std::size_t... R>(std::index_sequence<R...>) {
-    return std::array<RowBlock, kRows + 1>{nullptr, row_block_stored<R + 1, Out>...};
+    return std::array<RowBlock, kRows + 1>{nullptr, row_block_stored<R + 1, Out, A>...};
   }
   (std::make_index_sequence<kRows>());
   for (std::size_t j = 0; j < n; j += chunk) {
     const std::size_t width = std::min(chunk, n - j);
     for (std::size_t i = first_row; i < last_row; i += kRows) {
       const std::size_t rows = std::min(kRows, last_row - i);
-      kByRows[rows](a + i * lda, lda, width, k, b + j, ldb, c + i * ldc + j, ldc, accumulate);
+      kByRows[rows](a.from_row(i), width, k, b + j, ldb, c + i * ldc + j, ldc, accumulate);
     }
   }
 }
@@ -299,18 +339,33 @@ void row_blocks_stored(std::size_t first_row, std::size_t last_row, std::size_t 
 // slower).
 constexpr std::size_t kMaxRowsReadingStoredB = 8 * kRows;
 
+// B as stored is read in place in whole blocks of 32 columns (for at most kMaxRowsReadingStoredB
+// rows of A); the rest (all of a transposed B) is packed into `packed`. Returns the columns read
+// as stored.
+std::size_t prepare_b(std::size_t m, std::size_t n, std::size_t k, BView b, std::vector<std::uint16_t>& packed) {
+  const bool read_stored = !b.transposed && m <= kMaxRowsReadingStoredB && cpu_has_avx512bw();
+  const std::size_t stored = read_stored ? n / (2 * kPanel) * (2 * kPanel) : 0;
+  if (stored < n)
+    pack_b(n - stored, k, BView{b.transposed ? b.b + stored * b.ldb : b.b + stored, b.ldb, b.transposed}, packed);
+  return stored;
+}
+
+// Rows [first_row, last_row) of C: the first `stored` columns from B as stored, the rest from the
+// packed panels.
+template <class Out, class A>
+void product_rows(std::size_t first_row, std::size_t last_row, std::size_t n, std::size_t k, A a, BView b,
+                  std::size_t stored, const std::uint16_t* panels, Out* c, std::size_t ldc, bool accumulate) {
+  if (stored > 0) row_blocks_stored(first_row, last_row, stored, k, a, b.b, b.ldb, c, ldc, accumulate);
+  if (stored < n) row_blocks(first_row, last_row, n - stored, k, a, panels, c + stored, ldc, accumulate);
+}
+
 // The blocks of kRows rows are the parallel pieces (Note [CPU threads]), B packed (where it is)
 // once by the caller: every element of C is the same dot product whoever computes it.
 template <class Out>
 void gemm_avx512_bf16(std::size_t m, std::size_t n, std::size_t k, const bfloat16* a, std::size_t lda, BView b, Out* c,
                       std::size_t ldc, bool accumulate) {
-  // B as stored is read in place in whole blocks of 32 columns; the rest (all of a transposed B)
-  // is packed.
-  const bool read_stored = !b.transposed && m <= kMaxRowsReadingStoredB && cpu_has_avx512bw();
-  const std::size_t stored = read_stored ? n / (2 * kPanel) * (2 * kPanel) : 0;
   thread_local std::vector<std::uint16_t> packed;
-  if (stored < n)
-    pack_b(n - stored, k, BView{b.transposed ? b.b + stored * b.ldb : b.b + stored, b.ldb, b.transposed}, packed);
+  const std::size_t stored = prepare_b(m, n, k, b, packed);
   const std::uint16_t* panels = packed.data();
   const std::size_t blocks = (m + kRows - 1) / kRows;
   const std::size_t blocks_per_piece =
@@ -318,11 +373,24 @@ void gemm_avx512_bf16(std::size_t m, std::size_t n, std::size_t k, const bfloat1
   parallel_for(
       blocks, blocks_per_piece,
       [&](std::size_t first, std::size_t last) {
-        const std::size_t first_row = first * kRows, last_row = std::min(m, last * kRows);
-        if (stored > 0) row_blocks_stored(first_row, last_row, stored, k, a, lda, b.b, b.ldb, c, ldc, accumulate);
-        if (stored < n) row_blocks(first_row, last_row, n - stored, k, a, lda, panels, c + stored, ldc, accumulate);
+        product_rows(first * kRows, std::min(m, last * kRows), n, k, ARows{a, lda}, b, stored, panels, c, ldc,
+                     accumulate);
       },
       1);
+}
+
+// The empty products, and the check that this CPU has `path`: whether anything is left to do.
+bool product_to_do(std::size_t m, std::size_t n, std::size_t k, float* c, std::size_t ldc, bool accumulate,
+                   Bf16GemmPath path) {
+  if (m == 0 || n == 0) return false;
+  if (k == 0) {
+    if (!accumulate)
+      for (std::size_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
+    return false;
+  }
+  EMBER_CHECK(path == Bf16GemmPath::scalar || cpu_has_avx512_bf16(), DeviceError, "gemm_bf16: this CPU has no ",
+              bf16_gemm_path_name(path), " path");
+  return true;
 }
 
 }  // namespace
@@ -340,18 +408,26 @@ Bf16GemmPath best_bf16_gemm_path() { return bf16_gemm_paths().back(); }
 
 void gemm_bf16(Transpose tb, std::size_t m, std::size_t n, std::size_t k, const bfloat16* a, std::size_t lda,
                const bfloat16* b, std::size_t ldb, float* c, std::size_t ldc, bool accumulate, Bf16GemmPath path) {
-  if (m == 0 || n == 0) return;
-  if (k == 0) {
-    if (!accumulate)
-      for (std::size_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
-    return;
-  }
-  const auto paths = bf16_gemm_paths();
-  EMBER_CHECK(std::find(paths.begin(), paths.end(), path) != paths.end(), DeviceError, "gemm_bf16: this CPU has no ",
-              bf16_gemm_path_name(path), " path");
+  if (!product_to_do(m, n, k, c, ldc, accumulate, path)) return;
   const BView view{b, ldb, tb == Transpose::yes};
   if (path == Bf16GemmPath::avx512_bf16) return gemm_avx512_bf16(m, n, k, a, lda, view, c, ldc, accumulate);
-  gemm_scalar(m, n, k, a, lda, view, c, ldc, accumulate);
+  gemm_scalar(m, n, k, AView{a, lda, false}, view, c, ldc, accumulate);
+}
+
+void gemm_bf16_small(Transpose ta, Transpose tb, std::size_t m, std::size_t n, std::size_t k, const bfloat16* a,
+                     std::size_t lda, const bfloat16* b, std::size_t ldb, float* c, std::size_t ldc, bool accumulate,
+                     Bf16GemmPath path) {
+  if (!product_to_do(m, n, k, c, ldc, accumulate, path)) return;
+  const BView view{b, ldb, tb == Transpose::yes};
+  if (path == Bf16GemmPath::scalar)
+    return gemm_scalar(m, n, k, AView{a, lda, ta == Transpose::yes}, view, c, ldc, accumulate);
+  thread_local std::vector<std::uint16_t> packed;
+  const std::size_t stored = prepare_b(m, n, k, view, packed);
+  if (ta == Transpose::no)
+    return product_rows(0, m, n, k, ARows{a, lda}, view, stored, packed.data(), c, ldc, accumulate);
+  thread_local std::vector<std::uint32_t> pairs;
+  pack_a_pairs(k, m, a, lda, pairs);
+  product_rows(0, m, n, k, APairs{pairs.data(), m}, view, stored, packed.data(), c, ldc, accumulate);
 }
 
 void gemm_bf16_rounded(Transpose tb, std::size_t m, std::size_t n, std::size_t k, const bfloat16* a, std::size_t lda,

@@ -38,8 +38,8 @@ Shape with(Shape batch, std::int64_t rows, std::int64_t cols) {
 }
 
 // The case's options; a boolean mask keeps the diagonal so that no row is masked everywhere (that
-// row has a test of its own).
-AttentionOptions options_for(const Case& c, DType dtype) {
+// row has a test of its own). An additive mask's values are those of `values` (below).
+AttentionOptions options_for(const Case& c, DType dtype, DType values = DType::f64) {
   AttentionOptions o;
   if (c.mask == Case::causal) o.is_causal = true;
   if (c.mask == Case::boolean) {
@@ -48,7 +48,7 @@ AttentionOptions options_for(const Case& c, DType dtype) {
     for (std::int64_t i = 0; i < c.l; ++i) bytes[static_cast<std::size_t>(i * c.s + i % c.s)] = 1;
     o.attn_mask = from_vector(bytes, {c.l, c.s}, {.dtype = DType::u8});
   }
-  if (c.mask == Case::additive) o.attn_mask = mul(seeded({c.l, c.s}, 8), 3.0).to(dtype);
+  if (c.mask == Case::additive) o.attn_mask = mul(seeded({c.l, c.s}, 8), 3.0).to(values).to(dtype);
   return o;
 }
 
@@ -56,13 +56,16 @@ struct Run {
   Tensor out, dq, dk, dv;
 };
 
+// The case in `dtype`, its inputs holding values of `values` (bf16: the f64 reference on exactly
+// the inputs a bf16 run sees).
 template <class Attention>
-Run run(const Case& c, DType dtype, Attention attention) {
-  Tensor q = seeded(with(c.batch, c.l, c.e), 1).to(dtype).set_requires_grad();
-  Tensor k = seeded(with(c.batch, c.s, c.e), 2).to(dtype).set_requires_grad();
-  Tensor v = seeded(with(c.batch, c.s, c.e), 3).to(dtype).set_requires_grad();
-  const Tensor upstream = seeded(with(c.batch, c.l, c.e), 4).to(dtype);
-  Tensor out = attention(q, k, v, options_for(c, dtype));
+Run run(const Case& c, DType dtype, Attention attention, DType values = DType::f64) {
+  const auto input = [&](const Shape& shape, std::uint64_t seed) { return seeded(shape, seed).to(values).to(dtype); };
+  Tensor q = input(with(c.batch, c.l, c.e), 1).set_requires_grad();
+  Tensor k = input(with(c.batch, c.s, c.e), 2).set_requires_grad();
+  Tensor v = input(with(c.batch, c.s, c.e), 3).set_requires_grad();
+  const Tensor upstream = input(with(c.batch, c.l, c.e), 4);
+  Tensor out = attention(q, k, v, options_for(c, dtype, values));
   sum(out * upstream).backward();
   return {out.detach(), q.grad(), k.grad(), v.grad()};
 }
@@ -97,6 +100,39 @@ TEST_CASE("fused attention in f32 is the f64 reference within rtol 1e-5 + atol 1
         CHECK(outside(got.dq, want.dq, 1e-5, 1e-6) == 0);
         CHECK(outside(got.dk, want.dk, 1e-5, 1e-6) == 0);
         CHECK(outside(got.dv, want.dv, 1e-5, 1e-6) == 0);
+      }
+}
+
+TEST_CASE("fused attention in bf16 is the f64 reference on the same inputs within bf16's roundings") {
+  // Each probability and each dS is rounded to bf16 (relative error ≤ 2⁻⁹) before its product, and
+  // each result once more: an element is off by at most 2⁻⁹ of its own size plus 2⁻⁹ of Σ|terms|,
+  // which for these inputs (|q|, |k|, |v|, |dO| ≤ 1) stays under 2⁻⁶ of the tensor's largest
+  // element; measured, the worst is under half of that.
+  const auto close = [](const Tensor& got, const Tensor& want) {
+    const std::vector<double> g = got.to(DType::f64).to_vector<double>(), w = want.to_vector<double>();
+    double largest = 0;
+    for (double x : w) largest = std::max(largest, std::fabs(x));
+    std::size_t bad = 0;
+    double worst = 0;
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      const double error = std::fabs(g[i] - w[i]);
+      worst = std::max(worst, error / largest);
+      if (!(error <= std::ldexp(std::fabs(w[i]), -9) + std::ldexp(largest, -6))) ++bad;
+    }
+    INFO("worst error / largest element: " << worst);
+    CHECK(bad == 0);
+  };
+  for (const std::int64_t l : {1, 17, 50, 197})
+    for (const std::int64_t e : {16, 64})
+      for (const Case::Mask mask : {Case::none, Case::causal, Case::boolean, Case::additive}) {
+        const Case c{{2, 2}, l, l == 50 ? 70 : l, e, mask};
+        INFO("L " << c.l << ", S " << c.s << ", E " << c.e << ", mask kind " << static_cast<int>(mask));
+        const Run got = run(c, DType::bf16, fused), want = run(c, DType::f64, reference, DType::bf16);
+        CHECK(got.out.dtype() == DType::bf16);
+        close(got.out, want.out);
+        close(got.dq, want.dq);
+        close(got.dk, want.dk);
+        close(got.dv, want.dv);
       }
 }
 
@@ -170,22 +206,25 @@ TEST_CASE("attention refuses a mask with is_causal, shapes that do not fit and m
         scaled_dot_product_attention(qs, ks, vs).to_vector<double>());
 }
 
-TEST_CASE("fused attention gives the same bits at 1, 2 and 3 threads, forward and backward") {
+TEST_CASE("fused attention gives the same bits at 1, 2 and 3 threads, forward and backward, f32 and bf16") {
   const Case c{{2, 4}, 130, 150, 32, Case::causal};
-  std::vector<std::vector<float>> firsts;
-  for (const int threads : {1, 2, 3}) {
-    set_num_threads(threads);
-    const Run r = run(c, DType::f32, fused);
-    std::vector<float> all = r.out.to_vector<float>();
-    for (const Tensor& t : {r.dq, r.dk, r.dv}) {
-      const std::vector<float> part = t.to_vector<float>();
-      all.insert(all.end(), part.begin(), part.end());
+  for (const DType dtype : {DType::f32, DType::bf16}) {
+    INFO(dtype);
+    std::vector<std::vector<float>> firsts;
+    for (const int threads : {1, 2, 3}) {
+      set_num_threads(threads);
+      const Run r = run(c, dtype, fused);
+      std::vector<float> all = r.out.to(DType::f32).to_vector<float>();
+      for (const Tensor& t : {r.dq, r.dk, r.dv}) {
+        const std::vector<float> part = t.to(DType::f32).to_vector<float>();
+        all.insert(all.end(), part.begin(), part.end());
+      }
+      firsts.push_back(all);
     }
-    firsts.push_back(all);
+    set_num_threads(1);
+    CHECK(firsts[1] == firsts[0]);
+    CHECK(firsts[2] == firsts[0]);
   }
-  set_num_threads(1);
-  CHECK(firsts[1] == firsts[0]);
-  CHECK(firsts[2] == firsts[0]);
 }
 
 TEST_CASE("fused attention never holds the score matrix; the reference path does") {
@@ -267,21 +306,24 @@ TEST_CASE("attention over heads in rows, and over one packed qkv: the bits of th
         CHECK(got.dv.to_vector<float>() == want.dv.to_vector<float>());
       }
   set_num_threads(1);
-  // One packed tensor [N, L, 3·H·E] (self-attention): its gradient's blocks are dq, dk and dv.
-  for (const Case::Mask mask : {Case::none, Case::causal, Case::additive}) {
-    INFO("packed, mask kind " << static_cast<int>(mask));
-    const Case c{{3}, 150, 150, heads * 8, mask};
-    const Run want = run(c, DType::f32, in_rows);
-    const Tensor q = seeded(with(c.batch, c.l, c.e), 1).to(DType::f32), k = seeded(with(c.batch, c.s, c.e), 2),
-                 v = seeded(with(c.batch, c.s, c.e), 3);
-    Tensor qkv = cat({q, k.to(DType::f32), v.to(DType::f32)}, 2).set_requires_grad();
-    const Tensor out = scaled_dot_product_attention_qkv(qkv, heads, options_for(c, DType::f32));
-    sum(out * seeded(with(c.batch, c.l, c.e), 4).to(DType::f32)).backward();
-    CHECK(out.to_vector<float>() == want.out.to_vector<float>());
-    CHECK(slice(qkv.grad(), 2, 0, c.e).to_vector<float>() == want.dq.to_vector<float>());
-    CHECK(slice(qkv.grad(), 2, c.e, c.e).to_vector<float>() == want.dk.to_vector<float>());
-    CHECK(slice(qkv.grad(), 2, 2 * c.e, c.e).to_vector<float>() == want.dv.to_vector<float>());
-  }
+  // One packed tensor [N, L, 3·H·E] (self-attention): its gradient's blocks are dq, dk and dv; in
+  // bf16 too.
+  for (const DType dtype : {DType::f32, DType::bf16})
+    for (const Case::Mask mask : {Case::none, Case::causal, Case::additive}) {
+      INFO("packed, " << dtype << ", mask kind " << static_cast<int>(mask));
+      const Case c{{3}, 150, 150, heads * 8, mask};
+      const Run want = run(c, dtype, in_rows);
+      const Tensor q = seeded(with(c.batch, c.l, c.e), 1), k = seeded(with(c.batch, c.s, c.e), 2),
+                   v = seeded(with(c.batch, c.s, c.e), 3);
+      Tensor qkv = cat({q.to(dtype), k.to(dtype), v.to(dtype)}, 2).set_requires_grad();
+      const Tensor out = scaled_dot_product_attention_qkv(qkv, heads, options_for(c, dtype));
+      sum(out * seeded(with(c.batch, c.l, c.e), 4).to(dtype)).backward();
+      const auto values = [](const Tensor& t) { return t.to(DType::f32).to_vector<float>(); };
+      CHECK(values(out) == values(want.out));
+      CHECK(values(slice(qkv.grad(), 2, 0, c.e)) == values(want.dq));
+      CHECK(values(slice(qkv.grad(), 2, c.e, c.e)) == values(want.dk));
+      CHECK(values(slice(qkv.grad(), 2, 2 * c.e, c.e)) == values(want.dv));
+    }
   CHECK_THROWS_WITH(scaled_dot_product_attention_qkv(zeros({2, 3, 8}), 4), Contains("[N, L, 3·H·E]"));
   const Tensor q = zeros({2, 3, 8}), k = zeros({2, 5, 8});
   CHECK_THROWS_WITH(scaled_dot_product_attention_heads(q, k, zeros({2, 5, 6}), 4), Contains("H = heads = 4"));

@@ -95,6 +95,40 @@ TEST_CASE("bf16 GEMM: the scalar path against f64, the AVX512-BF16 path bit for 
   if (!has_avx512_bf16()) EMBER_SKIP_CASE("this CPU has no AVX512-BF16: the scalar path alone was checked");
 }
 
+TEST_CASE("small bf16 GEMM: op(A) and op(B) either way, the bits of gemm_bf16 on A as stored, on every path") {
+  std::mt19937 rng(12);
+  for (Transpose ta : {Transpose::no, Transpose::yes})
+    for (Transpose tb : {Transpose::no, Transpose::yes})
+      for (std::size_t m : {1, 7, 9, 50, 70})
+        for (std::size_t n : {1, 16, 17, 32, 50, 64})
+          for (std::size_t k : {1, 3, 16, 50, 64}) {
+            INFO("m=" << m << " n=" << n << " k=" << k << " A transposed: " << (ta == Transpose::yes)
+                      << " B transposed: " << (tb == Transpose::yes));
+            const bool t = ta == Transpose::yes;
+            const std::size_t lda = (t ? m : k) + 3, ldb = (tb == Transpose::yes ? k : n) + 5, ldc = n + 2;
+            const auto a = random_bf16((t ? k : m) * lda, rng),
+                       b = random_bf16((tb == Transpose::yes ? n : k) * ldb, rng);
+            // op(A) written out as stored [m, k], for gemm_bf16.
+            std::vector<bfloat16> a_rows(m * k);
+            for (std::size_t i = 0; i < m; ++i)
+              for (std::size_t p = 0; p < k; ++p) a_rows[i * k + p] = t ? a[p * lda + i] : a[i * lda + p];
+            for (bool accumulate : {false, true}) {
+              std::vector<float> start(m * ldc);
+              for (std::size_t i = 0; i < start.size(); ++i) start[i] = static_cast<float>(i % 5) - 2.0f;
+              std::vector<float> want = start;
+              gemm_bf16(tb, m, n, k, a_rows.data(), k, b.data(), ldb, want.data(), ldc, accumulate,
+                        Bf16GemmPath::scalar);
+              for (const Bf16GemmPath path : bf16_gemm_paths()) {
+                INFO("path " << bf16_gemm_path_name(path) << (accumulate ? ", accumulating" : ""));
+                std::vector<float> got = start;
+                gemm_bf16_small(ta, tb, m, n, k, a.data(), lda, b.data(), ldb, got.data(), ldc, accumulate, path);
+                REQUIRE(bits_of(got) == bits_of(want));  // the padding between rows too
+              }
+            }
+          }
+  if (!has_avx512_bf16()) EMBER_SKIP_CASE("this CPU has no AVX512-BF16: the scalar path alone was checked");
+}
+
 TEST_CASE(
     "bf16 GEMM: VDPBF16PS treats subnormal inputs as zero and flushes subnormal results; the scalar path keeps them") {
   if (!has_avx512_bf16()) EMBER_SKIP_CASE("this CPU has no AVX512-BF16");

@@ -140,5 +140,11 @@ inline constexpr Tolerance kHalfChain{0, 1.0 / 128};
 // two round to neighbouring bf16 values, one ulp apart: 2^-7 of the value at most (8 significant
 // bits).
 inline constexpr Tolerance kBf16Product{1e-4, 1.0 / 128};
+// The CPU's bf16 attention (Note [bf16 attention]) rounds each probability and each dS to bf16
+// (2^-9 relative) before its product: an element may be off by 2^-9 of Σ|terms| on top of
+// kBf16Product's ulp, however small the element itself. For the samples' inputs in [−1, 1], Σ|terms|
+// is at most about 2 (a row of probabilities sums to 1, to 2 after dropout at p = 0.5): 4e-3
+// (measured: 2e-3 at most).
+inline constexpr Tolerance kBf16Attention{4e-3, kBf16Product.rtol};
 
 }  // namespace ember::testing

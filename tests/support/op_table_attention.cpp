@@ -133,9 +133,9 @@ std::vector<Sample> qkv_samples() {
 std::vector<OpInfo> attention_ops() {
   // The CPU's fused kernels and the CUDA reference path (or f32 against f64) differ in the order of
   // the softmax's sums and the products' tiles: products' rounding (kProduct).
-  return {{"scaled_dot_product_attention", true, true, false, kProduct, attention_samples, kProduct, kBf16Product},
-          {"scaled_dot_product_attention_heads", true, true, false, kProduct, heads_samples, kProduct, kBf16Product},
-          {"scaled_dot_product_attention_qkv", true, true, false, kProduct, qkv_samples, kProduct, kBf16Product}};
+  return {{"scaled_dot_product_attention", true, true, false, kProduct, attention_samples, kProduct, kBf16Attention},
+          {"scaled_dot_product_attention_heads", true, true, false, kProduct, heads_samples, kProduct, kBf16Attention},
+          {"scaled_dot_product_attention_qkv", true, true, false, kProduct, qkv_samples, kProduct, kBf16Attention}};
 }
 
 }  // namespace ember::testing
