@@ -12,7 +12,9 @@
 // those of the f32 op rounded once, bit for bit, and their gradients likewise. The products
 // (matmul, linear, fused::linear_relu) and convolutions in bf16 on a CPU with AVX512-BF16 run
 // ember's bf16 kernels instead (kernels/gemm_bf16.h, Note [bf16 convolution]): products exact in
-// f32, sums in f32 in the kernel's order, the result rounded once; on other CPUs (or with
+// f32, sums in f32 in the kernel's order, the result rounded once; so does the fused attention,
+// which also rounds its probabilities to bf16 before they multiply V (Note [bf16 attention],
+// PyTorch's rule for its CPU flash attention); on other CPUs (or with
 // EMBER_NO_AVX512_BF16=1) they widen to f32 like the rest. f16 on the CPU is storage only: its
 // products widen to f32. On CUDA the products (cuBLAS), the convolutions (cuDNN, Note [cuDNN math])
 // and the unary maps whose gradients read only exact values take both 16-bit types themselves. An op's operands share

@@ -182,7 +182,7 @@ Tensor fused(const Operands& ops, const AttentionOptions& o, const Dims& dims) {
   Tensor out = ext::new_empty(q, out_shape);
   Shape lse_shape = dims.batch;
   lse_shape.push_back(dims.q_len);
-  Tensor lse = ext::new_empty(q, lse_shape, ext::is_cpu_bf16(q) ? DType::f32 : q.dtype());  // the compute type
+  Tensor lse = ext::new_empty(q, lse_shape, is_half(q.dtype()) ? DType::f32 : q.dtype());  // the compute type
   const Tensor mask = o.attn_mask.defined() ? o.attn_mask.detach() : Tensor();
   kernels::AttentionShape shape = kernel_shape(dims);
   shape.heads_in_rows = static_cast<std::size_t>(ops.heads);
@@ -244,9 +244,9 @@ Tensor fused(const Operands& ops, const AttentionOptions& o, const Dims& dims) {
 }
 
 // A 16-bit op computes in f32, rounded once (Note [half precision]); the casts carry the gradients.
-// Except bf16 on the CPU, which the fused kernels take as it is (Note [bf16 attention]), with an
-// additive mask in f32 all the same.
-bool widens(const Tensor& q) { return is_half(q.dtype()) && !ext::is_cpu_bf16(q); }
+// Except bf16 on a CPU whose bf16 kernels are in use (ext::uses_cpu_bf16_kernels), which the fused
+// kernels take as it is (Note [bf16 attention]), with an additive mask in f32 all the same.
+bool widens(const Tensor& q) { return is_half(q.dtype()) && !ext::uses_cpu_bf16_kernels(q); }
 AttentionOptions widened_options(const AttentionOptions& o) {
   AttentionOptions wide = o;
   if (o.attn_mask.defined() && o.attn_mask.dtype() != DType::u8) wide.attn_mask = ext::widened(o.attn_mask);

@@ -6,7 +6,6 @@
 #include "kernels/attention.h"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -41,21 +40,16 @@ void for_each_task(std::size_t tasks, double work, Body&& body) {
   });
 }
 
-// Scratch of the thread running a task, reused from task to task and not zeroed: every value is
-// written before it is read (the GEMM with β = 0 does not read C). Slot by slot, a task asks for
-// what it needs. Zeroing three 64 KiB tiles per task took a sixth of the backward at the ViT's
-// sizes, and allocating them per task gave the allocator's freed pages back to the system, each
-// task faulting them in again (a tenth of the ViT's bf16 step).
+// Scratch of the thread running a task (thread_scratch: reused from task to task, not zeroed):
+// every value is written before it is read (the GEMM with β = 0 does not read C). Zeroing three
+// 64 KiB tiles per task took a sixth of the backward at the ViT's sizes, and allocating them per
+// task gave the freed pages back to the system, each task faulting them in again (a tenth of the
+// ViT's bf16 step).
 enum class Scratch : std::uint8_t { scores, dprob, rounded, sums0, sums1, sums2 };
 template <class U>
-U* thread_scratch(Scratch slot, std::size_t count = kQueryTile * kKeyTile) {
-  thread_local std::array<std::pair<std::unique_ptr<U[]>, std::size_t>, 6> buffers;
-  auto& [data, size] = buffers[static_cast<std::size_t>(slot)];
-  if (size < count) {
-    data = std::make_unique_for_overwrite<U[]>(count);
-    size = count;
-  }
-  return data.get();
+U* scratch(Scratch slot, std::size_t count = kQueryTile * kKeyTile) {
+  static_assert(kAttentionFirstSlot + 6 <= kScratchSlots);
+  return thread_scratch<U>(kAttentionFirstSlot + static_cast<std::size_t>(slot), count);
 }
 
 // One batch element's rows of an input or output: its first row and the distance between rows
@@ -100,24 +94,30 @@ void rows_by_rows(std::size_t rows, std::size_t cols, std::size_t depth, compute
   }
 }
 
-// A tile of the compute type (row stride kKeyTile) as a product's operand: the tile itself, or
-// for bf16 its `rows` × `cols` values rounded once to bf16 into `scratch` (same layout).
-__attribute__((target("avx512f,avx512bw"))) void round_rows_avx512(const float* tile, std::size_t rows,
-                                                                   std::size_t cols, bfloat16* out) {
+// A tile's `rows` × `cols` values (row stride kKeyTile) rounded to bf16 by the cast's formula
+// (Note [half conversions]), in a loop the compiler vectorizes: compiled for AVX-512 and for the
+// baseline (Note [CPU dispatch]), integer arithmetic only, so both give the same bits.
+__attribute__((always_inline)) inline void round_rows(const float* tile, std::size_t rows, std::size_t cols,
+                                                      bfloat16* out) {
   for (std::size_t r = 0; r < rows; ++r)
     for (std::size_t c = 0; c < cols; ++c)
       out[r * kKeyTile + c].bits = half_bits::bf16_from_f32(tile[r * kKeyTile + c]);
 }
+__attribute__((target("avx512f,avx512bw"))) void round_rows_avx512(const float* tile, std::size_t rows,
+                                                                   std::size_t cols, bfloat16* out) {
+  round_rows(tile, rows, cols, out);
+}
+
+// A tile of the compute type as a product's operand: the tile itself, or for bf16 its values
+// rounded once into `rounded` (same layout).
 template <class T>
-const T* operand(const compute_t<T>* tile, std::size_t rows, std::size_t cols, T* scratch) {
+const T* operand(const compute_t<T>* tile, std::size_t rows, std::size_t cols, T* rounded) {
   if constexpr (std::is_same_v<T, bfloat16>) {
-    if (cpu_has_avx512bw()) {
-      round_rows_avx512(tile, rows, cols, scratch);
-    } else {
-      for (std::size_t r = 0; r < rows; ++r)
-        for (std::size_t c = 0; c < cols; ++c) scratch[r * kKeyTile + c] = bfloat16(tile[r * kKeyTile + c]);
-    }
-    return scratch;
+    if (cpu_has_avx512bw())
+      round_rows_avx512(tile, rows, cols, rounded);
+    else
+      round_rows(tile, rows, cols, rounded);
+    return rounded;
   } else {
     return tile;
   }
@@ -146,7 +146,7 @@ class Sums {
     if constexpr (std::is_same_v<T, C>)
       rows_ = {out.row(first), out.stride};
     else
-      rows_ = {thread_scratch<C>(slot, count * dim), dim};
+      rows_ = {scratch<C>(slot, count * dim), dim};
   }
   const Rows<C>& rows() const { return rows_; }
   void finish() const {
@@ -274,8 +274,8 @@ void attention_forward(const T* q, const T* k, const T* v, T* out, compute_t<T>*
     const Rows<const T> qb = rows_of(q, shape, b, L, E, shape.q_stride),
                         kb = rows_of(k, shape, b, S, E, shape.kv_stride),
                         vb = rows_of(v, shape, b, S, Ev, shape.kv_stride);
-    C* s = thread_scratch<C>(Scratch::scores);
-    T* rounded = std::is_same_v<T, C> ? nullptr : thread_scratch<T>(Scratch::rounded);
+    C* s = scratch<C>(Scratch::scores);
+    T* rounded = std::is_same_v<T, C> ? nullptr : scratch<T>(Scratch::rounded);
     std::vector<C> m(rows, kMinusInfinity<C>), l(rows, C(0));
     // The output rows, normalized at the end.
     const Sums<T> sums(rows_of(out, shape, b, L, Ev), i0, rows, Ev, Scratch::sums0);
@@ -339,8 +339,8 @@ void attention_backward(const T* q, const T* k, const T* v, const T* out, const 
     };
     if (S == 0) zero_rows(dqb, 0, L, E);
     std::vector<C> d(L);
-    C *prob = thread_scratch<C>(Scratch::scores), *dprob = thread_scratch<C>(Scratch::dprob);
-    T* rounded = std::is_same_v<T, C> ? nullptr : thread_scratch<T>(Scratch::rounded);
+    C *prob = scratch<C>(Scratch::scores), *dprob = scratch<C>(Scratch::dprob);
+    T* rounded = std::is_same_v<T, C> ? nullptr : scratch<T>(Scratch::rounded);
     for (std::size_t i = 0; i < L; ++i) {  // D = rowsum(dO∘O)
       C dot = 0;
       for (std::size_t x = 0; x < Ev; ++x) dot += static_cast<C>(dob.row(i)[x]) * static_cast<C>(ob.row(i)[x]);

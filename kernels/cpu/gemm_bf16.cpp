@@ -66,10 +66,8 @@ constexpr std::size_t kPanel = 16;  // columns of one packed panel (one register
 // written whole, in order (no zero-fill of the buffer first, no index arithmetic per element), so
 // the compiler vectorizes the interleave.
 __attribute__((target("avx512f,avx512bw"))) void pack_b(std::size_t n, std::size_t k, BView b,
-                                                        std::vector<std::uint16_t>& packed) {
+                                                        std::uint32_t* words) {  // one per (pair p, column j)
   const std::size_t pairs = (k + 1) / 2, panels = (n + kPanel - 1) / kPanel;
-  packed.resize(panels * pairs * 2 * kPanel);
-  std::uint32_t* words = reinterpret_cast<std::uint32_t*>(packed.data());  // one per (pair p, column j)
   for (std::size_t q = 0; q < panels; ++q) {
     const std::size_t j0 = q * kPanel, width = std::min(kPanel, n - j0);
     for (std::size_t p = 0; p < pairs; ++p) {
@@ -131,12 +129,11 @@ struct APairs {
 // A stored [k, m] (transposed) into APairs' layout: rows 2p and 2p+1 interleaved, as pack_b does
 // with a B stored [k, n], in one pass that the compiler vectorizes.
 __attribute__((target("avx512f,avx512bw"))) void pack_a_pairs(std::size_t k, std::size_t m, const bfloat16* a,
-                                                              std::size_t lda, std::vector<std::uint32_t>& words) {
+                                                              std::size_t lda, std::uint32_t* words) {
   const std::size_t pairs = (k + 1) / 2;
-  words.resize(pairs * m);
   for (std::size_t p = 0; p < pairs; ++p) {
     const bfloat16* even = a + 2 * p * lda;
-    std::uint32_t* out = words.data() + p * m;
+    std::uint32_t* out = words + p * m;
     if (2 * p + 1 < k) {
       const bfloat16* odd = even + lda;
       for (std::size_t i = 0; i < m; ++i) out[i] = even[i].bits | static_cast<std::uint32_t>(odd[i].bits) << 16;
@@ -340,14 +337,19 @@ void row_blocks_stored(std::size_t first_row, std::size_t last_row, std::size_t 
 constexpr std::size_t kMaxRowsReadingStoredB = 8 * kRows;
 
 // B as stored is read in place in whole blocks of 32 columns (for at most kMaxRowsReadingStoredB
-// rows of A); the rest (all of a transposed B) is packed into `packed`. Returns the columns read
-// as stored.
-std::size_t prepare_b(std::size_t m, std::size_t n, std::size_t k, BView b, std::vector<std::uint16_t>& packed) {
+// rows of A); the rest (all of a transposed B) is packed, into the calling thread's scratch.
+struct PreparedB {
+  std::size_t stored;           // the columns read as stored
+  const std::uint16_t* packed;  // the panels of the rest
+};
+PreparedB prepare_b(std::size_t m, std::size_t n, std::size_t k, BView b) {
   const bool read_stored = !b.transposed && m <= kMaxRowsReadingStoredB && cpu_has_avx512bw();
   const std::size_t stored = read_stored ? n / (2 * kPanel) * (2 * kPanel) : 0;
-  if (stored < n)
-    pack_b(n - stored, k, BView{b.transposed ? b.b + stored * b.ldb : b.b + stored, b.ldb, b.transposed}, packed);
-  return stored;
+  if (stored == n) return {stored, nullptr};
+  const std::size_t panels = (n - stored + kPanel - 1) / kPanel, words = panels * (k + 1) / 2 * kPanel;
+  auto* packed = thread_scratch<std::uint32_t>(kGemmPackingSlot, words);
+  pack_b(n - stored, k, BView{b.transposed ? b.b + stored * b.ldb : b.b + stored, b.ldb, b.transposed}, packed);
+  return {stored, reinterpret_cast<const std::uint16_t*>(packed)};
 }
 
 // Rows [first_row, last_row) of C: the first `stored` columns from B as stored, the rest from the
@@ -364,9 +366,7 @@ void product_rows(std::size_t first_row, std::size_t last_row, std::size_t n, st
 template <class Out>
 void gemm_avx512_bf16(std::size_t m, std::size_t n, std::size_t k, const bfloat16* a, std::size_t lda, BView b, Out* c,
                       std::size_t ldc, bool accumulate) {
-  thread_local std::vector<std::uint16_t> packed;
-  const std::size_t stored = prepare_b(m, n, k, b, packed);
-  const std::uint16_t* panels = packed.data();
+  const auto [stored, panels] = prepare_b(m, n, k, b);
   const std::size_t blocks = (m + kRows - 1) / kRows;
   const std::size_t blocks_per_piece =
       static_cast<std::size_t>(std::max(1.0, kGemmProductsPerPiece / static_cast<double>(kRows * n * k)));
@@ -421,13 +421,11 @@ void gemm_bf16_small(Transpose ta, Transpose tb, std::size_t m, std::size_t n, s
   const BView view{b, ldb, tb == Transpose::yes};
   if (path == Bf16GemmPath::scalar)
     return gemm_scalar(m, n, k, AView{a, lda, ta == Transpose::yes}, view, c, ldc, accumulate);
-  thread_local std::vector<std::uint16_t> packed;
-  const std::size_t stored = prepare_b(m, n, k, view, packed);
-  if (ta == Transpose::no)
-    return product_rows(0, m, n, k, ARows{a, lda}, view, stored, packed.data(), c, ldc, accumulate);
-  thread_local std::vector<std::uint32_t> pairs;
+  const auto [stored, panels] = prepare_b(m, n, k, view);
+  if (ta == Transpose::no) return product_rows(0, m, n, k, ARows{a, lda}, view, stored, panels, c, ldc, accumulate);
+  auto* pairs = thread_scratch<std::uint32_t>(kGemmPackingASlot, (k + 1) / 2 * m);
   pack_a_pairs(k, m, a, lda, pairs);
-  product_rows(0, m, n, k, APairs{pairs.data(), m}, view, stored, packed.data(), c, ldc, accumulate);
+  product_rows(0, m, n, k, APairs{pairs, m}, view, stored, panels, c, ldc, accumulate);
 }
 
 void gemm_bf16_rounded(Transpose tb, std::size_t m, std::size_t n, std::size_t k, const bfloat16* a, std::size_t lda,
