@@ -5,9 +5,9 @@
       --threads 1,2 --rounds 5
 
 Each round runs ember's bench_kernels family `attention` (the fused kernels and the reference path,
-forward and forward + backward, B·H 32, L = S 1024, d 64, f32) and then PyTorch's
-F.scaled_dot_product_attention on the same shape (its CPU flash kernel) and the same steps, with
-the same number of threads on both sides; prints the medians in milliseconds, and the CPU. PyTorch
+forward and forward + backward, B·H 32, L = S 1024, d 64, in f32, and the fused kernels in bf16) and
+then PyTorch's F.scaled_dot_product_attention on the same shape (its CPU flash kernel) and the same
+steps, in f32 and in bf16, with the same number of threads on both sides; prints the medians in milliseconds, and the CPU. PyTorch
 is a benchmark dependency (a virtual environment with the latest wheel), never a CI one.
 """
 import argparse
@@ -24,21 +24,23 @@ import torch.nn.functional as F
 threads, heads, length, dim = (int(a) for a in sys.argv[1:5])
 torch.set_num_threads(threads)
 g = torch.Generator().manual_seed(5)
-q, k, v, up = (torch.rand(heads, length, dim, generator=g) * 2 - 1 for _ in range(4))
-def forward():
-    F.scaled_dot_product_attention(q, k, v)
-def both():
-    ql, kl, vl = (t.detach().requires_grad_() for t in (q, k, v))
-    (F.scaled_dot_product_attention(ql, kl, vl) * up).sum().backward()
+inputs = [torch.rand(heads, length, dim, generator=g) * 2 - 1 for _ in range(4)]
 out = {}
-for name, f in (("forward", forward), ("fwd+bwd", both)):
-    f()
-    times = []
-    for _ in range(5):
-        t0 = time.perf_counter()
+for dtype, suffix in ((torch.float32, ""), (torch.bfloat16, " bf16")):
+    q, k, v, up = (t.to(dtype) for t in inputs)
+    def forward():
+        F.scaled_dot_product_attention(q, k, v)
+    def both():
+        ql, kl, vl = (t.detach().requires_grad_() for t in (q, k, v))
+        (F.scaled_dot_product_attention(ql, kl, vl) * up).sum().backward()
+    for name, f in (("forward", forward), ("fwd+bwd", both)):
         f()
-        times.append(time.perf_counter() - t0)
-    out[name] = sorted(times)[len(times) // 2] * 1e3
+        times = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            f()
+            times.append(time.perf_counter() - t0)
+        out[name + suffix] = sorted(times)[len(times) // 2] * 1e3
 print(json.dumps(out))
 """
 
@@ -82,7 +84,7 @@ def main():
     args = p.parse_args()
     version = subprocess.run([args.python, "-c", "import torch; print(torch.__version__)"], capture_output=True,
                              text=True).stdout.strip()
-    print(f"CPU: {cpu_name()}; PyTorch {version}; B·H 32, L = S 1024, d 64, f32; median ms of {args.rounds} rounds")
+    print(f"CPU: {cpu_name()}; PyTorch {version}; B·H 32, L = S 1024, d 64; median ms of {args.rounds} rounds")
     for threads in (int(t) for t in args.threads.split(",")):
         times = {}
         for r in range(args.rounds):
