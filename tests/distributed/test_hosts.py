@@ -1,0 +1,159 @@
+"""Data-parallel training across hosts with no shared disk, on hosts made of Linux namespaces
+(scripts/hosts.sh: network, mount and UTS namespaces joined by a bridge), over TCP only:
+
+- each rank prints its host, namespace and address, and rank 1 cannot see a file in rank 0's
+  private folder;
+- 2 hosts × 1 rank, MLP, 2 epochs, each host reading its own copy of the data from its private
+  folder: the parameters are bit-identical to 1 process with --micro-batches 2, after every epoch
+  (the parameters' hashes) and at the end (rank 0's --save, read out of its host's private folder).
+
+    test_hosts.py --train MNIST_TRAIN --data MNIST_DIR --work DIR --set SET
+SET was made by `scripts/hosts.sh up SET 2 SUBNET` (CTest's fixture). Exits 77 (skipped) where
+this machine cannot make namespaces (the reason is printed), or without mpirun, numpy or the
+MNIST files."""
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+try:
+    import numpy as np
+except ImportError as error:
+    print(f"test_hosts: skipped: {error}")
+    sys.exit(77)
+
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(here, "..", "interop"))
+import safetensors_lite  # noqa: E402
+
+HOSTS = os.path.join(here, "..", "..", "scripts", "hosts.sh")
+MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+PRIVATE = "/tmp/ember-host"  # the same path on every host, a different folder on each (its own /tmp)
+# 2,048 training images: 16 steps of 128 (2 ranks × 64) per epoch, nothing padded.
+COMMON = ["--val-size", "7952", "--hidden", "128", "--workers", "1", "--step", "autograd", "--optimizer", "adam",
+          "--lr", "0.002", "--epochs", "2"]
+failures = 0
+
+
+def check(ok, what):
+    global failures
+    print(("ok: " if ok else "FAIL: ") + what, flush=True)
+    failures += 0 if ok else 1
+
+
+def hosts(*args, **kwargs):
+    return subprocess.run(["bash", HOSTS, *args], capture_output=True, text=True, timeout=300, **kwargs)
+
+
+def on_host(set_name, index, command, **kwargs):
+    """Runs a shell command inside host `index`; returns its completed process."""
+    return hosts("exec", set_name, str(index), "/bin/sh", "-c", command, **kwargs)
+
+
+def stage_data(set_name, index, data):
+    """Copies the MNIST files into the host's private folder, through a pipe (the host cannot see
+    a source under this machine's /tmp)."""
+    packed = subprocess.run(["tar", "-C", data, "-c", "."], capture_output=True, check=True).stdout
+    result = subprocess.run(["bash", HOSTS, "exec", set_name, str(index), "/bin/sh", "-c",
+                             f"rm -rf {PRIVATE} && mkdir -p {PRIVATE}/data && tar -C {PRIVATE}/data -x"],
+                            input=packed, capture_output=True, timeout=120)
+    if result.returncode != 0:
+        raise SystemExit(f"test_hosts: staging the data on host {index} failed: {result.stderr.decode()[-500:]}")
+
+
+def same_bits(a, b):
+    return a.keys() == b.keys() and all(np.array_equal(a[k].view(np.uint8), b[k].view(np.uint8)) for k in a)
+
+
+def who_is_where(set_name):
+    """Each rank's host, namespace and address, and whether it sees host 0's marker file."""
+    on_host(set_name, 0, f"touch {PRIVATE}/written-on-host-0")
+    probe = ("echo rank $OMPI_COMM_WORLD_RANK host $(hostname) netns $(readlink /proc/self/ns/net) "
+             "address $(ip -4 -o addr show eth0 | awk '{print $4}') "
+             f"$(test -e {PRIVATE}/written-on-host-0 && echo sees || echo does-not-see) the file of host 0")
+    result = hosts("mpirun", set_name, "-np", "2", "/bin/sh", "-c", probe, env={**os.environ, **MPI_ENV})
+    lines = sorted(line for line in result.stdout.splitlines() if line.startswith("rank "))
+    for line in lines:
+        print("  " + line)
+    check(result.returncode == 0 and len(lines) == 2, f"mpirun across the hosts starts one rank on each "
+                                                      f"(exit {result.returncode}{', ' + result.stderr[-300:] if result.returncode else ''})")
+    if len(lines) == 2:
+        fields = [line.split() for line in lines]
+        check(fields[0][3] != fields[1][3] and fields[0][5] != fields[1][5] and fields[0][7] != fields[1][7],
+              "the two ranks run on different hosts, namespaces and addresses")
+        check(lines[0].endswith(" sees the file of host 0") and lines[1].endswith(" does-not-see the file of host 0"),
+              "rank 1 cannot see what rank 0 wrote into its host's private folder")
+    # And from outside: the folder exists on host 0 only, not on this machine's /tmp.
+    check(not os.path.exists(f"{PRIVATE}/written-on-host-0"), "this machine cannot see it either")
+
+
+def two_hosts_against_micro_batches(opts, set_name):
+    args = [opts.train, "--distributed", "--data", f"{PRIVATE}/data", "--json-log", f"{PRIVATE}/log.json", "--save",
+            f"{PRIVATE}/model.safetensors", "--batch-size", "64"] + COMMON
+    result = hosts("mpirun", set_name, "-np", "2", *args, env={**os.environ, **MPI_ENV})
+    if result.returncode != 0:
+        print(result.stdout[-3000:], result.stderr[-3000:])
+        check(False, f"2 hosts × 1 rank train (exit {result.returncode})")
+        return
+    wait = [float(m) for m in re.findall(r"communication wait: ([\d.]+)%", result.stdout)]
+    print(f"  2 hosts over TCP: communication wait per epoch {wait} %")
+    model_path = os.path.join(opts.work, "two-hosts.safetensors")
+    with open(model_path, "wb") as out:
+        copied = subprocess.run(["bash", HOSTS, "exec", set_name, "0", "cat", f"{PRIVATE}/model.safetensors"],
+                                stdout=out, stderr=subprocess.PIPE, timeout=60)
+    check(copied.returncode == 0, "rank 0's --save is in its host's private folder")
+    absent = on_host(set_name, 1, f"test ! -e {PRIVATE}/model.safetensors")
+    check(absent.returncode == 0, "and not on host 1 (no shared folder)")
+    log = on_host(set_name, 0, f"cat {PRIVATE}/log.json").stdout
+    two_hashes = [json.loads(line)["params_hash"] for line in log.splitlines() if "params_hash" in line]
+
+    micro_log, micro_model = os.path.join(opts.work, "micro.json"), os.path.join(opts.work, "micro.safetensors")
+    single = subprocess.run([opts.train, "--data", opts.data, "--json-log", micro_log, "--save", micro_model,
+                             "--batch-size", "128", "--micro-batches", "2"] + COMMON,
+                            capture_output=True, text=True, timeout=300)
+    if single.returncode != 0:
+        print(single.stdout[-2000:], single.stderr[-2000:])
+        raise SystemExit(f"test_hosts: 1 process with --micro-batches 2 failed (exit {single.returncode})")
+    with open(micro_log) as f:
+        micro_hashes = [json.loads(line)["params_hash"] for line in f if "params_hash" in line]
+    check(len(two_hashes) == 2 and two_hashes == micro_hashes,
+          f"after every epoch the parameters' hashes equal 1 process with 2 micro-batches ({two_hashes})")
+    if copied.returncode == 0:
+        check(same_bits(safetensors_lite.load(model_path)[0], safetensors_lite.load(micro_model)[0]),
+              "2 hosts × 1 rank over TCP end bit-identical to 1 process with --micro-batches 2")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--train", required=True)
+    parser.add_argument("--data", required=True)
+    parser.add_argument("--work", required=True)
+    parser.add_argument("--set", required=True, help="a set of 2 hosts made by scripts/hosts.sh up")
+    opts = parser.parse_args()
+    able = hosts("check")
+    if able.returncode != 0:
+        print(able.stdout.strip() or able.stderr.strip())
+        return 77
+    if not shutil.which("mpirun"):
+        print("test_hosts: skipped: no mpirun (Debian: openmpi-bin)")
+        return 77
+    if not any(os.path.exists(os.path.join(opts.data, "train-images-idx3-ubyte" + z)) for z in ("", ".gz")):
+        print(f"test_hosts: skipped: no MNIST files in {opts.data}")
+        return 77
+    if not os.path.exists(f"/run/ember-hosts/{opts.set}/addresses"):
+        raise SystemExit(f"test_hosts: no host set '{opts.set}' (scripts/hosts.sh up {opts.set} 2 SUBNET first)")
+    shutil.rmtree(opts.work, ignore_errors=True)
+    os.makedirs(opts.work)
+    for index in (0, 1):
+        stage_data(opts.set, index, opts.data)
+    who_is_where(opts.set)
+    two_hosts_against_micro_batches(opts, opts.set)
+    print(f"test_hosts: {failures} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
