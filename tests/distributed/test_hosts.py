@@ -5,10 +5,13 @@
   private folder;
 - 2 hosts × 1 rank, MLP, 2 epochs, each host reading its own copy of the data from its private
   folder: the parameters are bit-identical to 1 process with --micro-batches 2, after every epoch
-  (the parameters' hashes) and at the end (rank 0's --save, read out of its host's private folder).
+  (the parameters' hashes) and at the end (rank 0's --save, read out of its host's private folder);
+- 3 hosts × 1 rank (not a power of two) against 1 process with --micro-batches 3: MPI_SUM's order
+  of three additions is Open MPI's choice, so the step losses are held to 1e-5 relative (the
+  tolerance test_distributed gives a different batch split), and whether the bits agree is printed.
 
     test_hosts.py --train MNIST_TRAIN --data MNIST_DIR --work DIR --set SET
-SET was made by `scripts/hosts.sh up SET 2 SUBNET` (CTest's fixture). Exits 77 (skipped) where
+SET was made by `scripts/hosts.sh up SET 3 SUBNET` (CTest's fixture). Exits 77 (skipped) where
 this machine cannot make namespaces (the reason is printed), or without mpirun, numpy or the
 MNIST files."""
 import argparse
@@ -32,9 +35,10 @@ import safetensors_lite  # noqa: E402
 HOSTS = os.path.join(here, "..", "..", "scripts", "hosts.sh")
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 PRIVATE = "/tmp/ember-host"  # the same path on every host, a different folder on each (its own /tmp)
-# 2,048 training images: 16 steps of 128 (2 ranks × 64) per epoch, nothing padded.
-COMMON = ["--val-size", "7952", "--hidden", "128", "--workers", "1", "--step", "autograd", "--optimizer", "adam",
-          "--lr", "0.002", "--epochs", "2"]
+# 1,920 training images: 15 steps of 128 (2 ranks × 64) or 10 of 192 (3 × 64) per epoch, nothing
+# padded.
+COMMON = ["--val-size", "8080", "--hidden", "128", "--workers", "1", "--step", "autograd", "--optimizer", "adam",
+          "--lr", "0.002", "--epochs", "2", "--log-step-losses"]
 failures = 0
 
 
@@ -90,40 +94,46 @@ def who_is_where(set_name):
     check(not os.path.exists(f"{PRIVATE}/written-on-host-0"), "this machine cannot see it either")
 
 
-def two_hosts_against_micro_batches(opts, set_name):
-    args = [opts.train, "--distributed", "--data", f"{PRIVATE}/data", "--json-log", f"{PRIVATE}/log.json", "--save",
-            f"{PRIVATE}/model.safetensors", "--batch-size", "64"] + COMMON
-    result = hosts("mpirun", set_name, "-np", "2", *args, env={**os.environ, **MPI_ENV})
+def on_hosts_against_micro_batches(opts, set_name, ranks):
+    """`ranks` hosts × 1 rank against 1 process with as many micro-batches; returns whether the
+    parameters are bit-identical after every epoch and at the end, and the worst relative
+    difference of the step losses."""
+    name = f"{ranks}-hosts"
+    args = [opts.train, "--distributed", "--data", f"{PRIVATE}/data", "--json-log", f"{PRIVATE}/{name}.json",
+            "--save", f"{PRIVATE}/{name}.safetensors", "--batch-size", "64"] + COMMON
+    result = hosts("mpirun", set_name, "-np", str(ranks), *args, env={**os.environ, **MPI_ENV})
     if result.returncode != 0:
         print(result.stdout[-3000:], result.stderr[-3000:])
-        check(False, f"2 hosts × 1 rank train (exit {result.returncode})")
-        return
+        check(False, f"{ranks} hosts × 1 rank train (exit {result.returncode})")
+        return False, float("inf")
     wait = [float(m) for m in re.findall(r"communication wait: ([\d.]+)%", result.stdout)]
-    print(f"  2 hosts over TCP: communication wait per epoch {wait} %")
-    model_path = os.path.join(opts.work, "two-hosts.safetensors")
+    print(f"  {ranks} hosts over TCP: communication wait per epoch {wait} %")
+    model_path = os.path.join(opts.work, f"{name}.safetensors")
     with open(model_path, "wb") as out:
-        copied = subprocess.run(["bash", HOSTS, "exec", set_name, "0", "cat", f"{PRIVATE}/model.safetensors"],
+        copied = subprocess.run(["bash", HOSTS, "exec", set_name, "0", "cat", f"{PRIVATE}/{name}.safetensors"],
                                 stdout=out, stderr=subprocess.PIPE, timeout=60)
-    check(copied.returncode == 0, "rank 0's --save is in its host's private folder")
-    absent = on_host(set_name, 1, f"test ! -e {PRIVATE}/model.safetensors")
-    check(absent.returncode == 0, "and not on host 1 (no shared folder)")
-    log = on_host(set_name, 0, f"cat {PRIVATE}/log.json").stdout
-    two_hashes = [json.loads(line)["params_hash"] for line in log.splitlines() if "params_hash" in line]
+    check(copied.returncode == 0, f"{name}: rank 0's --save is in its host's private folder")
+    for other in range(1, ranks):
+        absent = on_host(set_name, other, f"test ! -e {PRIVATE}/{name}.safetensors")
+        check(absent.returncode == 0, f"{name}: and not on host {other} (no shared folder)")
+    lines = [json.loads(line) for line in on_host(set_name, 0, f"cat {PRIVATE}/{name}.json").stdout.splitlines()]
 
-    micro_log, micro_model = os.path.join(opts.work, "micro.json"), os.path.join(opts.work, "micro.safetensors")
+    micro_log, micro_model = (os.path.join(opts.work, f"micro-{ranks}{ext}") for ext in (".json", ".safetensors"))
     single = subprocess.run([opts.train, "--data", opts.data, "--json-log", micro_log, "--save", micro_model,
-                             "--batch-size", "128", "--micro-batches", "2"] + COMMON,
+                             "--batch-size", str(64 * ranks), "--micro-batches", str(ranks)] + COMMON,
                             capture_output=True, text=True, timeout=300)
     if single.returncode != 0:
         print(single.stdout[-2000:], single.stderr[-2000:])
-        raise SystemExit(f"test_hosts: 1 process with --micro-batches 2 failed (exit {single.returncode})")
+        raise SystemExit(f"test_hosts: 1 process with --micro-batches {ranks} failed (exit {single.returncode})")
     with open(micro_log) as f:
-        micro_hashes = [json.loads(line)["params_hash"] for line in f if "params_hash" in line]
-    check(len(two_hashes) == 2 and two_hashes == micro_hashes,
-          f"after every epoch the parameters' hashes equal 1 process with 2 micro-batches ({two_hashes})")
-    if copied.returncode == 0:
-        check(same_bits(safetensors_lite.load(model_path)[0], safetensors_lite.load(micro_model)[0]),
-              "2 hosts × 1 rank over TCP end bit-identical to 1 process with --micro-batches 2")
+        micro = [json.loads(line) for line in f]
+    hashes = [[line["params_hash"] for line in log if "params_hash" in line] for log in (lines, micro)]
+    same = (len(hashes[0]) == 2 and hashes[0] == hashes[1] and copied.returncode == 0 and
+            same_bits(safetensors_lite.load(model_path)[0], safetensors_lite.load(micro_model)[0]))
+    losses = [np.array([x for line in log if "step_losses" in line for x in line["step_losses"]]) for log in (lines, micro)]
+    worst = float(np.max(np.abs(losses[0] - losses[1]) / np.abs(losses[1]))) if losses[0].shape == losses[1].shape \
+        and losses[0].size else float("inf")
+    return same, worst
 
 
 def main():
@@ -131,7 +141,7 @@ def main():
     parser.add_argument("--train", required=True)
     parser.add_argument("--data", required=True)
     parser.add_argument("--work", required=True)
-    parser.add_argument("--set", required=True, help="a set of 2 hosts made by scripts/hosts.sh up")
+    parser.add_argument("--set", required=True, help="a set of 3 hosts made by scripts/hosts.sh up")
     opts = parser.parse_args()
     able = hosts("check")
     if able.returncode != 0:
@@ -144,13 +154,18 @@ def main():
         print(f"test_hosts: skipped: no MNIST files in {opts.data}")
         return 77
     if not os.path.exists(f"/run/ember-hosts/{opts.set}/addresses"):
-        raise SystemExit(f"test_hosts: no host set '{opts.set}' (scripts/hosts.sh up {opts.set} 2 SUBNET first)")
+        raise SystemExit(f"test_hosts: no host set '{opts.set}' (scripts/hosts.sh up {opts.set} 3 SUBNET first)")
     shutil.rmtree(opts.work, ignore_errors=True)
     os.makedirs(opts.work)
-    for index in (0, 1):
+    for index in (0, 1, 2):
         stage_data(opts.set, index, opts.data)
     who_is_where(opts.set)
-    two_hosts_against_micro_batches(opts, opts.set)
+    same, _ = on_hosts_against_micro_batches(opts, opts.set, 2)
+    check(same, "2 hosts × 1 rank over TCP: parameters bit-identical to 1 process with --micro-batches 2, after "
+                "every epoch and at the end")
+    same, worst = on_hosts_against_micro_batches(opts, opts.set, 3)
+    check(worst <= 1e-5, f"3 hosts × 1 rank: the 30 step losses within 1e-5 relative of 1 process with "
+                         f"--micro-batches 3 (worst {worst:.2g}); parameters bit-identical: {same}")
     print(f"test_hosts: {failures} failure(s)")
     return 1 if failures else 0
 
