@@ -2,6 +2,8 @@
 // collectives of distributed/mpi.cpp.
 #include "distributed/dist.h"
 
+#include <unistd.h>
+
 #include <cstring>
 
 #include "base/config.h"
@@ -39,6 +41,12 @@ std::uint64_t hash_tensors(std::span<const Tensor> tensors) {
   return h;
 }
 
+std::string host_name() {
+  char name[256] = "?";
+  ::gethostname(name, sizeof name - 1);
+  return name;
+}
+
 void check_same_on_all_ranks(const std::string& what, const std::string& text) {
   // Every rank sees every rank's text (one broadcast each, at start-up), so all of them find the
   // same first difference and stop with the same message, their collectives still matched.
@@ -51,9 +59,11 @@ void check_same_on_all_ranks(const std::string& what, const std::string& text) {
     const std::size_t from = at == 0 ? std::string::npos : theirs.rfind(';', at - 1);
     const std::size_t start = from == std::string::npos ? 0 : from + 1;
     auto item = [start](const std::string& s) { return s.substr(start, s.find(';', start) - start); };
-    throw DistError(ember::detail::concat("dist: rank ", r, "'s ", what, " differ from rank 0's: '", item(theirs),
-                                          "' there, '", item(reference), "' on rank 0; start every rank with the ",
-                                          "same model and options"));
+    // Which hosts, too: a difference between machines is often their files (the data's content).
+    const std::string host0 = broadcast_string(host_name(), 0), host = broadcast_string(host_name(), r);
+    throw DistError(ember::detail::concat(
+        "dist: rank ", r, " (host ", host, ")'s ", what, " differ from rank 0's (host ", host0, "): '", item(theirs),
+        "' there, '", item(reference), "' on rank 0; start every rank with the same model, options and data"));
   }
 }
 

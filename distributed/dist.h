@@ -70,8 +70,11 @@ std::string broadcast_string(const std::string& text, int root = 0);
 void broadcast_parameters(std::span<const Tensor> parameters);
 // A hash of the tensors' bytes (FNV-1a over shapes, dtypes and data, copied to the host).
 std::uint64_t hash_tensors(std::span<const Tensor> tensors);
-// Throws DistError naming the first rank whose `text` differs from rank 0's, and where: the
-// start-up check that every rank runs the same model with the same options.
+// This machine's host name (gethostname).
+std::string host_name();
+// Throws DistError naming the first rank whose `text` differs from rank 0's, both ranks' hosts,
+// and where: the start-up check that every rank runs the same model with the same options and
+// data.
 void check_same_on_all_ranks(const std::string& what, const std::string& text);
 // Throws DistError unless every rank holds bit-identical tensors (hash_tensors compared).
 void check_identical(const std::string& what, std::span<const Tensor> tensors);

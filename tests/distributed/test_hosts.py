@@ -6,6 +6,10 @@
 - 2 hosts × 1 rank, MLP, 2 epochs, each host reading its own copy of the data from its private
   folder: the parameters are bit-identical to 1 process with --micro-batches 2, after every epoch
   (the parameters' hashes) and at the end (rank 0's --save, read out of its host's private folder);
+  every host holds the same checkpoint files, byte for byte, each having written its own;
+- stopped after epoch 1 and host 1's copy removed, the run resumed on 2 hosts (rank 0 sends its
+  checkpoint) ends bit-identical to the uninterrupted one;
+- hosts whose data differ are refused at start-up, naming both hosts;
 - 3 hosts × 1 rank (not a power of two) against 1 process with --micro-batches 3: MPI_SUM's order
   of three additions is Open MPI's choice, so the step losses are held to 1e-5 relative (the
   tolerance test_distributed gives a different batch split), and whether the bits agree is printed.
@@ -38,7 +42,7 @@ PRIVATE = "/tmp/ember-host"  # the same path on every host, a different folder o
 # 1,920 training images: 15 steps of 128 (2 ranks × 64) or 10 of 192 (3 × 64) per epoch, nothing
 # padded.
 COMMON = ["--val-size", "8080", "--hidden", "128", "--workers", "1", "--step", "autograd", "--optimizer", "adam",
-          "--lr", "0.002", "--epochs", "2", "--log-step-losses"]
+          "--lr", "0.002", "--log-step-losses"]
 failures = 0
 
 
@@ -100,7 +104,7 @@ def on_hosts_against_micro_batches(opts, set_name, ranks):
     difference of the step losses."""
     name = f"{ranks}-hosts"
     args = [opts.train, "--distributed", "--data", f"{PRIVATE}/data", "--json-log", f"{PRIVATE}/{name}.json",
-            "--save", f"{PRIVATE}/{name}.safetensors", "--batch-size", "64"] + COMMON
+            "--save", f"{PRIVATE}/{name}.safetensors", "--batch-size", "64", "--epochs", "2"] + COMMON
     result = hosts("mpirun", set_name, "-np", str(ranks), *args, env={**os.environ, **MPI_ENV})
     if result.returncode != 0:
         print(result.stdout[-3000:], result.stderr[-3000:])
@@ -113,14 +117,15 @@ def on_hosts_against_micro_batches(opts, set_name, ranks):
         copied = subprocess.run(["bash", HOSTS, "exec", set_name, "0", "cat", f"{PRIVATE}/{name}.safetensors"],
                                 stdout=out, stderr=subprocess.PIPE, timeout=60)
     check(copied.returncode == 0, f"{name}: rank 0's --save is in its host's private folder")
-    for other in range(1, ranks):
-        absent = on_host(set_name, other, f"test ! -e {PRIVATE}/{name}.safetensors")
-        check(absent.returncode == 0, f"{name}: and not on host {other} (no shared folder)")
+    digests = [on_host(set_name, host, f"cd {PRIVATE} && sha256sum {name}.safetensors {name}.epoch-*").stdout
+               for host in range(ranks)]
+    check(all(d == digests[0] and d.count("\n") == 5 for d in digests),
+          f"{name}: every host holds the same checkpoints, byte for byte (no shared folder: each wrote its own)")
     lines = [json.loads(line) for line in on_host(set_name, 0, f"cat {PRIVATE}/{name}.json").stdout.splitlines()]
 
     micro_log, micro_model = (os.path.join(opts.work, f"micro-{ranks}{ext}") for ext in (".json", ".safetensors"))
     single = subprocess.run([opts.train, "--data", opts.data, "--json-log", micro_log, "--save", micro_model,
-                             "--batch-size", str(64 * ranks), "--micro-batches", str(ranks)] + COMMON,
+                             "--batch-size", str(64 * ranks), "--micro-batches", str(ranks), "--epochs", "2"] + COMMON,
                             capture_output=True, text=True, timeout=300)
     if single.returncode != 0:
         print(single.stdout[-2000:], single.stderr[-2000:])
@@ -134,6 +139,44 @@ def on_hosts_against_micro_batches(opts, set_name, ranks):
     worst = float(np.max(np.abs(losses[0] - losses[1]) / np.abs(losses[1]))) if losses[0].shape == losses[1].shape \
         and losses[0].size else float("inf")
     return same, worst
+
+
+def resume_where_only_rank0_holds_it(opts, set_name):
+    """2 hosts stop after epoch 1; host 1's copy is removed; resumed on 2 hosts, the run ends
+    bit-identical to the uninterrupted one (rank 0 sends host 1 its checkpoint)."""
+    env = {**os.environ, **MPI_ENV}
+    base = [opts.train, "--distributed", "--data", f"{PRIVATE}/data", "--batch-size", "64"] + COMMON
+    first = hosts("mpirun", set_name, "-np", "2", *base, "--epochs", "1", "--save", f"{PRIVATE}/half.safetensors",
+                  env=env)
+    check(first.returncode == 0, f"2 hosts: 1 epoch saved (exit {first.returncode})")
+    on_host(set_name, 1, f"rm -f {PRIVATE}/half*")
+    check(on_host(set_name, 1, f"ls {PRIVATE}/half* 2>/dev/null").stdout == "", "host 1's copy removed")
+    resumed = hosts("mpirun", set_name, "-np", "2", *base, "--epochs", "2", "--resume", f"{PRIVATE}/half.safetensors",
+                    "--save", f"{PRIVATE}/resumed.safetensors", env=env)
+    if resumed.returncode != 0:
+        print(resumed.stdout[-2000:], resumed.stderr[-2000:])
+    model_path = os.path.join(opts.work, "resumed.safetensors")
+    with open(model_path, "wb") as out:
+        subprocess.run(["bash", HOSTS, "exec", set_name, "0", "cat", f"{PRIVATE}/resumed.safetensors"], stdout=out,
+                       timeout=60)
+    straight = os.path.join(opts.work, "2-hosts.safetensors")
+    check(resumed.returncode == 0 and same_bits(safetensors_lite.load(model_path)[0],
+                                                safetensors_lite.load(straight)[0]),
+          f"resumed on 2 hosts from a checkpoint only rank 0's host holds: bit-identical to the uninterrupted "
+          f"run (exit {resumed.returncode})")
+
+
+def different_data_refused(opts, set_name):
+    """Host 1's training labels replaced by the test set's (the same size and format, other
+    content): the run is refused at start-up, naming both hosts."""
+    on_host(set_name, 1, f"cd {PRIVATE}/data && for f in train-labels-idx1-ubyte*; do "
+                         f"cp t10k-labels-idx1-ubyte${{f#train-labels-idx1-ubyte}} $f; done")
+    result = hosts("mpirun", set_name, "-np", "2", opts.train, "--distributed", "--data", f"{PRIVATE}/data",
+                   "--batch-size", "64", "--epochs", "1", *COMMON, env={**os.environ, **MPI_ENV})
+    message = next((line for line in (result.stdout + result.stderr).splitlines() if "differ" in line), "")
+    check(result.returncode == 2 and f"host {set_name}-h1" in message and f"host {set_name}-h0" in message
+          and "data" in message,
+          f"hosts whose data differ are refused, naming both (exit {result.returncode}): {message.strip()[:220]}")
 
 
 def main():
@@ -163,9 +206,11 @@ def main():
     same, _ = on_hosts_against_micro_batches(opts, opts.set, 2)
     check(same, "2 hosts × 1 rank over TCP: parameters bit-identical to 1 process with --micro-batches 2, after "
                 "every epoch and at the end")
+    resume_where_only_rank0_holds_it(opts, opts.set)
     same, worst = on_hosts_against_micro_batches(opts, opts.set, 3)
     check(worst <= 1e-5, f"3 hosts × 1 rank: the 30 step losses within 1e-5 relative of 1 process with "
                          f"--micro-batches 3 (worst {worst:.2g}); parameters bit-identical: {same}")
+    different_data_refused(opts, opts.set)
     print(f"test_hosts: {failures} failure(s)")
     return 1 if failures else 0
 
