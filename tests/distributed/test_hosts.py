@@ -8,7 +8,8 @@
   (the parameters' hashes) and at the end (rank 0's --save, read out of its host's private folder);
   every host holds the same checkpoint files, byte for byte, each having written its own;
 - stopped after epoch 1 and host 1's copy removed, the run resumed on 2 hosts (rank 0 sends its
-  checkpoint) ends bit-identical to the uninterrupted one;
+  checkpoint) ends bit-identical to the uninterrupted one, and so does the same checkpoint resumed
+  as 1 host × 2 ranks and as 1 process with --micro-batches 2;
 - hosts whose data differ are refused at start-up, naming both hosts;
 - 3 hosts × 1 rank (not a power of two) against 1 process with --micro-batches 3: MPI_SUM's order
   of three additions is Open MPI's choice, so the step losses are held to 1e-5 relative (the
@@ -159,11 +160,31 @@ def resume_where_only_rank0_holds_it(opts, set_name):
     with open(model_path, "wb") as out:
         subprocess.run(["bash", HOSTS, "exec", set_name, "0", "cat", f"{PRIVATE}/resumed.safetensors"], stdout=out,
                        timeout=60)
-    straight = os.path.join(opts.work, "2-hosts.safetensors")
-    check(resumed.returncode == 0 and same_bits(safetensors_lite.load(model_path)[0],
-                                                safetensors_lite.load(straight)[0]),
+    straight = safetensors_lite.load(os.path.join(opts.work, "2-hosts.safetensors"))[0]
+    check(resumed.returncode == 0 and same_bits(safetensors_lite.load(model_path)[0], straight),
           f"resumed on 2 hosts from a checkpoint only rank 0's host holds: bit-identical to the uninterrupted "
           f"run (exit {resumed.returncode})")
+
+    # The same checkpoint resumed on another count of hosts: 1 host × 2 ranks (this machine, shared
+    # memory) and 1 process with 2 micro-batches, each bit-identical to the uninterrupted 2-host run.
+    here_dir = os.path.join(opts.work, "moved")
+    os.makedirs(here_dir, exist_ok=True)
+    packed = subprocess.run(["bash", HOSTS, "exec", set_name, "0", "/bin/sh", "-c", f"cd {PRIVATE} && tar -c half*"],
+                            capture_output=True, timeout=60).stdout
+    subprocess.run(["tar", "-C", here_dir, "-x"], input=packed, check=True)
+    half = os.path.join(here_dir, "half.safetensors")
+    local = [opts.train, "--data", opts.data, "--epochs", "2", "--resume", half] + COMMON
+    for name, command in (("1 host × 2 ranks", ["mpirun", "-np", "2", "--bind-to", "none", *local, "--distributed",
+                                                "--batch-size", "64"]),
+                          ("1 process with --micro-batches 2", [*local, "--batch-size", "128", "--micro-batches", "2"])):
+        out = os.path.join(opts.work, name.replace(" ", "_") + ".safetensors")
+        run = subprocess.run(command + ["--save", out], capture_output=True, text=True, timeout=300,
+                             env={**os.environ, **MPI_ENV, "OMPI_MCA_btl_vader_single_copy_mechanism": "none"})
+        if run.returncode != 0:
+            print(run.stdout[-1500:], run.stderr[-1500:])
+        check(run.returncode == 0 and same_bits(safetensors_lite.load(out)[0], straight),
+              f"the 2-host checkpoint resumed as {name}: bit-identical to the uninterrupted 2-host run "
+              f"(exit {run.returncode})")
 
 
 def different_data_refused(opts, set_name):
