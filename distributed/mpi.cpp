@@ -8,6 +8,7 @@
 #include "base/config.h"
 #include "distributed/dist.h"
 #include "distributed/nccl.h"
+#include "distributed/watchdog.h"
 
 #if EMBER_WITH_MPI
 #include <mpi.h>
@@ -128,6 +129,7 @@ class MpiWork final : public Work {
     return done != 0;
   }
   void wait() override {
+    const CollectiveWatch watch("the gradients' all-reduce (MPI_Iallreduce)");
     if (request_ != MPI_REQUEST_NULL) check(MPI_Wait(&request_, MPI_STATUS_IGNORE), "MPI_Wait");
   }
 
@@ -171,24 +173,31 @@ int local_rank() { return group().local_rank; }
 
 void all_reduce(Tensor& t, ReduceOp op) {
   if (t.is_cuda()) return nccl::all_reduce(t, op);
+  const CollectiveWatch watch("MPI_Allreduce");
   check(MPI_Allreduce(MPI_IN_PLACE, t.raw_bytes(), count_of(t), mpi_reduce_type(t), mpi_op(op), world()),
         "MPI_Allreduce");
 }
 
 void broadcast(Tensor& t, int root) {
   if (t.is_cuda()) return nccl::broadcast(t, root);
+  const CollectiveWatch watch("MPI_Bcast");
   check(MPI_Bcast(t.raw_bytes(), count_of(t), mpi_type(t.dtype()), root, world()), "MPI_Bcast");
 }
 
-void barrier() { check(MPI_Barrier(world()), "MPI_Barrier"); }
+void barrier() {
+  const CollectiveWatch watch("MPI_Barrier");
+  check(MPI_Barrier(world()), "MPI_Barrier");
+}
 
 std::vector<std::uint64_t> all_gather(std::uint64_t value) {
   std::vector<std::uint64_t> all(static_cast<std::size_t>(world_size()));
+  const CollectiveWatch watch("MPI_Allgather");
   check(MPI_Allgather(&value, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, world()), "MPI_Allgather");
   return all;
 }
 
 std::string broadcast_string(const std::string& text, int root) {
+  const CollectiveWatch watch("MPI_Bcast");
   std::uint64_t length = text.size();
   check(MPI_Bcast(&length, 1, MPI_UINT64_T, root, world()), "MPI_Bcast");
   std::string out = rank() == root ? text : std::string(length, '\0');

@@ -3,6 +3,7 @@
 
 #include <chrono>
 
+#include "base/fault_point.h"
 #include "core/ops/ops.h"
 
 namespace ember::dist {
@@ -86,6 +87,7 @@ void GradientReducer::finish() {
   for (Bucket& b : buckets_)
     if (b.arrived < b.members.size()) fill(b);
   start_ready_buckets();
+  fault_point("allreduce");  // the sums in flight (Note [fault points])
   const auto t0 = std::chrono::steady_clock::now();
   for (Bucket& b : buckets_) {
     b.work->wait();

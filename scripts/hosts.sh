@@ -80,6 +80,11 @@ up)
 down)
   [ $# -eq 2 ] || die "usage: hosts.sh down SET"
   set_name=$2 dir=$base/$2
+  # Processes still in the hosts (a daemon whose launcher lost it, a rank a test left behind).
+  for netns in $(ip netns list 2>/dev/null | awk -v p="ember-$set_name-h" 'index($1, p) == 1 { print $1 }'); do
+    pids=$(ip netns pids "$netns" 2>/dev/null || true)
+    [ -z "$pids" ] || kill -KILL $pids 2>/dev/null || true
+  done
   for host in "$dir"/h*; do
     [ -d "$host" ] || continue
     i=${host##*/h}

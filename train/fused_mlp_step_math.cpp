@@ -27,6 +27,7 @@
 
 #include "base/config.h"
 #include "base/error.h"
+#include "base/fault_point.h"
 #include "base/fusion.h"
 #include "core/cuda/graph.h"
 #include "core/cuda/kernel_errors.h"
@@ -96,6 +97,7 @@ void FusedMlpStep::Impl::run(const Tensor& x, const Tensor& y, std::size_t rows)
 void FusedMlpStep::Impl::reduce_and_update() {
   if (options.reduce_across_ranks && dist::is_initialized()) {  // (a world of one too: the same calls)
     const auto t0 = std::chrono::steady_clock::now();
+    fault_point("allreduce");  // Note [fault points]
     dist::all_reduce(grads);
     communication_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     mul_(grads, 1.0 / static_cast<double>(dist::world_size()));

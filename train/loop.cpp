@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "base/fault_point.h"
 #include "core/ops/ops.h"
 #include "core/tensor/autograd.h"
 #include "core/tensor/device.h"
@@ -69,6 +70,7 @@ EpochResult train_epoch(nn::Module& model, Step& step, data::BatchSource& batche
   }
   while (auto batch = batches.next()) {
     try {
+      fault_point("forward");  // Note [fault points]
       step.step(batch->x, batch->y);
     } catch (const NonFiniteError&) {  // a step that checks its own loss (the fused step on the CPU)
       throw NonFiniteLoss(epoch, steps, device);

@@ -95,6 +95,13 @@ std::string resume_command(const std::vector<std::string>& command, const std::s
   return line;
 }
 
+std::string exit_notice(const RunOutputs& outputs, const std::vector<std::string>& command, int ranks) {
+  const train::RunCheckpoints& saved = outputs.checkpoints();
+  if (!saved.enabled()) return "Nothing was saved (no --save).";
+  return detail::concat(saved.resumable(), "; to continue: mpirun -np ", ranks, " --bind-to none ",
+                        resume_command(command, saved.path()));
+}
+
 int report_stop(const train::FitResult& where, const RunOutputs& outputs, const std::vector<std::string>& command,
                 bool interactive) {
   if (interactive) std::printf("\n");  // off the progress bar's line

@@ -51,6 +51,11 @@ train::SettingsCheck resume_settings_check(const train::LoadedCheckpoint& saved)
 // then --resume SAVE.
 std::string resume_command(const std::vector<std::string>& command, const std::string& save);
 
+// What a rank of a data-parallel run prints when the job ends under it (Note [lost ranks]): the
+// newest complete checkpoint and the command that continues on `ranks` ranks, or that nothing
+// was saved.
+std::string exit_notice(const RunOutputs& outputs, const std::vector<std::string>& command, int ranks);
+
 // After a stop signal: off the progress bar's line, what was saved and the command that continues,
 // on stderr. Returns the exit code, 128 + the signal.
 int report_stop(const train::FitResult& where, const RunOutputs& outputs, const std::vector<std::string>& command,

@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "distributed/dist.h"
+#include "distributed/watchdog.h"
 
 namespace ember::apps {
 namespace {
@@ -16,6 +17,7 @@ std::atomic<int> received{0};
 static_assert(std::atomic<int>::is_always_lock_free, "the handler may only touch a lock-free flag");
 
 void on_stop_signal(int s) {
+  if (s == SIGTERM) dist::signal_exit_notice(s);  // a data-parallel run's rank (Note [lost ranks])
   int none = 0;
   if (received.compare_exchange_strong(none, s)) return;
   // The second: the default action, raised again (delivered once this handler returns).
