@@ -22,7 +22,6 @@
 #include "base/fusion.h"
 #include "data/classification_loaders.h"
 #include "distributed/dist.h"
-#include "distributed/watchdog.h"
 #include "layers/nn.h"
 #include "optim/optimizer.h"
 #include "optim/scheduler.h"
@@ -52,7 +51,7 @@ struct Settings {
   train::FusedMlpStepOptions fused_step{.gemm_epilogues = true, .sgd_in_gemm = true};
   train::AutogradStepOptions autograd;  // --micro-batches (either step), --precision
   bool distributed = false, log_step_losses = false;
-  double collective_timeout = 300;  // seconds a rank waits in a collective (Note [lost ranks])
+  double timeout = 300;  // --collective-timeout: seconds a rank waits in a collective (Note [lost ranks])
   std::string json_log, save, resume, init, plot, precision = "f32";
   std::vector<std::string> command;  // as typed, for the line that resumes it
 };
@@ -236,13 +235,10 @@ int run_training(Settings& s) {
   set_num_threads(s.threads);
   Run run = build_run(s);
   const std::string title = run.data.spec.title + " " + s.model.model + " " + s.model.sizes();
-  apps::RunOutputs outputs({s.json_log, s.plot, title, s.save, s.keep}, run.card.to_metadata(), run_settings(s, run));
+  apps::RunOutputs outputs({s.json_log, s.plot, title, s.save, s.keep, s.command}, run.card.to_metadata(),
+                           run_settings(s, run));
   print_header(s, run);
   outputs.start(s.resume.empty() ? nullptr : &run.resumed);
-  const auto update_exit_notice = [&] {
-    if (s.distributed) dist::set_exit_notice(apps::exit_notice(outputs, s.command, run.world));
-  };
-  update_exit_notice();
   const train::Position start = run.resumed.at;
   // The rate of epoch e is lr·decay^e (StepLR with step 1), or per step a warm-up then a cosine; a
   // resumed run picks up where it was (the schedules are closed forms of the count).
@@ -258,7 +254,6 @@ int run_training(Settings& s) {
     train::LogFields extra = train::step_fields(*run.step);
     for (auto& field : train::replica_fields(*run.model, r.epoch, s.distributed)) extra.push_back(field);
     outputs.add_epoch(r, extra, *run.model, *run.optimizer);
-    update_exit_notice();
   };
   const std::function<bool()> stop_requested = [&] { return apps::stop_requested(s.distributed); };
   const bool interactive = apps::interactive_output(s.distributed);
@@ -327,10 +322,7 @@ int main(int argc, char** argv) {
   option("--cuda-graph", s.fused_step.cuda_graph, "on CUDA, capture the fused step in a CUDA graph and replay it");
   app.add_flag("--preload", s.loader.preload, "keep the training images on the device and gather each batch there");
   app.add_flag("--distributed", s.distributed, "one rank of a data-parallel run by mpirun (docs/distributed.md)");
-  option("--collective-timeout", s.collective_timeout,
-         "with --distributed: seconds a rank waits in a collective before it ends the run (a rank stopped, a host "
-         "unreachable); 0: no limit")
-      ->check(apps::non_negative);
+  option("--collective-timeout", s.timeout, "a collective's limit in seconds (0: none)")->check(apps::non_negative);
   option("--precision", s.precision, "f32, or bf16/f16 autocast (f16 scales the loss)")
       ->check(CLI::IsMember({"f32", "bf16", "f16"}));
   option("--micro-batches", s.autograd.micro_batches, "split batches, summing gradients")->check(apps::positive);
@@ -350,11 +342,7 @@ int main(int argc, char** argv) {
     s.fused_step.reduce_across_ranks = s.autograd.reduce_across_ranks = s.distributed;
     s.fused_step.micro_batches = s.autograd.micro_batches;
     s.data_dir = data::data_folder(s.dataset, s.data_dir);
-    if (s.distributed) {
-      apps::start_distributed("--distributed");
-      dist::set_collective_timeout(s.collective_timeout);
-      dist::start_exit_notices();
-    }
+    if (s.distributed) apps::start_distributed("--distributed", s.timeout);
     const int code = run_training(s);
     dist::finalize();
     return code;

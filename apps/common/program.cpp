@@ -12,6 +12,7 @@
 #include "base/error.h"
 #include "core/cuda/runtime.h"
 #include "distributed/dist.h"
+#include "distributed/watchdog.h"
 
 namespace ember::apps {
 namespace {
@@ -114,7 +115,7 @@ Device choose_device(const std::string& option, const std::string& value, std::s
   return device;
 }
 
-void start_distributed(const std::string& option) {
+void start_distributed(const std::string& option, double collective_timeout) {
   try {
     dist::init();
   } catch (const dist::DistError& e) {
@@ -122,6 +123,8 @@ void start_distributed(const std::string& option) {
   }
   if (!dist::is_main() && !std::freopen("/dev/null", "w", stdout))
     throw IoError(option + ": cannot silence the output of rank " + std::to_string(dist::rank()));
+  dist::set_collective_timeout(collective_timeout);
+  dist::start_exit_notices();
 }
 
 Device choose_rank_device(const std::string& option, const std::string& value, std::string& reason) {

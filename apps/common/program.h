@@ -41,8 +41,9 @@ Device choose_device(const std::string& option, const std::string& value, std::s
 
 // A data-parallel program's start (mpirun launches it once per rank): dist::init (a UsageError
 // naming `option` when it fails), then stdout silenced on every rank but 0, which alone prints;
-// the others keep stderr for their errors.
-void start_distributed(const std::string& option);
+// the others keep stderr for their errors. Then the collectives' deadline and the exit notices
+// (Note [lost ranks]).
+void start_distributed(const std::string& option, double collective_timeout);
 
 // choose_device for one rank of a data-parallel run: "auto" or "cuda" give each rank a GPU of its
 // own (its local rank modulo the GPUs), or the CPU where there is none; `reason` names the rank.

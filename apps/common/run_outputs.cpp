@@ -5,6 +5,7 @@
 
 #include "apps/common/stop_signals.h"
 #include "distributed/dist.h"
+#include "distributed/watchdog.h"
 
 namespace ember::apps {
 
@@ -12,6 +13,7 @@ RunOutputs::RunOutputs(const RunOutputPaths& paths, train::Metadata model_metada
     : log_(dist::is_main() ? paths.json_log : std::string()),
       curves_(dist::is_main() ? paths.plot : std::string(), paths.plot_title),
       checkpoints_(paths.save, paths.keep),
+      command_(paths.command),
       context_{
           .model_metadata = std::move(model_metadata), .settings = std::move(settings), .history = {}, .loss_sum = {}} {
 }
@@ -25,6 +27,17 @@ void RunOutputs::start(const train::ResumedRun* resumed) {
     std::printf("note: --save %s holds an earlier run's checkpoints (%s): this run's first save replaces them\n",
                 checkpoints_.path().c_str(), earlier.c_str());
   }
+  update_exit_notice();
+}
+
+// The newest complete checkpoint and the command that continues on as many ranks, or that
+// nothing was saved.
+void RunOutputs::update_exit_notice() const {
+  if (command_.empty() || !dist::is_initialized() || dist::world_size() < 2) return;
+  dist::set_exit_notice(checkpoints_.enabled()
+                            ? detail::concat(checkpoints_.resumable(), "; to continue: mpirun -np ", dist::world_size(),
+                                             " --bind-to none ", resume_command(command_, checkpoints_.path()))
+                            : "Nothing was saved (no --save).");
 }
 
 void RunOutputs::add_epoch(const train::EpochReport& report, const train::LogFields& extra, nn::Module& model,
@@ -36,6 +49,7 @@ void RunOutputs::add_epoch(const train::EpochReport& report, const train::LogFie
   context_.history = log_.text();
   context_.loss_sum = Tensor();
   checkpoints_.save({report.epoch + 1, 0}, model, optimizer, context_);
+  update_exit_notice();
   curves_.add(report);
 }
 
@@ -93,13 +107,6 @@ std::string resume_command(const std::vector<std::string>& command, const std::s
   add("--resume");
   add(save);
   return line;
-}
-
-std::string exit_notice(const RunOutputs& outputs, const std::vector<std::string>& command, int ranks) {
-  const train::RunCheckpoints& saved = outputs.checkpoints();
-  if (!saved.enabled()) return "Nothing was saved (no --save).";
-  return detail::concat(saved.resumable(), "; to continue: mpirun -np ", ranks, " --bind-to none ",
-                        resume_command(command, saved.path()));
 }
 
 int report_stop(const train::FitResult& where, const RunOutputs& outputs, const std::vector<std::string>& command,

@@ -15,6 +15,8 @@ namespace ember::apps {
 struct RunOutputPaths {
   std::string json_log, plot, plot_title, save;
   int keep = 2;
+  // The command line, for a data-parallel run's exit notice (Note [lost ranks]).
+  std::vector<std::string> command;
 };
 
 class RunOutputs {
@@ -36,9 +38,11 @@ class RunOutputs {
   const train::RunCheckpoints& checkpoints() const { return checkpoints_; }
 
  private:
+  void update_exit_notice() const;  // after start() and every save, in a data-parallel run
   train::JsonLinesLog log_;
   TrainingCurves curves_;
   train::RunCheckpoints checkpoints_;
+  std::vector<std::string> command_;
   train::SaveContext context_;
 };
 
@@ -50,11 +54,6 @@ train::SettingsCheck resume_settings_check(const train::LoadedCheckpoint& saved)
 // The command line that continues a run: `command` as typed, its --resume and --init left out,
 // then --resume SAVE.
 std::string resume_command(const std::vector<std::string>& command, const std::string& save);
-
-// What a rank of a data-parallel run prints when the job ends under it (Note [lost ranks]): the
-// newest complete checkpoint and the command that continues on `ranks` ranks, or that nothing
-// was saved.
-std::string exit_notice(const RunOutputs& outputs, const std::vector<std::string>& command, int ranks);
 
 // After a stop signal: off the progress bar's line, what was saved and the command that continues,
 // on stderr. Returns the exit code, 128 + the signal.

@@ -10,6 +10,9 @@
 - stopped after epoch 1 and host 1's copy removed, the run resumed on 2 hosts (rank 0 sends its
   checkpoint) ends bit-identical to the uninterrupted one, and so does the same checkpoint resumed
   as 1 host × 2 ranks and as 1 process with --micro-batches 2;
+- a rank killed in a step's forward, inside the gradients' all-reduce or in the middle of its
+  host's checkpoint save, or stopped (SIGSTOP): the other ends within the bound with its notice,
+  mpirun names the lost rank, and a resume ends bit-identical to the uninterrupted run;
 - hosts whose data differ are refused at start-up, naming both hosts;
 - 3 hosts × 1 rank (not a power of two) against 1 process with --micro-batches 3: MPI_SUM's order
   of three additions is Open MPI's choice, so the step losses are held to 1e-5 relative (the
@@ -26,6 +29,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 
 try:
     import numpy as np
@@ -200,6 +204,56 @@ def different_data_refused(opts, set_name):
           f"hosts whose data differ are refused, naming both (exit {result.returncode}): {message.strip()[:220]}")
 
 
+def copy_out(set_name, index, path, to):
+    with open(to, "wb") as out:
+        return subprocess.run(["bash", HOSTS, "exec", set_name, str(index), "cat", path], stdout=out,
+                              stderr=subprocess.PIPE, timeout=60).returncode == 0
+
+
+def lost_ranks(opts, set_name):
+    """A rank lost at a point its fault hook chooses (Note [fault points]): killed in a step's
+    forward, inside the gradients' all-reduce, or in the middle of its host's checkpoint save (a
+    torn write), or stopped without dying. The survivor ends within the bound, printing its notice
+    (the newest complete checkpoint and the command that continues), mpirun names the lost rank,
+    and a resume from the checkpoint ends bit-identical to the uninterrupted run."""
+    env = {**os.environ, **MPI_ENV}
+    timeout = 3
+    args = [opts.train, "--distributed", "--data", f"{PRIVATE}/data", "--batch-size", "64", "--epochs", "3",
+            "--collective-timeout", str(timeout)] + COMMON
+    straight = hosts("mpirun", set_name, "-np", "2", *args, "--save", f"{PRIVATE}/lost-straight.safetensors", env=env)
+    straight_model = os.path.join(opts.work, "lost-straight.safetensors")
+    check(straight.returncode == 0 and copy_out(set_name, 0, f"{PRIVATE}/lost-straight.safetensors", straight_model),
+          "2 hosts, 3 epochs uninterrupted")
+    # Step 20 is in epoch 1 (15 steps an epoch); the 20th file operation of host 1's rank is the
+    # write of its epoch-2 state file (13 a save: tests/apps/checkpoint_faults.sh counts them).
+    cases = [("killed in forward", "EMBER_FAULT_POINT=forward:20", 10),
+             ("killed in the all-reduce", "EMBER_FAULT_POINT=allreduce:20", 10),
+             ("killed saving", "EMBER_FAULT_AT=20", 10),
+             ("stopped (SIGSTOP)", "EMBER_FAULT_POINT=forward:20:stop", timeout + 10)]
+    for name, fault, bound in cases:
+        save = f"{PRIVATE}/lost-{len(name)}.safetensors"
+        on_host(set_name, 0, f"rm -f {PRIVATE}/lost-{len(name)}*")
+        on_host(set_name, 1, f"rm -f {PRIVATE}/lost-{len(name)}*")
+        start = time.time()
+        run = hosts("mpirun", set_name, "-np", "1", *args, "--save", save, ":", "-np", "1", "-x", fault, *args,
+                    "--save", save, env=env)
+        took = time.time() - start
+        output = run.stdout + run.stderr
+        notice = next((line for line in output.splitlines() if line.startswith("rank 0 (host")), "")
+        # A dead rank is named by mpirun; a stopped one by the watchdog of the rank that waited for it.
+        lost = re.search(r"process rank 1 with PID \d+ on node \S+ exited on signal \d+", output)
+        named = lost.group(0) if lost else "the watchdog" if f"for ranks 1 (hosts {set_name}-h1)" in notice else ""
+        check(run.returncode != 0 and took <= bound and "to continue: mpirun" in notice and named != "",
+              f"{name}: the run ends in {took:.1f} s (bound {bound} s), exit {run.returncode}; rank 0: "
+              f"{notice[:150]}...; rank 1 named by {named or 'nobody'}")
+        resumed = hosts("mpirun", set_name, "-np", "2", *args, "--resume", save, "--save", save, env=env)
+        model = os.path.join(opts.work, f"lost-{len(name)}.safetensors")
+        check(resumed.returncode == 0 and copy_out(set_name, 0, save, model) and
+              same_bits(safetensors_lite.load(model)[0], safetensors_lite.load(straight_model)[0]),
+              f"{name}: resumed from the newest complete checkpoint, the run ends bit-identical to the "
+              f"uninterrupted one (exit {resumed.returncode})")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--train", required=True)
@@ -231,6 +285,7 @@ def main():
     same, worst = on_hosts_against_micro_batches(opts, opts.set, 3)
     check(worst <= 1e-5, f"3 hosts × 1 rank: the 30 step losses within 1e-5 relative of 1 process with "
                          f"--micro-batches 3 (worst {worst:.2g}); parameters bit-identical: {same}")
+    lost_ranks(opts, opts.set)
     different_data_refused(opts, opts.set)
     print(f"test_hosts: {failures} failure(s)")
     return 1 if failures else 0
