@@ -13,6 +13,8 @@
 - a rank killed in a step's forward, inside the gradients' all-reduce or in the middle of its
   host's checkpoint save, or stopped (SIGSTOP): the other ends within the bound with its notice,
   mpirun names the lost rank, and a resume ends bit-identical to the uninterrupted run;
+- host 1's link taken down: both ranks end at the collective timeout with their notices, and a
+  resume ends bit-identical to the uninterrupted run;
 - hosts whose data differ are refused at start-up, naming both hosts;
 - 3 hosts × 1 rank (not a power of two) against 1 process with --micro-batches 3: MPI_SUM's order
   of three additions is Open MPI's choice, so the step losses are held to 1e-5 relative (the
@@ -40,10 +42,7 @@ except ImportError as error:
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "interop"))
 import safetensors_lite  # noqa: E402
-
-HOSTS = os.path.join(here, "..", "..", "scripts", "hosts.sh")
-MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
-PRIVATE = "/tmp/ember-host"  # the same path on every host, a different folder on each (its own /tmp)
+from hosts_lib import HOSTS, MPI_ENV, PRIVATE, hosts, on_host, ranks, stage_data  # noqa: E402
 # 1,920 training images: 15 steps of 128 (2 ranks × 64) or 10 of 192 (3 × 64) per epoch, nothing
 # padded.
 COMMON = ["--val-size", "8080", "--hidden", "128", "--workers", "1", "--step", "autograd", "--optimizer", "adam",
@@ -55,26 +54,6 @@ def check(ok, what):
     global failures
     print(("ok: " if ok else "FAIL: ") + what, flush=True)
     failures += 0 if ok else 1
-
-
-def hosts(*args, **kwargs):
-    return subprocess.run(["bash", HOSTS, *args], capture_output=True, text=True, timeout=300, **kwargs)
-
-
-def on_host(set_name, index, command, **kwargs):
-    """Runs a shell command inside host `index`; returns its completed process."""
-    return hosts("exec", set_name, str(index), "/bin/sh", "-c", command, **kwargs)
-
-
-def stage_data(set_name, index, data):
-    """Copies the MNIST files into the host's private folder, through a pipe (the host cannot see
-    a source under this machine's /tmp)."""
-    packed = subprocess.run(["tar", "-C", data, "-c", "."], capture_output=True, check=True).stdout
-    result = subprocess.run(["bash", HOSTS, "exec", set_name, str(index), "/bin/sh", "-c",
-                             f"rm -rf {PRIVATE} && mkdir -p {PRIVATE}/data && tar -C {PRIVATE}/data -x"],
-                            input=packed, capture_output=True, timeout=120)
-    if result.returncode != 0:
-        raise SystemExit(f"test_hosts: staging the data on host {index} failed: {result.stderr.decode()[-500:]}")
 
 
 def same_bits(a, b):
@@ -103,38 +82,38 @@ def who_is_where(set_name):
     check(not os.path.exists(f"{PRIVATE}/written-on-host-0"), "this machine cannot see it either")
 
 
-def on_hosts_against_micro_batches(opts, set_name, ranks):
-    """`ranks` hosts × 1 rank against 1 process with as many micro-batches; returns whether the
+def on_hosts_against_micro_batches(opts, set_name, count):
+    """`count` hosts × 1 rank against 1 process with as many micro-batches; returns whether the
     parameters are bit-identical after every epoch and at the end, and the worst relative
     difference of the step losses."""
-    name = f"{ranks}-hosts"
+    name = f"{count}-hosts"
     args = [opts.train, "--distributed", "--data", f"{PRIVATE}/data", "--json-log", f"{PRIVATE}/{name}.json",
             "--save", f"{PRIVATE}/{name}.safetensors", "--batch-size", "64", "--epochs", "2"] + COMMON
-    result = hosts("mpirun", set_name, "-np", str(ranks), *args, env={**os.environ, **MPI_ENV})
+    result = hosts("mpirun", set_name, "-np", str(count), *args, env={**os.environ, **MPI_ENV})
     if result.returncode != 0:
         print(result.stdout[-3000:], result.stderr[-3000:])
-        check(False, f"{ranks} hosts × 1 rank train (exit {result.returncode})")
+        check(False, f"{count} hosts × 1 rank train (exit {result.returncode})")
         return False, float("inf")
     wait = [float(m) for m in re.findall(r"communication wait: ([\d.]+)%", result.stdout)]
-    print(f"  {ranks} hosts over TCP: communication wait per epoch {wait} %")
+    print(f"  {count} hosts over TCP: communication wait per epoch {wait} %")
     model_path = os.path.join(opts.work, f"{name}.safetensors")
     with open(model_path, "wb") as out:
         copied = subprocess.run(["bash", HOSTS, "exec", set_name, "0", "cat", f"{PRIVATE}/{name}.safetensors"],
                                 stdout=out, stderr=subprocess.PIPE, timeout=60)
     check(copied.returncode == 0, f"{name}: rank 0's --save is in its host's private folder")
     digests = [on_host(set_name, host, f"cd {PRIVATE} && sha256sum {name}.safetensors {name}.epoch-*").stdout
-               for host in range(ranks)]
+               for host in range(count)]
     check(all(d == digests[0] and d.count("\n") == 5 for d in digests),
           f"{name}: every host holds the same checkpoints, byte for byte (no shared folder: each wrote its own)")
     lines = [json.loads(line) for line in on_host(set_name, 0, f"cat {PRIVATE}/{name}.json").stdout.splitlines()]
 
-    micro_log, micro_model = (os.path.join(opts.work, f"micro-{ranks}{ext}") for ext in (".json", ".safetensors"))
+    micro_log, micro_model = (os.path.join(opts.work, f"micro-{count}{ext}") for ext in (".json", ".safetensors"))
     single = subprocess.run([opts.train, "--data", opts.data, "--json-log", micro_log, "--save", micro_model,
-                             "--batch-size", str(64 * ranks), "--micro-batches", str(ranks), "--epochs", "2"] + COMMON,
+                             "--batch-size", str(64 * count), "--micro-batches", str(count), "--epochs", "2"] + COMMON,
                             capture_output=True, text=True, timeout=300)
     if single.returncode != 0:
         print(single.stdout[-2000:], single.stderr[-2000:])
-        raise SystemExit(f"test_hosts: 1 process with --micro-batches {ranks} failed (exit {single.returncode})")
+        raise SystemExit(f"test_hosts: 1 process with --micro-batches {count} failed (exit {single.returncode})")
     with open(micro_log) as f:
         micro = [json.loads(line) for line in f]
     hashes = [[line["params_hash"] for line in log if "params_hash" in line] for log in (lines, micro)]
@@ -254,6 +233,59 @@ def lost_ranks(opts, set_name):
               f"uninterrupted one (exit {resumed.returncode})")
 
 
+def partition(opts, set_name):
+    """The link of host 1 taken down once epoch 2 is saved: both ranks end at the watchdog's
+    deadline with their notices; mpirun, which cannot reach host 1's daemon any more, is ended by
+    the test. The link back up, a resume from the newest complete checkpoint ends bit-identical to
+    an uninterrupted run of as many epochs plus one."""
+    env = {**os.environ, **MPI_ENV}
+    timeout = 3
+    args = [opts.train, "--distributed", "--data", f"{PRIVATE}/data", "--batch-size", "64", "--collective-timeout",
+            str(timeout)] + COMMON
+    for index in (0, 1):
+        on_host(set_name, index, f"rm -f {PRIVATE}/cut*")
+    job = subprocess.Popen(["bash", HOSTS, "mpirun", set_name, "-np", "2", *args, "--epochs", "400", "--save",
+                            f"{PRIVATE}/cut.safetensors"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and on_host(set_name, 0, f"test -e {PRIVATE}/cut.epoch-2.safetensors").returncode:
+        time.sleep(0.05)
+    link = f"ev-{set_name}-1"
+    subprocess.run(["ip", "link", "set", link, "down"], check=True)
+    cut = time.time()
+    while time.time() - cut < timeout + 30 and ranks(set_name):
+        time.sleep(0.05)
+    took = time.time() - cut
+    left = ranks(set_name)
+    job.kill()
+    output = job.communicate(timeout=30)[0]
+    subprocess.run(["ip", "link", "set", link, "up"], check=True)
+    for index in (0, 1):  # mpirun's daemons, which lost each other
+        pids = subprocess.run(["ip", "netns", "pids", f"ember-{set_name}-h{index}"], capture_output=True,
+                              text=True).stdout.split()
+        subprocess.run(["kill", "-KILL", *pids], capture_output=True)
+    notice = next((line for line in output.splitlines() if line.startswith("rank 0 (host") and "waited" in line), "")
+    check(not left and took <= timeout + 2 and "to continue: mpirun" in notice,
+          f"host 1's link down: both ranks end {took:.1f} s later (the timeout is {timeout} s); rank 0: "
+          f"{notice[:160]}...")
+    newest = re.search(r"cut\.epoch-(\d+)\.safetensors", notice)
+    if not newest:
+        check(False, "the notice names the newest complete checkpoint")
+        return
+    epochs = int(newest.group(1)) + 1
+    resumed = hosts("mpirun", set_name, "-np", "2", *args, "--epochs", str(epochs), "--resume",
+                    f"{PRIVATE}/cut.safetensors", "--save", f"{PRIVATE}/cut-resumed.safetensors", env=env)
+    straight = hosts("mpirun", set_name, "-np", "2", *args, "--epochs", str(epochs), "--save",
+                     f"{PRIVATE}/cut-straight.safetensors", env=env)
+    models = [os.path.join(opts.work, f"cut-{name}.safetensors") for name in ("resumed", "straight")]
+    copied = all(copy_out(set_name, 0, f"{PRIVATE}/cut-{name}.safetensors", to)
+                 for name, to in zip(("resumed", "straight"), models))
+    check(resumed.returncode == 0 and straight.returncode == 0 and copied and
+          same_bits(safetensors_lite.load(models[0])[0], safetensors_lite.load(models[1])[0]),
+          f"resumed from epoch {epochs - 1} after the partition, the run ends bit-identical to {epochs} epochs "
+          f"uninterrupted")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--train", required=True)
@@ -275,8 +307,7 @@ def main():
         raise SystemExit(f"test_hosts: no host set '{opts.set}' (scripts/hosts.sh up {opts.set} 3 SUBNET first)")
     shutil.rmtree(opts.work, ignore_errors=True)
     os.makedirs(opts.work)
-    for index in (0, 1, 2):
-        stage_data(opts.set, index, opts.data)
+    stage_data(opts.set, (0, 1, 2), opts.data)
     who_is_where(opts.set)
     same, _ = on_hosts_against_micro_batches(opts, opts.set, 2)
     check(same, "2 hosts × 1 rank over TCP: parameters bit-identical to 1 process with --micro-batches 2, after "
@@ -286,6 +317,7 @@ def main():
     check(worst <= 1e-5, f"3 hosts × 1 rank: the 30 step losses within 1e-5 relative of 1 process with "
                          f"--micro-batches 3 (worst {worst:.2g}); parameters bit-identical: {same}")
     lost_ranks(opts, opts.set)
+    partition(opts, opts.set)
     different_data_refused(opts, opts.set)
     print(f"test_hosts: {failures} failure(s)")
     return 1 if failures else 0
