@@ -366,7 +366,10 @@ void product_rows(std::size_t first_row, std::size_t last_row, std::size_t n, st
 template <class Out>
 void gemm_avx512_bf16(std::size_t m, std::size_t n, std::size_t k, const bfloat16* a, std::size_t lda, BView b, Out* c,
                       std::size_t ldc, bool accumulate) {
-  const auto [stored, panels] = prepare_b(m, n, k, b);
+  // Not a structured binding: clang before 16 cannot capture one in the lambda below.
+  const PreparedB prepared = prepare_b(m, n, k, b);
+  const std::size_t stored = prepared.stored;
+  const std::uint16_t* panels = prepared.packed;
   const std::size_t blocks = (m + kRows - 1) / kRows;
   const std::size_t blocks_per_piece =
       static_cast<std::size_t>(std::max(1.0, kGemmProductsPerPiece / static_cast<double>(kRows * n * k)));

@@ -218,6 +218,8 @@ def lost_ranks(opts, set_name):
                     "--save", save, env=env)
         took = time.time() - start
         output = run.stdout + run.stderr
+        # mpirun follows its SIGTERM with SIGKILL 1 s later (Open MPI's odls_base_sigkill_timeout), so
+        # a notice printed at all was printed within 1 s, and without a collective.
         notice = next((line for line in output.splitlines() if line.startswith("rank 0 (host")), "")
         # A dead rank is named by mpirun; a stopped one by the watchdog of the rank that waited for it.
         lost = re.search(r"process rank 1 with PID \d+ on node \S+ exited on signal \d+", output)
