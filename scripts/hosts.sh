@@ -7,8 +7,11 @@
 # route is its subnet: no default route, no other destination.
 #
 #   scripts/hosts.sh check                     exit 0 if this machine can make hosts, else 77 and why
-#   scripts/hosts.sh up SET COUNT SUBNET       e.g. up h2 2 10.231.2: hosts 10.231.2.2, .3, … on a
-#                                              bridge at 10.231.2.1 (a SET is at most 6 characters)
+#   scripts/hosts.sh up SET COUNT SUBNET [PATH...]
+#                                              e.g. up h2 2 10.231.2: hosts 10.231.2.2, .3, … on a
+#                                              bridge at 10.231.2.1 (a SET is at most 6 characters);
+#                                              each PATH under /tmp (a build, a source tree) stays
+#                                              visible in the hosts, whose /tmp is their own
 #   scripts/hosts.sh down SET                  removes every trace of SET (safe to repeat)
 #   scripts/hosts.sh exec SET INDEX CMD...     runs CMD inside host INDEX
 #   scripts/hosts.sh hostfile SET              Open MPI's host file: one slot per host
@@ -45,8 +48,15 @@ check)
   unshare --mount --uts true 2>/dev/null || { echo "hosts.sh: skipped: cannot create mount and UTS namespaces"; exit 77; }
   ;;
 up)
-  [ $# -eq 4 ] || die "usage: hosts.sh up SET COUNT SUBNET (e.g. up h2 2 10.231.2)"
+  [ $# -ge 4 ] || die "usage: hosts.sh up SET COUNT SUBNET [PATH...] (e.g. up h2 2 10.231.2)"
   set_name=$2 count=$3 subnet=$4
+  shift 4
+  # The paths under /tmp that the hosts must still see, bound back over their own /tmp.
+  keep=""
+  for path in "$@"; do
+    path=$(realpath -m "$path")
+    case "$path" in /tmp/*) keep="$keep $path" ;; esac
+  done
   [[ $set_name =~ ^[a-z0-9]{1,6}$ ]] || die "SET must be 1 to 6 lowercase letters or digits (interface names are short), got '$set_name'"
   [[ $count =~ ^[0-9]+$ && $count -ge 1 && $count -le 200 ]] || die "COUNT must be 1 to 200, got '$count'"
   [[ $subnet =~ ^10\.[0-9]+\.[0-9]+$ ]] || die "SUBNET must be the first three numbers of a private 10.x.y.0/24, got '$subnet'"
@@ -73,7 +83,9 @@ up)
     ip -n "$netns" link set eth0 up
     ip -n "$netns" link set lo up
     nsenter --net="/var/run/netns/$netns" unshare --mount="$host/mnt" --uts="$host/uts" --propagation private \
-      sh -c "hostname $set_name-h$i && mount -t tmpfs tmpfs /tmp && mount -t tmpfs tmpfs /dev/shm"
+      sh -c "hostname $set_name-h$i && n=0 && for p in $keep; do n=\$((n + 1)); mkdir -p $host/keep/\$n &&
+               mount --bind \$p $host/keep/\$n; done && mount -t tmpfs tmpfs /tmp && mount -t tmpfs tmpfs /dev/shm &&
+             n=0 && for p in $keep; do n=\$((n + 1)); mkdir -p \$p && mount --bind $host/keep/\$n \$p; done"
     echo "$address h$i $netns" >>"$dir/addresses"
   done
   ;;
