@@ -89,6 +89,9 @@ void cast(const From* x, To* y, std::size_t n) {
   cast(dtype_of<From>, x, dtype_of<To>, y, n);
 }
 void cast_list(const CastList& list, DType to);
+// f32 → bf16 as cast() rounds (Note [half conversions]), on the calling thread, for kernels that
+// run their own tasks (the fused attention's tiles).
+void f32_to_bf16_on_this_thread(const float* x, bfloat16* y, std::size_t n);
 // y = (x/255 − mean)/std, the data pipeline's pixel normalization.
 void normalize_u8(const std::uint8_t* x, float* y, std::size_t n, float mean, float std);
 

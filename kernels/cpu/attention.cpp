@@ -15,6 +15,7 @@
 #include "kernels/cpu/exp_avx512.h"
 #include "kernels/cpu_features.h"
 #include "kernels/dropout.h"
+#include "kernels/elementwise.h"
 #include "kernels/elementwise_math.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_bf16.h"
@@ -94,29 +95,14 @@ void rows_by_rows(std::size_t rows, std::size_t cols, std::size_t depth, compute
   }
 }
 
-// A tile's `rows` × `cols` values (row stride kKeyTile) rounded to bf16 by the cast's formula
-// (Note [half conversions]), in a loop the compiler vectorizes: compiled for AVX-512 and for the
-// baseline (Note [CPU dispatch]), integer arithmetic only, so both give the same bits.
-__attribute__((always_inline)) inline void round_rows(const float* tile, std::size_t rows, std::size_t cols,
-                                                      bfloat16* out) {
-  for (std::size_t r = 0; r < rows; ++r)
-    for (std::size_t c = 0; c < cols; ++c)
-      out[r * kKeyTile + c].bits = half_bits::bf16_from_f32(tile[r * kKeyTile + c]);
-}
-__attribute__((target("avx512f,avx512bw"))) void round_rows_avx512(const float* tile, std::size_t rows,
-                                                                   std::size_t cols, bfloat16* out) {
-  round_rows(tile, rows, cols, out);
-}
-
-// A tile of the compute type as a product's operand: the tile itself, or for bf16 its values
-// rounded once into `rounded` (same layout).
+// A tile of the compute type as a product's operand: the tile itself, or for bf16 its `rows` ×
+// `cols` values (row stride kKeyTile) rounded once, as the cast rounds, into `rounded` (same
+// layout).
 template <class T>
 const T* operand(const compute_t<T>* tile, std::size_t rows, std::size_t cols, T* rounded) {
   if constexpr (std::is_same_v<T, bfloat16>) {
-    if (cpu_has_avx512bw())
-      round_rows_avx512(tile, rows, cols, rounded);
-    else
-      round_rows(tile, rows, cols, rounded);
+    for (std::size_t r = 0; r < rows; ++r)
+      f32_to_bf16_on_this_thread(tile + r * kKeyTile, rounded + r * kKeyTile, cols);
     return rounded;
   } else {
     return tile;
@@ -151,8 +137,7 @@ class Sums {
   const Rows<C>& rows() const { return rows_; }
   void finish() const {
     if constexpr (!std::is_same_v<T, C>)
-      for (std::size_t i = 0; i < count_; ++i)
-        for (std::size_t x = 0; x < dim_; ++x) out_.row(first_ + i)[x] = T(rows_.row(i)[x]);
+      for (std::size_t i = 0; i < count_; ++i) f32_to_bf16_on_this_thread(rows_.row(i), out_.row(first_ + i), dim_);
   }
 
  private:

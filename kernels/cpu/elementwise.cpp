@@ -237,13 +237,16 @@ __attribute__((target("avx512f,avx512bw"))) void bf16_to_f32_avx512(const std::u
   from_bf16(x, y, n);
 }
 
+void f32_to_bf16_serial(const float* x, std::uint16_t* y, std::size_t n) {
+  if (cpu_has_avx512bw())
+    f32_to_bf16_avx512(x, y, n);
+  else
+    to_bf16(x, y, n);
+}
+
 void f32_to_bf16(const float* x, std::uint16_t* y, std::size_t n) {
-  parallel_for(n, kElementsPerPiece, [&](std::size_t begin, std::size_t end) {
-    if (cpu_has_avx512bw())
-      f32_to_bf16_avx512(x + begin, y + begin, end - begin);
-    else
-      to_bf16(x + begin, y + begin, end - begin);
-  });
+  parallel_for(n, kElementsPerPiece,
+               [&](std::size_t begin, std::size_t end) { f32_to_bf16_serial(x + begin, y + begin, end - begin); });
 }
 
 void bf16_to_f32(const std::uint16_t* x, float* y, std::size_t n) {
@@ -256,6 +259,11 @@ void bf16_to_f32(const std::uint16_t* x, float* y, std::size_t n) {
 }
 
 }  // namespace
+
+void f32_to_bf16_on_this_thread(const float* x, bfloat16* y, std::size_t n) {
+  static_assert(sizeof(bfloat16) == sizeof(std::uint16_t), "bfloat16 is its bits");
+  f32_to_bf16_serial(x, reinterpret_cast<std::uint16_t*>(y), n);
+}
 
 void cast(DType from, const void* x, DType to, void* y, std::size_t n) {
   if (from == DType::f32 && to == DType::bf16)
