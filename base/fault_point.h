@@ -6,7 +6,8 @@
 //                                   kills itself with SIGKILL, as `kill -9` would at that instant;
 //   EMBER_FAULT_POINT=NAME:N:stop   it stops itself with SIGSTOP instead, as a hung host would.
 //   The points: "forward" (each training step, before its forward) and "allreduce" (each step's
-//   gradient sum across ranks, while it is in flight). A checkpoint save has its own hook, every
+//   gradient sum across ranks, while it is in flight; in the fused step's CUDA graph it is passed
+//   at capture only). A checkpoint save has its own hook, every
 //   file operation of it (Note [file fault hook], EMBER_FAULT_AT). A data-parallel test sets the
 //   variable on one rank only (mpirun's `-x` per application context).
 #pragma once
