@@ -59,7 +59,7 @@ bool in_parallel_region();
 // calls another takes a slot the other does not use: convolutions 0, GEMM packing 1 and 3 (each
 // thread's own), a GEMM's sums between blocks of k 2 (the caller's, shared by its parts), the
 // fused attention's tiles and sums from kAttentionFirstSlot on (kernels/cpu/attention.cpp).
-constexpr std::size_t kScratchSlots = 10;
+constexpr std::size_t kScratchSlots = 11;
 constexpr std::size_t kGemmPackingSlot = 1, kGemmSumsSlot = 2, kGemmPackingASlot = 3, kAttentionFirstSlot = 4;
 void* thread_scratch(std::size_t slot, std::size_t bytes);
 template <class T>

@@ -1,18 +1,32 @@
 // The CPU's fused attention (Note [fused attention] in kernels/attention.h): tiles of 128 queries
-// by 128 keys (docs/results/attention-cpu.md: against 64 × 64, each K tile is packed for the GEMM
-// half as often), each tile's products by the CPU GEMM for small products (gemm_small: in cache,
-// on the task's own thread; gemm_bf16_small for bf16, Note [bf16 attention]), the softmax
+// by 128 keys (docs/results/attention-cpu.md: against 64 × 64, each operand tile is packed for the
+// GEMM half as often), each tile's products by the CPU GEMM for small products (gemm_small: in
+// cache, on the task's own thread; gemm_bf16_small for bf16, Note [bf16 attention]), the softmax
 // bookkeeping in between, in the compute type.
+//
+// Note [the forward's transposed scores]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The forward computes each tile of scores transposed, keys by queries: sᵀ = K·Qᵀ. A task is one
+// tile of queries against every key tile, so Q's tile is the operand that stays: it is transposed
+// once per task (f32 on AVX-512), and the GEMM reads it in place, where s = Q·Kᵀ had K's tile
+// packed for every pair of tiles (6% of the forward at L 1,024). And 16 queries' statistics are one
+// register: the maximum and the sum of a tile run down its keys, a register per 16 queries, with no
+// reduction across lanes. Each score is the same sum of products, in the same order, as in s; P̃ᵀ
+// is then the transposed A of P̃·V, which the GEMM reads as stored. The backward keeps s = Q·Kᵀ:
+// its task is a whole batch element, and it needs P row by row beside D.
 #include "kernels/attention.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <memory>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
-#include "kernels/cpu/exp_avx512.h"
+#include "kernels/cpu/attention_softmax.h"
+#include "kernels/cpu/transpose_avx512.h"
 #include "kernels/cpu_features.h"
 #include "kernels/dropout.h"
 #include "kernels/elementwise.h"
@@ -25,6 +39,13 @@ namespace ember::kernels::cpu {
 namespace {
 
 constexpr std::size_t kQueryTile = 128, kKeyTile = 128;
+// A tile's row stride, whichever way it stands (the forward's scores are keys by queries): 9 cache
+// lines, not 8. The products read their tiles down a column too (a transposed A: P̃ᵀ, dSᵀ, the
+// forward's sᵀ), and rows 512 bytes apart fall into an eighth of the L1 cache's sets, more rows
+// than the cache has ways.
+constexpr std::size_t kTileStride = 144;
+static_assert(kTileStride >= kQueryTile && kTileStride >= kKeyTile);
+static_assert(kQueryTile <= kSoftmaxTileRows);
 
 template <class T>
 constexpr T kMinusInfinity = -std::numeric_limits<T>::infinity();
@@ -46,10 +67,10 @@ void for_each_task(std::size_t tasks, double work, Body&& body) {
 // 64 KiB tiles per task took a sixth of the backward at the ViT's sizes, and allocating them per
 // task gave the freed pages back to the system, each task faulting them in again (a tenth of the
 // ViT's bf16 step).
-enum class Scratch : std::uint8_t { scores, dprob, rounded, sums0, sums1, sums2 };
+enum class Scratch : std::uint8_t { scores, dprob, rounded, sums0, sums1, sums2, queries };
 template <class U>
-U* scratch(Scratch slot, std::size_t count = kQueryTile * kKeyTile) {
-  static_assert(kAttentionFirstSlot + 6 <= kScratchSlots);
+U* scratch(Scratch slot, std::size_t count = std::max(kQueryTile, kKeyTile) * kTileStride) {
+  static_assert(kAttentionFirstSlot + 7 <= kScratchSlots);
   return thread_scratch<U>(kAttentionFirstSlot + static_cast<std::size_t>(slot), count);
 }
 
@@ -78,31 +99,31 @@ Rows<T> rows_of(T* data, const AttentionShape& shape, std::size_t b, std::size_t
 // copies (Note [half precision]): P·V sums bf16-rounded probabilities. Each element is still one
 // fixed sum, whatever the thread count, and the scalar path gives the same bits as the vector one.
 
-// s (a tile, row stride kKeyTile) = α·a·bᵀ over `depth` values: `rows` rows of a and `cols` rows
+// s (a tile, row stride kTileStride) = α·a·bᵀ over `depth` values: `rows` rows of a and `cols` rows
 // of b. bf16's GEMM takes no α: the f32 sums are scaled after.
 template <class T>
 void rows_by_rows(std::size_t rows, std::size_t cols, std::size_t depth, compute_t<T> alpha, Rows<const T> a,
                   Rows<const T> b, compute_t<T>* s) {
   if constexpr (std::is_same_v<T, bfloat16>) {
-    gemm_bf16_small(Transpose::no, Transpose::yes, rows, cols, depth, a.at, a.stride, b.at, b.stride, s, kKeyTile,
+    gemm_bf16_small(Transpose::no, Transpose::yes, rows, cols, depth, a.at, a.stride, b.at, b.stride, s, kTileStride,
                     false);
     if (alpha != 1.0f)
       for (std::size_t r = 0; r < rows; ++r)
-        for (std::size_t c = 0; c < cols; ++c) s[r * kKeyTile + c] *= alpha;
+        for (std::size_t c = 0; c < cols; ++c) s[r * kTileStride + c] *= alpha;
   } else {
     gemm_small<T>(Transpose::no, Transpose::yes, rows, cols, depth, alpha, a.at, a.stride, b.at, b.stride, T(0), s,
-                  kKeyTile);
+                  kTileStride);
   }
 }
 
 // A tile of the compute type as a product's operand: the tile itself, or for bf16 its `rows` ×
-// `cols` values (row stride kKeyTile) rounded once, as the cast rounds, into `rounded` (same
+// `cols` values (row stride kTileStride) rounded once, as the cast rounds, into `rounded` (same
 // layout).
 template <class T>
 const T* operand(const compute_t<T>* tile, std::size_t rows, std::size_t cols, T* rounded) {
   if constexpr (std::is_same_v<T, bfloat16>) {
     for (std::size_t r = 0; r < rows; ++r)
-      f32_to_bf16_on_this_thread(tile + r * kKeyTile, rounded + r * kKeyTile, cols);
+      f32_to_bf16_on_this_thread(tile + r * kTileStride, rounded + r * kTileStride, cols);
     return rounded;
   } else {
     return tile;
@@ -115,9 +136,9 @@ template <class T>
 void tile_by_rows(Transpose ta, std::size_t m, std::size_t n, std::size_t depth, const T* tile, Rows<const T> b,
                   compute_t<T> beta, compute_t<T>* c, std::size_t ldc) {
   if constexpr (std::is_same_v<T, bfloat16>)
-    gemm_bf16_small(ta, Transpose::no, m, n, depth, tile, kKeyTile, b.at, b.stride, c, ldc, beta != 0.0f);
+    gemm_bf16_small(ta, Transpose::no, m, n, depth, tile, kTileStride, b.at, b.stride, c, ldc, beta != 0.0f);
   else
-    gemm_small<T>(ta, Transpose::no, m, n, depth, T(1), tile, kKeyTile, b.at, b.stride, beta, c, ldc);
+    gemm_small<T>(ta, Transpose::no, m, n, depth, T(1), tile, kTileStride, b.at, b.stride, beta, c, ldc);
 }
 
 // Sums of the compute type over `count` rows of `dim` values that end in rows of T from `first`
@@ -148,87 +169,74 @@ class Sums {
 
 // ---- The softmax's bookkeeping ------------------------------------------------------------------
 
-// The scaled scores of queries [i0, i0 + rows) against keys [j0, j0 + cols) of batch element b,
-// masked: s[r·kKeyTile + c]. −∞ where the mask or causality says "do not attend". An additive
-// mask holds the compute type.
-template <class T, class C = compute_t<T>>
-void scores_tile(Rows<const T> q, Rows<const T> k, C* s, std::size_t b, std::size_t i0, std::size_t rows,
-                 std::size_t j0, std::size_t cols, const AttentionShape& shape, const AttentionParams& p) {
-  rows_by_rows<T>(rows, cols, shape.head_dim, static_cast<C>(p.scale), {q.row(i0), q.stride}, {k.row(j0), k.stride}, s);
+// The mask and causality on a tile of scores of queries [i0, i0 + rows) against keys [j0, j0 +
+// cols) of batch element b, score (r, c) at s[r·query_step + c·key_step]: −∞ where the mask or
+// causality says "do not attend". An additive mask holds the compute type.
+template <class C>
+void mask_tile(C* s, std::size_t query_step, std::size_t key_step, std::size_t b, std::size_t i0, std::size_t rows,
+               std::size_t j0, std::size_t cols, const AttentionParams& p) {
   const AttentionMask& mask = p.mask;
   for (std::size_t r = 0; r < rows; ++r) {
-    C* row = s + r * kKeyTile;
+    C* scores = s + r * query_step;
     const std::size_t i = i0 + r;
     if (mask.kind != AttentionMaskKind::none) {
       const std::size_t base = mask.batch_offsets[b] + i * mask.row_stride;
       for (std::size_t c = 0; c < cols; ++c) {
         const std::size_t at = base + (j0 + c) * mask.col_stride;
         if (mask.kind == AttentionMaskKind::boolean) {
-          if (static_cast<const std::uint8_t*>(mask.data)[at] == 0) row[c] = kMinusInfinity<C>;
+          if (static_cast<const std::uint8_t*>(mask.data)[at] == 0) scores[c * key_step] = kMinusInfinity<C>;
         } else {
-          row[c] += static_cast<const C*>(mask.data)[at];
+          scores[c * key_step] += static_cast<const C*>(mask.data)[at];
         }
       }
     }
     if (p.causal)
-      for (std::size_t c = (i >= j0 ? i - j0 + 1 : 0); c < cols; ++c) row[c] = kMinusInfinity<C>;
+      for (std::size_t c = (i >= j0 ? i - j0 + 1 : 0); c < cols; ++c) scores[c * key_step] = kMinusInfinity<C>;
   }
 }
 
-// out[c] = e^(in[c] − shift) for c < n (in and out may be the same), and their sum: 16 at a time
-// with exp_avx512 for f32 where the CPU has AVX-512, else std::exp in order. A tile row is at
-// most kKeyTile long; each path is fixed for the machine, so the bits do not depend on threads.
-__attribute__((target("avx512f"))) float exp_shifted_avx512(const float* in, float shift, float* out, std::size_t n) {
-  __m512 sum = _mm512_setzero_ps();
-  const __m512 by = _mm512_set1_ps(shift);
-  for (std::size_t c = 0; c < n; c += 16) {
-    const __mmask16 lanes = n - c >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (n - c)) - 1);
-    const __m512 e = exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(lanes, in + c), by));
-    _mm512_mask_storeu_ps(out + c, lanes, e);
-    sum = _mm512_mask_add_ps(sum, lanes, sum, e);
-  }
-  // The lanes added as a tree (halves, then quarters, …): 4 dependent additions, where 16 in a row
-  // made the latency of a row's sum a third of the forward's time at the ViT's rows of 50. Masked
-  // forms, as in exp_avx512.h (GCC bug 105593; _mm512_reduce_add_ps trips it too).
-  constexpr __mmask16 kAll = 0xffff;
-  sum = _mm512_add_ps(sum, _mm512_maskz_shuffle_f32x4(kAll, sum, sum, _MM_SHUFFLE(1, 0, 3, 2)));
-  sum = _mm512_add_ps(sum, _mm512_maskz_shuffle_f32x4(kAll, sum, sum, _MM_SHUFFLE(2, 3, 0, 1)));
-  sum = _mm512_add_ps(sum, _mm512_maskz_permute_ps(kAll, sum, _MM_SHUFFLE(1, 0, 3, 2)));
-  sum = _mm512_add_ps(sum, _mm512_maskz_permute_ps(kAll, sum, _MM_SHUFFLE(2, 3, 0, 1)));
-  return _mm512_cvtss_f32(sum);
+// The scaled, masked scores of queries [i0, i0 + rows) against keys [j0, j0 + cols) of batch
+// element b: s[r·kTileStride + c].
+template <class T, class C = compute_t<T>>
+void scores_tile(Rows<const T> q, Rows<const T> k, C* s, std::size_t b, std::size_t i0, std::size_t rows,
+                 std::size_t j0, std::size_t cols, const AttentionShape& shape, const AttentionParams& p) {
+  rows_by_rows<T>(rows, cols, shape.head_dim, static_cast<C>(p.scale), {q.row(i0), q.stride}, {k.row(j0), k.stride}, s);
+  mask_tile(s, kTileStride, 1, b, i0, rows, j0, cols, p);
 }
 
-// The largest of row[0, n): 16 lanes at a time for f32 on AVX-512 (a scalar loop carries its
-// running maximum through one register, the latency of a compare per element).
-__attribute__((target("avx512f"))) float row_max_avx512(const float* row, std::size_t n) {
-  const __m512 lowest = _mm512_set1_ps(kMinusInfinity<float>);
-  __m512 best = lowest;
-  for (std::size_t c = 0; c < n; c += 16) {
-    const __mmask16 lanes = n - c >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (n - c)) - 1);
-    best = _mm512_mask_max_ps(best, 0xffff, best, _mm512_mask_loadu_ps(lowest, lanes, row + c));
-  }
-  alignas(64) float parts[16];
-  _mm512_store_ps(parts, best);
-  return *std::max_element(parts, parts + 16);
-}
-
+// The forward's tile of queries as the right operand of sᵀ = K·Qᵀ (Note [the forward's transposed
+// scores]): for f32 on AVX-512, Qᵀ in scratch (E rows, kTileStride apart), which the GEMM reads as
+// stored; else the rows themselves, which the GEMM packs (bf16: interleaved in pairs) or reads
+// transposed.
 template <class T>
-T row_max(const T* row, std::size_t n) {
-  if constexpr (std::is_same_v<T, float>)
-    if (cpu_has_avx512f()) return row_max_avx512(row, n);
-  return *std::max_element(row, row + n);
+struct Queries {
+  Rows<const T> q;  // the rows, or Qᵀ's
+  Transpose op;
+};
+template <class T>
+Queries<T> queries_operand(Rows<const T> q, std::size_t i0, std::size_t rows, std::size_t dim) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (cpu_has_avx512f()) {
+      float* qt = scratch<float>(Scratch::queries, dim * kTileStride);
+      transpose_words(q.row(i0), q.stride, rows, dim, qt, kTileStride);
+      return {{qt, kTileStride}, Transpose::no};
+    }
+  }
+  return {{q.row(i0), q.stride}, Transpose::yes};
 }
 
-template <class T>
-T exp_shifted(const T* in, T shift, T* out, std::size_t n) {
-  if constexpr (std::is_same_v<T, float>)
-    if (cpu_has_avx512f()) return exp_shifted_avx512(in, shift, out, n);
-  T sum = 0;
-  for (std::size_t c = 0; c < n; ++c) {
-    out[c] = std::exp(in[c] - shift);
-    sum += out[c];
-  }
-  return sum;
+// The forward's scores, transposed: sᵀ[c·kTileStride + r] is s[r·kTileStride + c] of scores_tile.
+template <class T, class C = compute_t<T>>
+void transposed_scores_tile(const Queries<T>& queries, Rows<const T> k, C* st, std::size_t b, std::size_t i0,
+                            std::size_t rows, std::size_t j0, std::size_t cols, const AttentionShape& shape,
+                            const AttentionParams& p) {
+  const Rows<const T> keys{k.row(j0), k.stride};
+  if (queries.op == Transpose::yes)
+    rows_by_rows<T>(cols, rows, shape.head_dim, static_cast<C>(p.scale), keys, queries.q, st);
+  else if constexpr (std::is_same_v<T, float>)  // Qᵀ as stored: queries_operand's f32 path
+    gemm_small<float>(Transpose::no, Transpose::no, cols, rows, shape.head_dim, static_cast<float>(p.scale), keys.at,
+                      keys.stride, queries.q.at, queries.q.stride, 0.0f, st, kTileStride);
+  mask_tile(st, 1, kTileStride, b, i0, rows, j0, cols, p);
 }
 
 // Probability (b, i, j) times the dropout's keep/(1 − p), as the forward multiplies V by it.
@@ -259,36 +267,35 @@ void attention_forward(const T* q, const T* k, const T* v, T* out, compute_t<T>*
     const Rows<const T> qb = rows_of(q, shape, b, L, E, shape.q_stride),
                         kb = rows_of(k, shape, b, S, E, shape.kv_stride),
                         vb = rows_of(v, shape, b, S, Ev, shape.kv_stride);
-    C* s = scratch<C>(Scratch::scores);
+    C* st = scratch<C>(Scratch::scores);  // keys by queries (Note [the forward's transposed scores])
     T* rounded = std::is_same_v<T, C> ? nullptr : scratch<T>(Scratch::rounded);
-    std::vector<C> m(rows, kMinusInfinity<C>), l(rows, C(0));
-    // The output rows, normalized at the end.
+    const Queries<T> queries = queries_operand(qb, i0, rows, E);
+    alignas(64) C m[kQueryTile], l[kQueryTile], rescale[kQueryTile];
+    std::fill_n(m, rows, kMinusInfinity<C>);
+    std::fill_n(l, rows, C(0));
+    // The output rows, normalized at the end: written by the first key tile's product (β = 0),
+    // summed into by the others.
     const Sums<T> sums(rows_of(out, shape, b, L, Ev), i0, rows, Ev, Scratch::sums0);
     C* acc = sums.rows().at;
     const std::size_t ld = sums.rows().stride;
-    for (std::size_t r = 0; r < rows; ++r) std::fill(acc + r * ld, acc + r * ld + Ev, C(0));
     const std::size_t seen = keys_seen(i0, rows, shape, p);
+    if (seen == 0)
+      for (std::size_t r = 0; r < rows; ++r) std::fill(acc + r * ld, acc + r * ld + Ev, C(0));
     for (std::size_t j0 = 0; j0 < seen; j0 += kKeyTile) {
       const std::size_t cols = std::min(kKeyTile, seen - j0);
-      scores_tile(qb, kb, s, b, i0, rows, j0, cols, shape, p);
-      for (std::size_t r = 0; r < rows; ++r) {
-        C* row = s + r * kKeyTile;
-        const C m_new = std::max(m[r], row_max(row, cols));
-        if (m_new == kMinusInfinity<C>) {  // nothing to attend to yet: this tile adds nothing
-          std::fill(row, row + cols, C(0));
-          continue;
-        }
-        const C rescale = std::exp(m[r] - m_new);  // 0 while m was −∞
-        const C row_sum = exp_shifted(row, m_new, row, cols);
-        if (p.dropout_p > 0.0f)
-          for (std::size_t c = 0; c < cols; ++c) row[c] = dropped(row[c], b, i0 + r, j0 + c, shape, p, keep_scale);
-        l[r] = l[r] * rescale + row_sum;
-        m[r] = m_new;
-        if (rescale != C(1))
-          for (std::size_t x = 0; x < Ev; ++x) acc[r * ld + x] *= rescale;
-      }
-      tile_by_rows<T>(Transpose::no, rows, Ev, cols, operand<T>(s, rows, cols, rounded), {vb.row(j0), vb.stride}, C(1),
-                      acc, ld);
+      transposed_scores_tile(queries, kb, st, b, i0, rows, j0, cols, shape, p);
+      softmax_tile(st, kTileStride, cols, rows, m, l, rescale);
+      if (p.dropout_p > 0.0f)
+        for (std::size_t c = 0; c < cols; ++c)
+          for (std::size_t r = 0; r < rows; ++r) {
+            C& x = st[c * kTileStride + r];
+            x = dropped(x, b, i0 + r, j0 + c, shape, p, keep_scale);
+          }
+      for (std::size_t r = 0; r < rows && j0 > 0; ++r)
+        if (rescale[r] != C(1))
+          for (std::size_t x = 0; x < Ev; ++x) acc[r * ld + x] *= rescale[r];
+      tile_by_rows<T>(Transpose::yes, rows, Ev, cols, operand<T>(st, cols, rows, rounded), {vb.row(j0), vb.stride},
+                      j0 == 0 ? C(0) : C(1), acc, ld);
     }
     for (std::size_t r = 0; r < rows; ++r) {
       const C inverse = l[r] > C(0) ? C(1) / l[r] : C(0);
@@ -344,14 +351,14 @@ void attention_backward(const T* q, const T* k, const T* v, const T* out, const 
         scores_tile(qb, kb, prob, b, i0, rows, j0, cols, shape, p);
         // P (into prob) from the saved lse, and with dropout P̃ (into dprob) for dV.
         for (std::size_t r = 0; r < rows; ++r) {
-          C* row = prob + r * kKeyTile;
+          C* row = prob + r * kTileStride;
           if (lb[i0 + r] == kMinusInfinity<C>)
             std::fill(row, row + cols, C(0));
           else
             exp_shifted(row, lb[i0 + r], row, cols);
           if (p.dropout_p > 0.0f)
             for (std::size_t c = 0; c < cols; ++c)
-              dprob[r * kKeyTile + c] = dropped(row[c], b, i0 + r, j0 + c, shape, p, keep_scale);
+              dprob[r * kTileStride + c] = dropped(row[c], b, i0 + r, j0 + c, shape, p, keep_scale);
         }
         tile_by_rows<T>(Transpose::yes, cols, Ev, rows,
                         operand<T>(p.dropout_p > 0.0f ? dprob : prob, rows, cols, rounded), {dob.row(i0), dob.stride},
@@ -360,7 +367,7 @@ void attention_backward(const T* q, const T* k, const T* v, const T* out, const 
         // dQ = scale·dS·K and dK = scale·dSᵀ·Q taken into the tile both products read.
         rows_by_rows<T>(rows, cols, Ev, C(1), {dob.row(i0), dob.stride}, {vb.row(j0), vb.stride}, dprob);
         for (std::size_t r = 0; r < rows; ++r) {
-          C *ds = dprob + r * kKeyTile, *pr = prob + r * kKeyTile;
+          C *ds = dprob + r * kTileStride, *pr = prob + r * kTileStride;
           if (p.dropout_p > 0.0f)
             for (std::size_t c = 0; c < cols; ++c)
               ds[c] = scale * (pr[c] * (dropped(ds[c], b, i0 + r, j0 + c, shape, p, keep_scale) - d[i0 + r]));

@@ -159,24 +159,57 @@ TEST_CASE("fused attention's dropout drops what the reference path's dropout dro
 }
 
 TEST_CASE("a query row masked everywhere gives output 0 and gradients 0, not NaN") {
-  Tensor q = seeded({1, 4, 8}, 11).set_requires_grad(), k = seeded({1, 6, 8}, 12).set_requires_grad(),
-         v = seeded({1, 6, 8}, 13).set_requires_grad();
-  std::vector<std::uint8_t> keep(4 * 6, 1);
-  for (int j = 0; j < 6; ++j) keep[2 * 6 + j] = 0;  // row 2 sees nothing
-  const Tensor mask = from_vector(keep, {4, 6}, {.dtype = DType::u8});
-  Tensor out = scaled_dot_product_attention(q, k, v, {.attn_mask = mask});
-  sum(out).backward();
-  const std::vector<double> o = out.to_vector<double>(), dq = q.grad().to_vector<double>();
-  for (int x = 0; x < 8; ++x) {
-    CHECK(o[2 * 8 + x] == 0.0);
-    CHECK(dq[2 * 8 + x] == 0.0);
+  // Each element type's own kernel: f64's loops, f32's and bf16's AVX-512 lanes where the CPU has them.
+  for (const DType dtype : {DType::f64, DType::f32, DType::bf16}) {
+    INFO(dtype_name(dtype));
+    Tensor q = seeded({1, 4, 8}, 11).to(dtype).set_requires_grad(),
+           k = seeded({1, 6, 8}, 12).to(dtype).set_requires_grad(),
+           v = seeded({1, 6, 8}, 13).to(dtype).set_requires_grad();
+    std::vector<std::uint8_t> keep(4 * 6, 1);
+    for (int j = 0; j < 6; ++j) keep[2 * 6 + j] = 0;  // row 2 sees nothing
+    const Tensor mask = from_vector(keep, {4, 6}, {.dtype = DType::u8});
+    Tensor out = scaled_dot_product_attention(q, k, v, {.attn_mask = mask});
+    sum(out).backward();
+    const std::vector<double> o = out.to(DType::f64).to_vector<double>(),
+                              dq = q.grad().to(DType::f64).to_vector<double>();
+    for (int x = 0; x < 8; ++x) {
+      CHECK(o[2 * 8 + x] == 0.0);
+      CHECK(dq[2 * 8 + x] == 0.0);
+    }
+    for (double value : o) CHECK(std::isfinite(value));
   }
-  for (double value : o) CHECK(std::isfinite(value));
   // A large finite negative additive mask is a softmax like any other (not "masked").
+  const Tensor q = seeded({1, 4, 8}, 11), k = seeded({1, 6, 8}, 12), v = seeded({1, 6, 8}, 13);
+  std::vector<std::uint8_t> keep(4 * 6, 1);
+  for (int j = 0; j < 6; ++j) keep[2 * 6 + j] = 0;
+  const Tensor mask = from_vector(keep, {4, 6}, {.dtype = DType::u8});
   const Tensor additive =
       where(mask, scalar_tensor(0.0, {.dtype = DType::f64}), scalar_tensor(-1e30, {.dtype = DType::f64}));
-  const Tensor finite = scaled_dot_product_attention(q.detach(), k.detach(), v.detach(), {.attn_mask = additive});
+  const Tensor finite = scaled_dot_product_attention(q, k, v, {.attn_mask = additive});
   CHECK(finite.to_vector<double>()[2 * 8] != 0.0);
+}
+
+TEST_CASE("a query row that sees nothing in the first key tiles starts its softmax where it sees keys") {
+  // 300 keys are three of the CPU kernel's key tiles. Row 1 sees keys 200 to 299 only, row 2 key
+  // 299 only, row 3 the first key only: their running maximum is −∞ through the first tiles.
+  const Case c{{2}, 4, 300, 16, Case::none};
+  std::vector<std::uint8_t> keep(4 * 300, 1);
+  for (int j = 0; j < 300; ++j) {
+    keep[1 * 300 + j] = j >= 200;
+    keep[2 * 300 + j] = j == 299;
+    keep[3 * 300 + j] = j == 0;
+  }
+  const Tensor mask = from_vector(keep, {4, 300}, {.dtype = DType::u8});
+  const auto with_mask = [&](auto attention) {
+    return [&, attention](const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions&) {
+      return attention(q, k, v, AttentionOptions{.attn_mask = mask});
+    };
+  };
+  const Run got = run(c, DType::f32, with_mask(fused)), want = run(c, DType::f64, with_mask(reference));
+  CHECK(outside(got.out, want.out, 1e-5, 1e-6) == 0);
+  CHECK(outside(got.dq, want.dq, 1e-5, 1e-6) == 0);
+  CHECK(outside(got.dk, want.dk, 1e-5, 1e-6) == 0);
+  CHECK(outside(got.dv, want.dv, 1e-5, 1e-6) == 0);
 }
 
 TEST_CASE("attention refuses a mask with is_causal, shapes that do not fit and masks it cannot read") {

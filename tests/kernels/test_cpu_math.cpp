@@ -1,4 +1,4 @@
-// The CPU's vectorized transcendentals (exp_avx512.h, erf_avx512.h) against libm, and the
+// The CPU's vectorized transcendentals (exp_avx512.h's two, erf_avx512.h) against libm, and the
 // elementwise ops that run on them (Note [formulas on lanes]) against their f64 formulas.
 #include <catch2/catch.hpp>
 
@@ -79,6 +79,54 @@ TEST_CASE("exp_avx512: within 2 ulp of std::exp over f32's range; 0 at −∞, +
   CHECK(std::isnan(out[10]));
   CHECK(out[11] == 1.0f);
   CHECK(out[12] == 1.0f);
+}
+
+// exp2_avx512 likewise.
+__attribute__((target("avx512f"))) void exp2_16(const float* in, float* out) {
+  _mm512_storeu_ps(out, ember::kernels::cpu::exp2_avx512(_mm512_loadu_ps(in)));
+}
+
+TEST_CASE("exp2_avx512: within 2 ulp of std::exp2 over f32's range; 0 at −∞, +∞ above, NaN kept") {
+  if (!has_avx512("exp2_avx512")) return;
+  long long worst = 0;
+  float worst_at = 0, in[16], out[16];
+  // Every 89th float from −160 to 129: the denormal results (below −126), both sides of every
+  // integer (|f| = 1/2, where n rounds), and overflow.
+  for (float x = -160.0f; x < 129.0f;) {
+    for (float& v : in) {
+      v = x;
+      for (int skip = 0; skip < 89 && x < 129.0f; ++skip) x = std::nextafter(x, 200.0f);
+    }
+    exp2_16(in, out);
+    for (int i = 0; i < 16; ++i) {
+      const float want = static_cast<float>(std::exp2(static_cast<double>(in[i])));
+      if (std::isinf(want)) {
+        CHECK(std::isinf(out[i]));
+        continue;
+      }
+      if (ulps(out[i], want) > worst) worst = ulps(out[i], want), worst_at = in[i];
+    }
+  }
+  INFO("worst " << worst << " ulp, at " << worst_at);
+  CHECK(worst <= 2);
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const float edges[16] = {-inf,   -1000.0f, -200.0f, -150.0f, 0.0f, -0.0f, 1.0f,  -1.0f,
+                           128.0f, inf,      nan,     -1e-30f, 0.5f, -0.5f, 10.0f, -149.0f};
+  exp2_16(edges, out);
+  CHECK(out[0] == 0.0f);
+  CHECK(out[1] == 0.0f);
+  CHECK(out[2] == 0.0f);
+  CHECK(out[3] == 0.0f);  // half the smallest denormal rounds to even: 0, as std::exp2
+  CHECK(out[4] == 1.0f);
+  CHECK(out[5] == 1.0f);
+  CHECK(out[6] == 2.0f);
+  CHECK(out[7] == 0.5f);
+  CHECK(std::isinf(out[8]));
+  CHECK(std::isinf(out[9]));
+  CHECK(std::isnan(out[10]));
+  CHECK(out[11] == 1.0f);
+  CHECK(out[14] == 1024.0f);
+  CHECK(out[15] == std::exp2(-149.0f));  // the smallest denormal
 }
 
 // erf_avx512 on 16 floats, from memory to memory.
