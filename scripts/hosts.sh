@@ -30,6 +30,18 @@ die() {
 }
 
 netns_of() { echo "ember-$1-h$2"; }
+launcher_of() { echo "ember-$1-l"; }
+
+# A new network namespace NETNS on BRIDGE: its eth0 (the veth pair's far end; the near end is
+# VETH, on the bridge) at ADDRESS/24, and no other route.
+join_bridge() {  # join_bridge NETNS VETH BRIDGE ADDRESS
+  ip netns add "$1"
+  ip link add "$2" type veth peer name eth0 netns "$1"
+  ip link set "$2" master "$3" up
+  ip -n "$1" addr add "$4/24" dev eth0
+  ip -n "$1" link set eth0 up
+  ip -n "$1" link set lo up
+}
 
 cmd=${1:-}
 case "$cmd" in
@@ -76,18 +88,19 @@ up)
     host=$dir/h$i netns=$(netns_of "$set_name" "$i") address="$subnet.$((i + 2))"
     mkdir -p "$host"
     touch "$host/mnt" "$host/uts"
-    ip netns add "$netns"
-    ip link add "ev-$set_name-$i" type veth peer name eth0 netns "$netns"
-    ip link set "ev-$set_name-$i" master "$bridge" up
-    ip -n "$netns" addr add "$address/24" dev eth0
-    ip -n "$netns" link set eth0 up
-    ip -n "$netns" link set lo up
+    join_bridge "$netns" "ev-$set_name-$i" "$bridge" "$address"
     nsenter --net="/var/run/netns/$netns" unshare --mount="$host/mnt" --uts="$host/uts" --propagation private \
       sh -c "hostname $set_name-h$i && n=0 && for p in $keep; do n=\$((n + 1)); mkdir -p $host/keep/\$n &&
                mount --bind \$p $host/keep/\$n; done && mount -t tmpfs tmpfs /tmp && mount -t tmpfs tmpfs /dev/shm &&
              n=0 && for p in $keep; do n=\$((n + 1)); mkdir -p \$p && mount --bind $host/keep/\$n \$p; done"
     echo "$address h$i $netns" >>"$dir/addresses"
   done
+  # mpirun's own network namespace on the bridge (hosts.sh mpirun runs it there), whose TCP gives
+  # up on an unacknowledged send after 3 retries, about 3 s, instead of the machine's 15 (a quarter
+  # of an hour): when a host is cut off, mpirun learns that its daemon is lost and ends the job.
+  launcher=$(launcher_of "$set_name")
+  join_bridge "$launcher" "ev-$set_name-l" "$bridge" "$subnet.254"
+  ip netns exec "$launcher" sysctl -qw net.ipv4.tcp_retries2=3
   ;;
 down)
   [ $# -eq 2 ] || die "usage: hosts.sh down SET"
@@ -104,10 +117,14 @@ down)
     umount "$host/uts" 2>/dev/null || true
     ip netns del "$(netns_of "$set_name" "$i")" 2>/dev/null || true
   done
-  # Namespaces whose folder is gone (an interrupted up).
+  # Namespaces whose folder is gone (an interrupted up), and the launcher's.
   for netns in $(ip netns list 2>/dev/null | awk -v p="ember-$set_name-h" 'index($1, p) == 1 { print $1 }'); do
     ip netns del "$netns" 2>/dev/null || true
   done
+  launcher=$(launcher_of "$set_name")
+  pids=$(ip netns pids "$launcher" 2>/dev/null || true)
+  [ -z "$pids" ] || kill -KILL $pids 2>/dev/null || true
+  ip netns del "$launcher" 2>/dev/null || true
   ip link del "eb-$set_name" 2>/dev/null || true
   rm -rf "$dir"
   ;;
@@ -135,7 +152,9 @@ mpirun)
   # default mpirun advertises this machine's own interface, which the hosts cannot reach); ranks
   # talk over TCP and nothing else (no shared memory, no UCX), and yield when idle, since ranks
   # may outnumber the cores.
-  exec mpirun --hostfile "$hostfile" --bind-to none \
+  # From the launcher's namespace (above), in this machine's mount namespace, where the agent
+  # finds the hosts' namespaces.
+  exec nsenter --net="/var/run/netns/$(launcher_of "$set_name")" -- mpirun --hostfile "$hostfile" --bind-to none \
     --mca plm_rsh_agent "$here/hosts_agent.sh" --mca plm_rsh_no_tree_spawn 1 \
     --mca oob_tcp_if_include "$subnet" --mca btl_tcp_if_include "$subnet" \
     --mca pml ob1 --mca btl tcp,self --mca mpi_yield_when_idle 1 "$@"
