@@ -100,7 +100,7 @@ up)
   # of an hour): when a host is cut off, mpirun learns that its daemon is lost and ends the job.
   launcher=$(launcher_of "$set_name")
   join_bridge "$launcher" "ev-$set_name-l" "$bridge" "$subnet.254"
-  ip netns exec "$launcher" sysctl -qw net.ipv4.tcp_retries2=3
+  ip netns exec "$launcher" sh -c "echo 3 >/proc/sys/net/ipv4/tcp_retries2"  # not sysctl: procps may be absent
   ;;
 down)
   [ $# -eq 2 ] || die "usage: hosts.sh down SET"
