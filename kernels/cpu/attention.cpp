@@ -17,12 +17,9 @@
 #include "kernels/attention.h"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <limits>
-#include <memory>
 #include <type_traits>
-#include <utility>
 #include <vector>
 
 #include "kernels/cpu/attention_softmax.h"

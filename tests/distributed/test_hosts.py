@@ -275,12 +275,14 @@ def partition(opts, set_name):
         subprocess.run(["kill", "-KILL", *pids], capture_output=True)
     notice = next((line for line in output.splitlines() if line.startswith("rank 0 (host") and "waited" in line), "")
     check(not left and took is not None and took <= timeout + 2 and "to continue: mpirun" in notice,
-          f"host 1's link down: both ranks end {took or -1:.1f} s later (the timeout is {timeout} s); rank 0: "
+          f"host 1's link down: both ranks end {-1 if took is None else took:.1f} s later (the timeout is "
+          f"{timeout} s); rank 0: "
           f"{notice[:160]}...")
     # mpirun's end: the ranks' timeout, then its first send to the lost daemon (when the ranks are
     # gone) and the launcher's 3 TCP retries, about 3 s; measured 6.5 to 10 s after the cut.
     check(ended is not None and ended <= timeout + 15,
-          f"host 1's link down: mpirun, cut off from host 1's daemon, ends {ended or -1:.1f} s later (bound "
+          f"host 1's link down: mpirun, cut off from host 1's daemon, ends "
+          f"{-1 if ended is None else ended:.1f} s later (bound "
           f"{timeout + 15} s)")
     newest = re.search(r"cut\.epoch-(\d+)\.safetensors", notice)
     if not newest:
