@@ -231,7 +231,6 @@ void print_header(const Settings& s, const Run& run) {
 // ---- run_training: the library's loop, this program's report after every epoch ------------------
 int run_training(Settings& s) {
   validate(s);
-  s.threads = apps::capped_threads(s.threads, s.loader.workers);
   set_num_threads(s.threads);
   Run run = build_run(s);
   const std::string title = run.data.spec.title + " " + s.model.model + " " + s.model.sizes();
@@ -314,7 +313,7 @@ int main(int argc, char** argv) {
   option("--momentum", s.optimizer.momentum, "SGD momentum");
   option("--seed", s.seed, "seed of the initialization, the split and the data order");
   app.add_flag("--no-shuffle{false}", s.loader.shuffle, "keep the training data in file order");
-  option("--workers", s.loader.workers, "data loader threads (0: load on the training thread)");
+  app.add_option("--workers", s.loader.workers, "loader threads (0: the training thread; default: the CPUs left, ≤ 2)");
   option("--threads", s.threads, "CPU compute threads (ember's pool: kernels and GEMM blocks)")->check(apps::positive);
   app.add_option("--val-size", s.val_size, "validation images (default: a sixth; 0: the test set)")
       ->check(apps::non_negative);
@@ -339,6 +338,7 @@ int main(int argc, char** argv) {
   s.command.assign(argv, argv + argc);
   return apps::run_cli(app, argc, argv, [&] {
     apps::apply_recipe(s.recipe, s.overridden, s.model.model, s.dataset, app);
+    apps::share_cpus(s.threads, s.loader.workers, app.count("--workers") > 0);
     s.fused_step.reduce_across_ranks = s.autograd.reduce_across_ranks = s.distributed;
     s.fused_step.micro_batches = s.autograd.micro_batches;
     s.data_dir = data::data_folder(s.dataset, s.data_dir);

@@ -68,19 +68,31 @@ int usable_cores() {
   return std::max(cores, 1);
 }
 
-int capped_threads(int threads, int workers) {
+// Note [threads and workers]
+// A run's CPUs go to two kinds of thread: ember's compute pool (--threads) and the data loader's
+// workers (--workers). A flag the user gave is taken as given (--threads capped to the usable CPUs,
+// with a note); what the user left out is chosen from the CPUs this process may use, so that the
+// defaults never ask for more than there are:
+// - threads: 1. A small model gains little from a second compute thread, and a spinning pool on
+//   a shared machine loses much (docs/performance.md, "Threads"); --threads N asks for more.
+// - workers: the CPUs the compute threads leave, at most 2 (a batch of 128 digits takes a worker
+//   a few microseconds; two keep up with any device measured), so 0 on one CPU and 1 on two.
+// Only the user's own flags can oversubscribe the CPUs, and only then is there a warning.
+void share_cpus(int& threads, std::size_t& workers, bool workers_given) {
   const int cores = usable_cores();
   if (threads > cores) {
     std::printf("note: --threads %d: this process may use %d CPU%s (affinity and cgroup limits); using %d\n", threads,
                 cores, cores == 1 ? "" : "s", cores);
     threads = cores;
   }
-  if (workers > 0 && threads + workers > cores)
+  if (!workers_given) {
+    workers = static_cast<std::size_t>(std::min(2, cores - threads));
+  } else if (workers > 0 && threads + static_cast<int>(workers) > cores) {
     std::printf(
-        "warning: --threads %d and --workers %d together ask for more than the %d CPU%s this process may "
+        "warning: --threads %d and --workers %zu together ask for more than the %d CPU%s this process may "
         "use; the loader's threads will take time from the compute threads\n",
         threads, workers, cores, cores == 1 ? "" : "s");
-  return threads;
+  }
 }
 
 }  // namespace ember::apps

@@ -3,6 +3,7 @@
 // within the CPUs this process may run on.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 namespace ember::apps {
@@ -16,8 +17,9 @@ void check_output_path(const std::string& flag, const std::string& path);
 // cpu.max (or cgroup v1's CFS quota) gives less time than that (rounded up).
 int usable_cores();
 
-// `threads` capped to usable_cores() with a note on stdout; a warning when threads and loader
-// `workers` together ask for more than the cores.
-int capped_threads(int threads, int workers);
+// The compute threads and loader workers of a run (Note [threads and workers]): `threads` capped
+// to usable_cores() with a note on stdout; `workers`, unless the user gave it, the CPUs left (at
+// most 2); a warning when the user's --workers and the threads ask for more than the cores.
+void share_cpus(int& threads, std::size_t& workers, bool workers_given);
 
 }  // namespace ember::apps

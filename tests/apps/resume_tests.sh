@@ -168,6 +168,14 @@ taskset -c 0 "$train" --data "$mnist" --epochs 1 --threads 2 --workers 1 >"$work
   grep -q "warning: --threads 1 and --workers 1 together ask for more than the 1 CPU" "$work/out.txt" &&
   pass "an affinity of one CPU caps --threads, and --workers beside it is warned of" ||
   fail "taskset -c 0 (of $cores): $(grep -i 'thread\|worker' "$work/out.txt" | head -3)"
+# The defaults are chosen from the CPUs (Note [threads and workers]): no warning about themselves.
+for cpus in 0 0,1; do
+  [ "$cores" -gt "${cpus: -1}" ] || continue
+  taskset -c "$cpus" "$train" --data "$mnist" --epochs 1 >"$work/out.txt" 2>&1 &&
+    ! grep -qiE "^(warning|note):" "$work/out.txt" &&
+    pass "the defaults on CPUs $cpus print no warning or note" ||
+    fail "defaults on CPUs $cpus: $(grep -iE '^(warning|note):' "$work/out.txt" | head -2)"
+done
 
 echo "resume_tests: $failures failure(s)"
 [ $failures -eq 0 ]
