@@ -90,7 +90,8 @@ def run_ember(train, dataset, folder, model, epochs, threads, work):
                     *flags, "--epochs", str(epochs), "--val-size", "0", "--json-log", log], check=True,
                    stdout=subprocess.DEVNULL, env=env)
     lines = [json.loads(line) for line in open(log)]
-    return [l["images_per_s"] for l in lines if "epoch" in l], next(l["test_acc"] for l in lines if "test_acc" in l)
+    rates = [entry["images_per_s"] for entry in lines if "epoch" in entry]
+    return rates, next(entry["test_acc"] for entry in lines if "test_acc" in entry)
 
 
 def main():
@@ -142,8 +143,8 @@ def main():
                 f"{fw} test accuracy {', '.join(f'{a:.4f}' for a in r['acc'])}, images/s per epoch "
                 f"{', '.join(f'{v:.0f}' for v in r['rates'])} (median {r['median']:.0f})"
                 for fw, r in ((k, row[k]) for k in result)), flush=True)
-    lines = [f"| model | epochs | ember test acc | PyTorch test acc | ember images/s (median) | "
-             f"PyTorch images/s (median) | ember/PyTorch |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| model | epochs | ember test acc | PyTorch test acc | ember images/s (median) | "
+             "PyTorch images/s (median) | ember/PyTorch |", "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         e, p = r["ember"], r["PyTorch"]
         lines.append(f"| {r['model']} | {r['epochs']} | {', '.join(f'{a:.4f}' for a in e['acc'])} | "

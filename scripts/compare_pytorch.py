@@ -24,7 +24,6 @@ import argparse
 import gzip
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -205,6 +204,11 @@ def partial(args, images, hidden, name, rates, acc):
             f.write(line + "\n")
 
 
+def graph_ratio(row, other):
+    """The ember graph step's images/s over `other`'s in one row of the table, "—" where either is missing."""
+    return f"{row['ember graph'] / row[other]:.1f}" if other in row and "ember graph" in row else "—"
+
+
 def run_cuda(args, train):
     import torch
     if not torch.cuda.is_available():
@@ -250,16 +254,16 @@ def run_cuda(args, train):
              "| --- | " + " | ".join("---" for _ in columns) + " | --- | --- | --- | --- |"]
     for r in rows:
         cells = [f"{r[c] / 1e3:.0f}k ({r['acc'][c]:.4f})" if c in r else "—" for c in columns]
-        ratio = lambda other: f"{r['ember graph'] / r[other]:.1f}" if other in r and "ember graph" in r else "—"
         # What streaming from host memory costs against the same step on preloaded data (goal ≤ 10%).
         cost = (f"{100 * (r['ember graph preloaded'] / r['ember graph'] - 1):.1f}%"
                 if "ember graph" in r and "ember graph preloaded" in r else "—")
-        lines.append(f"| {r['model']} | {' | '.join(cells)} | {ratio('PyTorch preloaded')} | "
-                     f"{ratio('PyTorch DataLoader')} | {ratio('torch.compile')} | {cost} |")
+        lines.append(f"| {r['model']} | {' | '.join(cells)} | {graph_ratio(r, 'PyTorch preloaded')} | "
+                     f"{graph_ratio(r, 'PyTorch DataLoader')} | {graph_ratio(r, 'torch.compile')} | {cost} |")
     print("\n".join(lines))
     if args.report:
         with open(args.report, "w") as f:
-            f.write("images/s, median epoch after a warm-up epoch (test accuracy in brackets)\n\n" + "\n".join(lines) + "\n")
+            f.write("images/s, median epoch after a warm-up epoch (test accuracy in brackets)\n\n"
+                    + "\n".join(lines) + "\n")
     return 0
 
 

@@ -3,9 +3,9 @@
 #   scripts/install_deps.sh           what the library and programs need (Open MPI: training across processes;
 #                                     curl: scripts/fetch_mnist.sh's download)
 #   scripts/install_deps.sh --tests   also what the tests need (PyTorch for interop and parity, Fashion-MNIST,
-#                                     clang and boost.context for the software GPU, iproute2 and util-linux
-#                                     for the hosts made of namespaces, and .venv: PyPI's safetensors over
-#                                     Debian's Python)
+#                                     clang-format and flake8 for scripts/check_format.sh, clang and boost.context
+#                                     for the software GPU, iproute2 and util-linux for the hosts made of
+#                                     namespaces, and .venv: PyPI's safetensors over Debian's Python)
 set -euo pipefail
 tests=0
 
@@ -13,8 +13,8 @@ packages=(cmake g++ make catch2 libopenblas-dev zlib1g-dev libstb-dev libcli11-d
           openmpi-bin libopenmpi-dev curl ca-certificates)
 for arg in "$@"; do
   case "$arg" in
-    --tests) packages+=(python3-torch python3-numpy python3-venv python3-pip dataset-fashion-mnist clang-format pkgconf
-                        clang libclang-rt-dev libboost-context-dev iproute2 util-linux); tests=1 ;;
+    --tests) packages+=(python3-torch python3-numpy python3-venv python3-pip dataset-fashion-mnist clang-format flake8
+                        pkgconf clang libclang-rt-dev libboost-context-dev iproute2 util-linux); tests=1 ;;
     -h | --help) sed -n '2,8p' "$0"; exit 0 ;;
     *) echo "install_deps.sh: unknown option '$arg' (expected --tests)" >&2; exit 2 ;;
   esac

@@ -37,6 +37,7 @@ def main():
     if not skipped:
         print("skip_report: no test was skipped")
         return 0
+
     def allowed(name):
         return any(fnmatch.fnmatchcase(name, pattern) for pattern in args.allow)
 

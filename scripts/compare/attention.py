@@ -7,8 +7,9 @@
 Each round runs ember's bench_kernels family `attention` (the fused kernels and the reference path,
 forward and forward + backward, B·H 32, L = S 1024, d 64, in f32, and the fused kernels in bf16) and
 then PyTorch's F.scaled_dot_product_attention on the same shape (its CPU flash kernel) and the same
-steps, in f32 and in bf16, with the same number of threads on both sides; prints the medians in milliseconds, and the CPU. PyTorch
-is a benchmark dependency (a virtual environment with the latest wheel), never a CI one.
+steps, in f32 and in bf16, with the same number of threads on both sides; prints the medians in
+milliseconds, and the CPU. PyTorch is a benchmark dependency (a virtual environment with the latest
+wheel), never a CI one.
 """
 import argparse
 import json

@@ -34,6 +34,11 @@ def run(binary, args, data):
         return epochs[-1]["images_per_s"], epochs[-1]["params_hash"]
 
 
+def runs(xs):
+    """The rounds' images/s, comma-separated."""
+    return ", ".join(f"{x:,.0f}" for x in xs)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--before", required=True)
@@ -54,7 +59,6 @@ def main():
                 hashes[which].add(h)
         b, n = statistics.median(speed["before"]), statistics.median(speed["after"])
         same = "yes" if hashes["before"] == hashes["after"] and len(hashes["before"]) == 1 else "NO"
-        runs = lambda xs: ", ".join(f"{x:,.0f}" for x in xs)
         print(f"| {name} | {b:,.0f} ({runs(speed['before'])}) | {n:,.0f} ({runs(speed['after'])}) | "
               f"{n / b:.3f} | {same} |", flush=True)
 

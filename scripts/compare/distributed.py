@@ -52,8 +52,8 @@ def main():
                 two.append(rate)
                 waits.append(wait)
             m1, m2 = statistics.median(one), statistics.median(two)
-            print(f"| {name} | {batch} | {m1:.0f} | {m2:.0f} | {m2 / m1:.2f}× | {100 * statistics.median(waits):.1f}% | "
-                  f"{', '.join(f'{x:.0f}' for x in one)} / {', '.join(f'{x:.0f}' for x in two)} |", flush=True)
+            print(f"| {name} | {batch} | {m1:.0f} | {m2:.0f} | {m2 / m1:.2f}× | {100 * statistics.median(waits):.1f}% "
+                  f"| {', '.join(f'{x:.0f}' for x in one)} / {', '.join(f'{x:.0f}' for x in two)} |", flush=True)
 
 
 if __name__ == "__main__":

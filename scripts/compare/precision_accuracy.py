@@ -58,6 +58,7 @@ def main():
     base = statistics.mean(results["f32"])
     print(f"\n{opts.model}, {opts.epochs} epochs, {opts.device}, seeds {opts.seeds}"
           f"{' ' + ' '.join(opts.extra) if opts.extra else ''}\n")
+
     # The standard error of a mean over the seeds, and of the difference of two means (the two sets
     # of runs independent): sqrt(s_a²/n_a + s_b²/n_b). Needs two seeds or more.
     def squared_error(values):

@@ -31,7 +31,8 @@ import torch
 import torch.nn.functional as F
 sys.path.insert(0, sys.argv[1])
 from vit_reference import VisionTransformer
-folder, dataset, threads, epochs, warmup_epochs = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
+folder, dataset = sys.argv[2], sys.argv[3]
+threads, epochs, warmup_epochs = int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
 torch.set_num_threads(threads)
 torch.manual_seed(0)
 
@@ -125,7 +126,8 @@ def main():
         log = os.path.join(work, "log.jsonl")
         t0 = time.perf_counter()
         subprocess.run([args.train, "--dataset", args.dataset, "--data", args.data, "--model", "vit", "--epochs",
-                        str(args.epochs), "--warmup-epochs", str(warmup), "--threads", str(args.threads), "--json-log", log],
+                        str(args.epochs), "--warmup-epochs", str(warmup), "--threads", str(args.threads),
+                        "--json-log", log],
                        check=True, stdout=subprocess.DEVNULL)
         ember_seconds = time.perf_counter() - t0
         with open(log) as f:

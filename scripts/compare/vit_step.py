@@ -74,10 +74,9 @@ def ember_round(train, data, threads, precision):
     with tempfile.TemporaryDirectory() as work:
         log = os.path.join(work, "log.jsonl")
         env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-        subprocess.run([train, "--data", data, "--model", "vit", "--epochs", "1", "--warmup-epochs", "0", "--val-size", "0",
-                        "--threads",
-                        str(threads), "--precision", precision, "--json-log", log], check=True,
-                       stdout=subprocess.DEVNULL, env=env)
+        subprocess.run([train, "--data", data, "--model", "vit", "--epochs", "1", "--warmup-epochs", "0",
+                        "--val-size", "0", "--threads", str(threads), "--precision", precision, "--json-log", log],
+                       check=True, stdout=subprocess.DEVNULL, env=env)
         epoch = [json.loads(line) for line in open(log) if "train_s" in line][-1]
     steps = -(-10000 // 64)
     return 1e3 * (epoch["train_s"] - epoch["input_wait_s"]) / steps

@@ -105,8 +105,9 @@ def main():
         check(len(gpu) == len(cpu) and len(gpu) > 0, f"{name}: both devices logged {len(cpu)} epochs")
         for g, c in zip(gpu, cpu):
             a, b = g["train_loss"], c["train_loss"]
-            check(abs(a - b) <= rtol * abs(b), f"{name}: epoch {g['epoch']} loss {a:.7f} on the GPU, {b:.7f} on the "
-                                                f"CPU (relative difference {abs(a - b) / abs(b):.2e}, at most {rtol})")
+            check(abs(a - b) <= rtol * abs(b),
+                  f"{name}: epoch {g['epoch']} loss {a:.7f} on the GPU, {b:.7f} on the CPU "
+                  f"(relative difference {abs(a - b) / abs(b):.2e}, at most {rtol})")
         if fused:
             last = gpu[-1]
             check(last["graph_replays"] >= 10, f"{name}: {last['graph_replays']} replayed steps (at least 10)")

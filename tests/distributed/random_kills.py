@@ -7,8 +7,9 @@ SET was made by `scripts/hosts.sh up SET 2 SUBNET`. Each trial starts 2 hosts ×
 the MLP with --save in each host's private folder, waits a random 0.5–4 s, kills a random rank
 with SIGKILL, and measures the time until mpirun has exited and no rank is left. Then, on each
 host, the newest complete checkpoint (the stable name's model file and its training state) must
-parse, and its epoch is printed (host 1's may be one behind host 0's when the kill fell in its save). Prints one line per trial and a summary; exits 1 if any
-checkpoint was not whole or a run outlived 60 s."""
+parse, and its epoch is printed (host 1's may be one behind host 0's when the kill fell in its
+save). Prints one line per trial and a summary; exits 1 if any checkpoint was not whole or a run
+outlived 60 s."""
 import argparse
 import os
 import random

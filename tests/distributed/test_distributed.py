@@ -112,7 +112,7 @@ def resume(opts, work):
     check(same_bits(resumed_model, straight_model),
           "a 2-rank checkpoint resumed on 2 ranks ends bit-identical to the uninterrupted 2-rank run")
     one, _ = train(opts, work, "resumed-1", 1, extra + ["--batch-size", "128", "--epochs", "2", "--resume",
-                                                       os.path.join(work, "half.safetensors")])
+                                                        os.path.join(work, "half.safetensors")])
     # Its log carries the resumed run's history (epoch 0, 2 ranks × 64) before its own epoch.
     worst = worst_relative(step_losses(one)[-16:], step_losses(straight)[-16:])
     check(worst <= 1e-5, f"resumed on 1 process with batch 128, its 16 step losses are within 1e-5 relative "

@@ -70,8 +70,9 @@ def who_is_where(set_name):
     lines = sorted(line for line in result.stdout.splitlines() if line.startswith("rank "))
     for line in lines:
         print("  " + line)
-    check(result.returncode == 0 and len(lines) == 2, f"mpirun across the hosts starts one rank on each "
-                                                      f"(exit {result.returncode}{', ' + result.stderr[-300:] if result.returncode else ''})")
+    check(result.returncode == 0 and len(lines) == 2,
+          f"mpirun across the hosts starts one rank on each "
+          f"(exit {result.returncode}{', ' + result.stderr[-300:] if result.returncode else ''})")
     if len(lines) == 2:
         fields = [line.split() for line in lines]
         check(fields[0][3] != fields[1][3] and fields[0][5] != fields[1][5] and fields[0][7] != fields[1][7],
@@ -119,7 +120,8 @@ def on_hosts_against_micro_batches(opts, set_name, count):
     hashes = [[line["params_hash"] for line in log if "params_hash" in line] for log in (lines, micro)]
     same = (len(hashes[0]) == 2 and hashes[0] == hashes[1] and copied.returncode == 0 and
             same_bits(safetensors_lite.load(model_path)[0], safetensors_lite.load(micro_model)[0]))
-    losses = [np.array([x for line in log if "step_losses" in line for x in line["step_losses"]]) for log in (lines, micro)]
+    losses = [np.array([x for line in log if "step_losses" in line for x in line["step_losses"]])
+              for log in (lines, micro)]
     worst = float(np.max(np.abs(losses[0] - losses[1]) / np.abs(losses[1]))) if losses[0].shape == losses[1].shape \
         and losses[0].size else float("inf")
     return same, worst
@@ -159,7 +161,8 @@ def resume_where_only_rank0_holds_it(opts, set_name):
     local = [opts.train, "--data", opts.data, "--epochs", "2", "--resume", half] + COMMON
     for name, command in (("1 host × 2 ranks", ["mpirun", "-np", "2", "--bind-to", "none", *local, "--distributed",
                                                 "--batch-size", "64"]),
-                          ("1 process with --micro-batches 2", [*local, "--batch-size", "128", "--micro-batches", "2"])):
+                          ("1 process with --micro-batches 2",
+                           [*local, "--batch-size", "128", "--micro-batches", "2"])):
         out = os.path.join(opts.work, name.replace(" ", "_") + ".safetensors")
         run = subprocess.run(command + ["--save", out], capture_output=True, text=True, timeout=300,
                              env={**os.environ, **MPI_ENV, "OMPI_MCA_btl_vader_single_copy_mechanism": "none"})

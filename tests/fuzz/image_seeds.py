@@ -88,13 +88,13 @@ def png_seeds(digit, photo):
     yield "png_gray_alpha8.png", png(28, 28, [bytes(v for p in r for v in (p, 200)) for r in gray], 4, bpp=2)
     yield "png_gray16.png", png(28, 28, [bytes(v for p in r for v in (p, p)) for r in gray], 0, 16, bpp=2)
     palette = chunk(b"PLTE", bytes(v for i in range(16) for v in (i * 17, i * 17, i * 17)))
-    yield "png_palette4.png", png(28, 28, [bytes((r[x] >> 4) << 4 | r[x + 1] >> 4 for x in range(0, 28, 2)) for r in gray],
-                                  3, 4, palette)
+    yield "png_palette4.png", png(28, 28, [bytes((r[x] >> 4) << 4 | r[x + 1] >> 4 for x in range(0, 28, 2))
+                                           for r in gray], 3, 4, palette)
     yield "png_gray1.png", png(32, 28, [bytes(sum((r[x + k] > 127) << (7 - k) for k in range(8)) if x + 7 < 28 else 0
                                               for x in range(0, 32, 8)) for r in gray], 0, 1)
     ihdr = struct.pack(">IIBBBBB", 28, 28, 8, 0, 0, 0, 1)
-    yield "png_interlaced.png", (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(adam7(gray))) +
-                                 chunk(b"IEND", b""))
+    yield "png_interlaced.png", (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr)
+                                 + chunk(b"IDAT", zlib.compress(adam7(gray))) + chunk(b"IEND", b""))
 
 
 # ---- BMP -------------------------------------------------------------------------------------------
@@ -116,7 +116,8 @@ def bmp(rows, bpp=24, top_down=False, os2=False):
         elif bpp == 4:
             line = bytes((row[x] >> 4) << 4 | (row[x + 1] >> 4 if x + 1 < width else 0) for x in range(0, width, 2))
         else:  # 1
-            line = bytes(sum((x + k < width and row[x + k] > 127) << (7 - k) for k in range(8)) for x in range(0, width, 8))
+            line = bytes(sum((x + k < width and row[x + k] > 127) << (7 - k) for k in range(8))
+                         for x in range(0, width, 8))
         data += line + bytes(stride - len(line))
     if os2:
         info = struct.pack("<IHHHH", 12, width, height, 1, bpp)
@@ -193,7 +194,8 @@ def report_seeds(jpeg_color):
     # A 28×28 PNG whose compressed stream inflates to 3 MiB: stb grows its buffer to fit (to 4 GiB).
     zeros = zlib.compress(bytes(3 << 20), 9)
     ihdr = struct.pack(">IIBBBBB", 28, 28, 8, 0, 0, 0, 0)
-    yield "poc_png_zlib_bomb.png", b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zeros) + chunk(b"IEND", b"")
+    yield "poc_png_zlib_bomb.png", (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zeros)
+                                    + chunk(b"IEND", b""))
     # A BMP whose header claims 1×16777216 pixels (within the default limit) over 60 bytes.
     yield "poc_bmp_1x16777216.bmp", b"BM" + struct.pack("<IHHI", 62, 0, 0, 54) + struct.pack(
         "<IiiHHIIiiII", 40, 1, 1 << 24, 1, 24, 0, 0, 0, 0, 0, 0) + bytes(8)
@@ -210,7 +212,8 @@ def report_seeds(jpeg_color):
         yield "poc_stb1108_jpeg_dc_symbol.jpg", bytes(data)
         # A progressive JPEG of 150 scans, each a pass over the whole image.
         sos = data.find(b"\xff\xda")
-        yield "poc_jpeg_150_scans.jpg", bytes(data[:sos]) + b"\xff\xda\x00\x08\x01\x01\x00\x00\x00\x00" * 150 + b"\xff\xd9"
+        yield "poc_jpeg_150_scans.jpg", (bytes(data[:sos]) + b"\xff\xda\x00\x08\x01\x01\x00\x00\x00\x00" * 150
+                                         + b"\xff\xd9")
 
 
 def variants(name, data, rng):

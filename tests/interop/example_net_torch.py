@@ -5,9 +5,10 @@ images, and its state_dict saved with safetensors (a) with ember's metadata for 
 and (b) with none. On all 10,000 test images mnist_predict must give the class PyTorch's forward
 gives on inputs scaled as the example scales them, Normalize((0.1307,), (0.3081,)): from (a)
 without a warning, from (b) with a warning on stderr that says what it assumed; and (c) from (b)
-with --normalize 0,1, PyTorch's classes on pixel/255 (the first 2,000 images), without a warning. Exits 77 (skipped) where
-PyTorch or the MNIST files are missing; without PyPI's safetensors, safetensors_lite writes the
-files (a failure where scripts/test.sh installed the package)."""
+with --normalize 0,1, PyTorch's classes on pixel/255 (the first 2,000 images), without a
+warning. Exits 77 (skipped) where PyTorch or the MNIST files are missing; without PyPI's
+safetensors, safetensors_lite writes the files (a failure where scripts/test.sh installed the
+package)."""
 import argparse
 import gzip
 import json

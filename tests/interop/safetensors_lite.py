@@ -19,6 +19,7 @@ def without_reference(test):
               f"(see install_deps' output; Python: {sys.executable})")
         sys.exit(1)
 
+
 _DTYPES = {"F32": np.float32, "F64": np.float64, "I32": np.int32, "I64": np.int64, "U8": np.uint8}
 _NAMES = {np.dtype(v): k for k, v in _DTYPES.items()}
 

@@ -98,7 +98,8 @@ def half_models(tool, work, x, hidden):
         ckpt = os.path.join(work, f"mlp_{name}.safetensors")
         subprocess.run([tool, "save-mlp-as", ckpt, str(hidden), "5", name], check=True)
         state, wide = load_file(ckpt), load_file(ckpt + ".f32")
-        same = all(state[k].dtype == dtype and torch.equal(state[k].view(torch.int16), wide[k].to(dtype).view(torch.int16))
+        same = all(state[k].dtype == dtype
+                   and torch.equal(state[k].view(torch.int16), wide[k].to(dtype).view(torch.int16))
                    for k in wide)
         model = torch_mlp(hidden).to(dtype)
         model.load_state_dict(state, strict=True)
@@ -170,6 +171,7 @@ def main():
         diff = float(np.abs(torch_logits - ember_logits).max())
         print(f"torch -> ember ({writer}): max |logits difference| = {diff:.3g}")
         failures += diff > 1e-5
+
         # The CNN, both ways, and a net with batch normalization (its running statistics and the
         # int64 num_batches_tracked) from PyTorch.
         def cnn():
@@ -181,7 +183,8 @@ def main():
         ember_cnn = os.path.join(work, "cnn.safetensors")
         subprocess.run([args.tool, "save-cnn", ember_cnn, "3"], check=True)
         model = cnn()
-        model.load_state_dict({k: torch.from_numpy(v) for k, v in safetensors_lite.load(ember_cnn)[0].items()}, strict=True)
+        model.load_state_dict({k: torch.from_numpy(v) for k, v in safetensors_lite.load(ember_cnn)[0].items()},
+                              strict=True)
         model.eval()
         with torch.no_grad():
             torch_logits = model(ximg).numpy()
