@@ -91,6 +91,7 @@ int bench(const Settings& s, const std::string& sizes_text) {
     add_gemms(cases, arena, quick);
     add_convolutions(cases, arena);
     add_attention(cases, arena, quick);
+    add_layer_norm(cases, arena, quick);
     if (s.include_broken) add_broken(cases, arena);
     for (Case& c : cases) {
       if (!std::regex_search(c.family, filter)) continue;

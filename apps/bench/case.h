@@ -151,6 +151,7 @@ void add_optimizers(std::vector<Case>& cases, const Arena& arena, std::size_t n)
 void add_gemms(std::vector<Case>& cases, const Arena& arena, bool quick);
 void add_convolutions(std::vector<Case>& cases, const Arena& arena);
 void add_attention(std::vector<Case>& cases, const Arena& arena, bool quick);
+void add_layer_norm(std::vector<Case>& cases, const Arena& arena, bool quick);
 // Peak host memory of the fused and reference attention, forward and backward, at L = S = 256,
 // 1,024 and 4,096 (quick: 64 and 128) on the CPU: rows with time_us and peak_mb.
 void add_attention_memory(std::vector<nlohmann::json>& rows, bool quick);

@@ -6,6 +6,7 @@ on a CUDA GPU.
 
     scripts/compare/mixed_precision.py --train build/apps/mnist_train --data data/mnist \
         --python VENV/bin/python [--device cpu|cuda] [--threads 1] [--models mlp,cnn] [--rounds 3] [--epochs 3]
+        [--batch-size N] [--configs NAME,...]
 
 Models: the MLP 784-512-256-10 (SGD 0.5, batch 128, [0, 1] inputs) and the CNN of PyTorch's MNIST
 example (Adam 0.002 ×0.6 per epoch, batch 64, normalized inputs, dropout). Both sides hold the
@@ -36,9 +37,11 @@ TORCH = ["PyTorch eager", "PyTorch compile", "PyTorch bf16 autocast", "PyTorch c
 MODEL_FLAGS = {"mlp": ["--hidden", "512,256"], "cnn": ["--model", "cnn"]}
 
 
-def run_ember(train, data, model, flags, epochs, log, device, threads):
+def run_ember(train, data, model, flags, epochs, log, device, threads, batch_size=None):
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
     where = ["--threads", str(threads), "--workers", "0"] if device == "cpu" else ["--device", device]
+    if batch_size:
+        where += ["--batch-size", str(batch_size)]
     subprocess.run([train, "--data", data, *MODEL_FLAGS[model], *flags, "--epochs", str(epochs), "--val-size", "0",
                     *where, "--preload", "--json-log", log], check=True, stdout=subprocess.DEVNULL, env=env)
     lines = [json.loads(line) for line in open(log)]
@@ -55,7 +58,7 @@ def ember_gemm_kernels(train):
     return next((line for line in out.splitlines() if line.startswith("CPU GEMM kernels")), "CPU GEMM kernels: unknown")
 
 
-def torch_worker(data, model_name, config, epochs, device, threads):
+def torch_worker(data, model_name, config, epochs, device, threads, batch_size=None):
     """One PyTorch run in this process; prints its median rate after the first epoch."""
     import torch
     from compare_pytorch import limit_torch_threads, read_idx
@@ -75,6 +78,7 @@ def torch_worker(data, model_name, config, epochs, device, threads):
                               nn.Dropout(0.25), nn.Flatten(), nn.Linear(9216, 128), nn.ReLU(), nn.Dropout(0.5),
                               nn.Linear(128, 10))
         batch = 64
+    batch = batch_size or batch
     model.to(device)  # the optimizers are made after, over the parameters where they are
     x, y = x.to(device), y.to(device)
     if model_name == "mlp":
@@ -103,9 +107,10 @@ def torch_worker(data, model_name, config, epochs, device, threads):
     print(statistics.median(rates[1:] if len(rates) > 1 else rates))
 
 
-def run_torch(python, data, model, config, epochs, device, threads):
+def run_torch(python, data, model, config, epochs, device, threads, batch_size=None):
+    batch = ["--batch-size", str(batch_size)] if batch_size else []
     out = subprocess.run([python, os.path.abspath(__file__), "--torch-worker", model, config, "--data", data,
-                          "--epochs", str(epochs), "--device", device, "--threads", str(threads)], check=True,
+                          "--epochs", str(epochs), "--device", device, "--threads", str(threads), *batch], check=True,
                          capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS=str(threads)))
     return float(out.stdout.strip().splitlines()[-1])
 
@@ -120,12 +125,13 @@ def main():
     parser.add_argument("--threads", type=int, default=1, help="CPU threads, the same on both sides")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--batch-size", type=int, help="both sides' batch (default: the model's, 128 and 64)")
     parser.add_argument("--configs", help="comma-separated configurations to run (default: all; the table's "
                         "ratios need 'ember f32' and 'PyTorch bf16 autocast')")
     parser.add_argument("--torch-worker", nargs=2, metavar=("MODEL", "CONFIG"))
     opts = parser.parse_args()
     if opts.torch_worker:
-        return torch_worker(opts.data, *opts.torch_worker, opts.epochs, opts.device, opts.threads)
+        return torch_worker(opts.data, *opts.torch_worker, opts.epochs, opts.device, opts.threads, opts.batch_size)
     version = subprocess.run([opts.python, "-c", "import torch; print(torch.__version__)"], check=True,
                              capture_output=True, text=True).stdout.strip()
     print(f"ember's {ember_gemm_kernels(opts.train)}", flush=True)
@@ -146,20 +152,24 @@ def main():
                 for name in results:
                     if name in ember:
                         rate = run_ember(opts.train, opts.data, model, ember[name], opts.epochs,
-                                         os.path.join(work, "log.jsonl"), opts.device, opts.threads)
+                                         os.path.join(work, "log.jsonl"), opts.device, opts.threads, opts.batch_size)
                     else:
                         rate = run_torch(opts.python, opts.data, model, name[len("PyTorch "):], opts.epochs,
-                                         opts.device, opts.threads)
+                                         opts.device, opts.threads, opts.batch_size)
                     results[name].append(rate)
                     print(f"{model} round {round_ + 1} {name}: {rate:.0f} images/s", flush=True)
         median = {name: statistics.median(rates) for name, rates in results.items()}
         where = f"{opts.threads} thread{'s' if opts.threads > 1 else ''}" if opts.device == "cpu" else opts.device
+        if opts.batch_size:
+            where += f", batch {opts.batch_size}"
         print(f"\n{model}: PyTorch {version}, {where}, {opts.rounds} rounds of {opts.epochs} epochs (median of the "
               "epochs after the first)\n")
         print("| configuration | images/s (median) | range | × PyTorch bf16 autocast | × ember f32 |")
         print("| --- | --- | --- | --- | --- |")
+
         def ratio(name, to):
             return f"{median[name] / median[to]:.2f}" if to in median else "–"
+
         for name, rates in results.items():
             print(f"| {name} | {median[name]:.0f} | {min(rates):.0f}–{max(rates):.0f} | "
                   f"{ratio(name, 'PyTorch bf16 autocast')} | {ratio(name, 'ember f32')} |")

@@ -10,9 +10,9 @@ FAMILIES = {
     "relu_forward", "exp", "tanh", "affine", "binary_add", "binary_broadcast_add", "expand", "relu_backward",
     "tanh_backward", "leaky_relu_forward", "leaky_relu_backward", "pow_scalar", "copy_2d", "fill", "cast_f32_i32",
     "count_equal", "normalize_u8", "softmax_forward", "softmax_backward", "cross_entropy_forward",
-    "cross_entropy_backward", "cross_entropy_fused", "max_last_dim", "sum_rows", "sum_dim0", "sum_all", "bias_relu_forward",
-    "bias_relu_backward", "transpose", "sgd_momentum_step", "adamw_step", "gemm", "autograd_overhead", "parallel_split", "attention",
-    "attention_memory",
+    "cross_entropy_backward", "cross_entropy_fused", "max_last_dim", "sum_rows", "sum_dim0", "sum_all",
+    "bias_relu_forward", "bias_relu_backward", "transpose", "sgd_momentum_step", "adamw_step", "gemm",
+    "autograd_overhead", "parallel_split", "attention", "attention_memory", "layer_norm",
 }
 
 
