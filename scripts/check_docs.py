@@ -4,7 +4,9 @@ programs is in that program's --help, every flag given to a script appears in th
 scripts that pass their flags on, in the program's --help), every scripts/NAME exists, every
 relative link points at a file of the repository, and the README's first C++ block is
 examples/mnist_mlp/main.cpp's code (its lines appear there in the same order, spaces aside), which
-the tests compile and run.
+the tests compile and run. And what the docs say of GPUs agrees with the ledger and the committed
+reports (scripts/gpu_claims.py: no check the ledger lists as verified on a GPU is called owed, and
+every figure in a sentence naming an H100, an H200 or "on a GPU" is in a report).
 
   check_docs.py --root REPO --program mnist_train=PATH [--program NAME=PATH ...] [FILE ...]
 
@@ -19,6 +21,8 @@ import os
 import re
 import subprocess
 import sys
+
+import gpu_claims
 
 PROGRAMS = ("mnist_train", "mnist_predict", "bench_kernels", "bench_loader", "bench_devices", "ember_info")
 # Scripts that hand the flags they do not know to a program.
@@ -52,9 +56,12 @@ def code_units(text):
                 yield number, span
 
 
+def squeeze(line):
+    return " ".join(line.split())
+
+
 def example_problems(root, readme):
     """The README's first ```cpp block, line by line, in examples/mnist_mlp/main.cpp in order."""
-    squeeze = lambda line: " ".join(line.split())
     with open(readme, encoding="utf-8") as f:
         text = f.read().splitlines()
     start = next((i for i, line in enumerate(text) if line.strip() == "```cpp"), None)
@@ -102,10 +109,12 @@ def main():
         [os.path.join(root, "README.md")] + glob.glob(os.path.join(root, "docs", "**", "*.md"), recursive=True) +
         glob.glob(os.path.join(root, "examples", "*", "README.md")))
     problems = []
+    items, report_values = gpu_claims.read_items(root), gpu_claims.report_values(root)
     for path in files:
         with open(path, encoding="utf-8") as f:
             text = f.read()
         where = os.path.relpath(path, root)
+        problems += gpu_claims.problems(root, path, text, items, report_values)
         for number, line in enumerate(text.splitlines(), 1):
             for script in re.findall(r"(?<![\w.])scripts/([\w./-]+\.(?:sh|py))", line):
                 if script not in script_text:
