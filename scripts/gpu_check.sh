@@ -221,10 +221,12 @@ rm -f "$out/.stop"
   echo
   echo "Mode: $([ $dry_run = 1 ] && echo 'dry run (commands printed, not run; the build is real)' || echo full);" \
     "the call's limit $deadline s$([ $deadline_given = 0 ] && echo ' (the default: pass the call'"'"'s own with --deadline)')," \
-    "budgets at ${scale_percent}% of a ${reference_call}-s call's; sections in order: ${order[*]}."
+    "budgets at ${scale_percent}% of a ${reference_call}-s call's; sections in order:" \
+    "$(for s in "${order[@]}"; do wanted "$s" && printf '%s ' "$s"; done | sed 's/ $//')."
   if [ -f "$plan" ]; then
     echo
-    echo "Changed since the last run on a GPU ($(sed -n 's/^base: *//p' "$plan")): ${changed:-no section}." \
+    echo "The plan: base $(sed -n 's/^base: *//p' "$plan"). Changed:" \
+      "$(for s in "${order[@]}"; do [[ " $changed " == *" $s "* ]] && printf '%s ' "$s"; done | sed 's/ $//')." \
       "The commits since:"
     echo
     sed -n '/^commits:/,$p' "$plan" | tail -n +2 | sed 's/^/- /'
