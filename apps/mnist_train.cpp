@@ -1,7 +1,6 @@
-// mnist_train: trains the tutorials' image classifiers — the 784-32-10 MLP and the CNN of PyTorch's
-// MNIST example — and a small Vision Transformer (torchvision's, by name) on MNIST, Fashion-MNIST or any IDX dataset,
-// on the best device (or the one asked for), with the tutorials' output, and saves checkpoints that PyTorch loads as
-// they are.
+// mnist_train: trains the tutorials' image classifiers — the 784-32-10 MLP and the CNN of PyTorch's MNIST example —
+// and a small Vision Transformer (torchvision's, by name) on MNIST, Fashion-MNIST or any IDX dataset, on the best
+// device (or the one asked for), with the tutorials' output, and saves checkpoints that PyTorch loads as they are.
 //
 // Reading order: the recipes (what each model trains with), validate (every option checked before
 // any file is touched), build_run (data, model, optimizer, the training step), then run_training:
@@ -47,9 +46,8 @@ struct Settings {
   long long val_size = -1;                   // -1: a sixth of the training images
   optim::GroupOptions optimizer;             // --momentum, --weight-decay (the rate is the recipe's)
   data::ClassificationLoaderOptions loader;  // --eval-batch-size, --workers, --no-shuffle, --preload
-  // Every fusion on (nothing here reads the weights' gradients: SGD may update inside the GEMMs).
-  train::FusedMlpStepOptions fused_step{.gemm_epilogues = true, .sgd_in_gemm = true};
-  train::AutogradStepOptions autograd;  // --micro-batches (either step), --precision
+  // --precision, --micro-batches, --cuda-graph, the recipe's loss and clipping; every fusion on (SGD in the GEMMs).
+  train::StepOptions steps{.fused = {.gemm_epilogues = true, .sgd_in_gemm = true}};
   bool distributed = false, log_step_losses = false;
   double timeout = 300;  // --collective-timeout: seconds a rank waits in a collective (Note [lost ranks])
   std::string json_log, save, resume, init, plot, precision = "f32";
@@ -65,11 +63,11 @@ void validate(Settings& s) {
   if (s.step == "fused" && s.model.model != "mlp")
     throw UsageError("--step fused trains the MLP only; the " + s.model.model + " runs on autograd");
   apps::check_recipe(r, s.loader.preload);
-  s.autograd.label_smoothing = r.label_smoothing;
-  s.autograd.clip_grad_norm = r.clip_grad_norm;
-  s.fused_step.precision = s.autograd.precision = parse_dtype(s.precision);
+  s.steps.loss = nn::Loss::cross_entropy({.label_smoothing = r.label_smoothing});
+  s.steps.autograd.clip_grad_norm = r.clip_grad_norm;
+  s.steps.precision = parse_dtype(s.precision);
   if (!s.resume.empty() && !s.init.empty()) throw UsageError("--resume and --init cannot be used together");
-  if (r.batch_size % s.autograd.micro_batches != 0)
+  if (r.batch_size % s.steps.micro_batches != 0)
     throw UsageError(detail::concat("--micro-batches must divide the batch, ", r.batch_size));
   if (s.data_dir.empty())
     throw UsageError("--dataset " + s.dataset + " has no default folder: give --data FOLDER with its four IDX files");
@@ -91,7 +89,7 @@ struct Run {
   std::unique_ptr<optim::Optimizer> optimizer;
   std::unique_ptr<data::ClassificationLoaders> loaders;
   std::unique_ptr<train::Step> step;
-  bool fused = false;  // the fused MLP step (train::FusedMlpStep), else autograd
+  std::string not_taken;  // "; not the fused MLP step: why", for each faster step make_step did not take
   int world = 1;
   std::string data_sha256;    // the images' and labels' content: a resume must see the same
   train::ResumedRun resumed;  // where a resumed run continues, and its history
@@ -131,8 +129,8 @@ train::Metadata run_settings(const Settings& s, const Run& run) {
           {"schedule", text(s.recipe.schedule, " ", s.recipe.warmup_epochs)},
           {"label_smoothing", text(s.recipe.label_smoothing)}, {"clip_grad_norm", text(s.recipe.clip_grad_norm)},
           {"augment", text(s.recipe.crop_padding, s.recipe.flip ? " flip" : "")},
-          {"shuffle", text(s.loader.shuffle)}, {"step", s.step}, {"fused", text(run.fused)}, {"precision", s.precision},
-          {"micro_batches", text(s.autograd.micro_batches)}, {"cuda_graph", text(s.fused_step.cuda_graph)},
+          {"shuffle", text(s.loader.shuffle)}, {"step", s.step}, {"fused", text(run.step->kind() == "fused")}, {"precision", s.precision},
+          {"micro_batches", text(s.steps.micro_batches)}, {"cuda_graph", text(s.steps.fused.cuda_graph)},
           {"preload", text(s.loader.preload)}, {"device", run.device.is_cuda() ? "cuda" : "cpu"},
           {"world_size", text(run.world)}, {"resume", text(!s.resume.empty())}, {"init", text(!s.init.empty())},
           {"data_sha256", run.data_sha256}, {"threads", text(s.threads)}};
@@ -159,12 +157,19 @@ void resume(const Settings& s, Run& run) {
 
 // The MLP trains through the fused step (the whole step as fused kernels, replayed from a CUDA
 // graph on a GPU) unless --step autograd or EMBER_FUSION=0 asks for the op-by-op path; the
-// library chooses (train::make_step).
-train::StepOptions step_options(const Settings& s) {
-  const auto choice = s.step == "fused"      ? train::StepChoice::fused
-                      : s.step == "autograd" ? train::StepChoice::autograd
-                                             : train::StepChoice::automatic;
-  return {.choice = choice, .batch_size = s.recipe.batch_size, .fused = s.fused_step, .autograd = s.autograd};
+// library chooses (train::make_step), once, and says why it did not take the faster step.
+void choose_step(const Settings& s, Run& run) {
+  train::StepOptions options = s.steps;
+  options.choice = s.step == "fused"      ? train::StepChoice::fused
+                   : s.step == "autograd" ? train::StepChoice::autograd
+                                          : train::StepChoice::automatic;
+  options.batch_size = s.recipe.batch_size;
+  if (const std::string why = train::fused_step_refusal(*run.model, *run.optimizer, options);
+      s.step == "fused" && !why.empty())
+    throw UsageError("--step fused: " + why + " (--step auto)");
+  train::ChosenStep chosen = train::make_step(*run.model, *run.optimizer, options);
+  run.step = std::move(chosen.step);
+  for (const auto& [step, why] : chosen.not_taken) run.not_taken += "; not the " + step + ": " + why;
 }
 
 Run build_run(Settings& s) {
@@ -186,11 +191,7 @@ Run build_run(Settings& s) {
                                     run.data.test->labels()};
   run.data_sha256 = train::tensors_sha256(content);
   build_model(s, run);
-  const train::StepOptions steps = step_options(s);
-  if (const std::string why = train::fused_step_refusal(*run.model, *run.optimizer, s.autograd.precision);
-      s.step == "fused" && !why.empty())
-    throw UsageError("--step fused: " + why + " (--step auto)");
-  run.fused = train::chooses_fused_step(*run.model, *run.optimizer, steps);
+  choose_step(s, run);
   if (!s.resume.empty()) resume(s, run);
   data::ClassificationLoaderOptions loader = s.loader;
   loader.batch_size = s.recipe.batch_size;
@@ -203,9 +204,8 @@ Run build_run(Settings& s) {
   loader.ranks = static_cast<std::size_t>(run.world);
   run.loaders = std::make_unique<data::ClassificationLoaders>(run.data, run.device, loader);
   if (const std::size_t last = run.loaders->train_order().samples_per_epoch() % s.recipe.batch_size;
-      s.autograd.micro_batches > 1 && last % s.autograd.micro_batches != 0)
+      s.steps.micro_batches > 1 && last % s.steps.micro_batches != 0)
     throw UsageError(detail::concat("--micro-batches: the last batch (", last, ") does not split; see --val-size"));
-  run.step = train::make_step(*run.model, *run.optimizer, step_options(s));
   if (s.distributed) try {
       train::check_same_run(run_settings(s, run), *run.model);
     } catch (const dist::DistError& e) {
@@ -247,7 +247,7 @@ int run_training(Settings& s) {
   schedule->set_last_epoch(per_step ? start.epoch * steps_per_epoch + start.step : start.epoch);
   auto report = [&](const train::EpochReport& r) {
     if (r.epoch == start.epoch)  // after a step: what the fused step captured is known then
-      std::printf("training step: %s\n", run.step->describe().c_str());
+      std::printf("training step: %s%s\n", run.step->describe().c_str(), run.not_taken.c_str());
     std::printf("%s\n", train::epoch_line(r, s.distributed).c_str());
     std::fflush(stdout);
     train::LogFields extra = train::step_fields(*run.step);
@@ -280,7 +280,7 @@ int run_training(Settings& s) {
     return apps::report_stop(where, outputs, s.command, interactive);
   }
   const train::Evaluation result =
-      train::evaluate(*run.model, run.loaders->test(), run.data.test->size(), s.distributed);
+      train::evaluate(*run.model, run.loaders->test(), run.data.test->size(), s.distributed, run.step->loss());
   std::printf("test_loss: %.4f, test_acc: %.4f\n", result.loss, result.accuracy);
   outputs.add_line({{"test_loss", result.loss}, {"test_acc", result.accuracy}, {"device", run.device.str()}});
   return 0;
@@ -318,13 +318,13 @@ int main(int argc, char** argv) {
   app.add_option("--val-size", s.val_size, "validation images (default: a sixth; 0: the test set)")
       ->check(apps::non_negative);
   option("--step", s.step, "auto (fused MLPs), fused or autograd")->check(CLI::IsMember({"auto", "fused", "autograd"}));
-  option("--cuda-graph", s.fused_step.cuda_graph, "on CUDA, capture the fused step in a CUDA graph and replay it");
+  option("--cuda-graph", s.steps.fused.cuda_graph, "on CUDA, capture the fused step in a CUDA graph and replay it");
   app.add_flag("--preload", s.loader.preload, "keep the training images on the device and gather each batch there");
   app.add_flag("--distributed", s.distributed, "one rank of a data-parallel run by mpirun (docs/distributed.md)");
   option("--collective-timeout", s.timeout, "a collective's limit in seconds (0: none)")->check(apps::non_negative);
   option("--precision", s.precision, "f32, or bf16/f16 autocast (f16 scales the loss)")
       ->check(CLI::IsMember({"f32", "bf16", "f16"}));
-  option("--micro-batches", s.autograd.micro_batches, "split batches, summing gradients")->check(apps::positive);
+  option("--micro-batches", s.steps.micro_batches, "split batches, summing gradients")->check(apps::positive);
   app.add_flag("--log-step-losses", s.log_step_losses, "add each step's loss to the epoch's --json-log line");
   app.add_option("--json-log", s.json_log, "write one JSON object per epoch, then the test result, to this file");
   app.add_option("--save", s.save,
@@ -339,8 +339,7 @@ int main(int argc, char** argv) {
   return apps::run_cli(app, argc, argv, [&] {
     apps::apply_recipe(s.recipe, s.overridden, s.model.model, s.dataset, app);
     apps::share_cpus(s.threads, s.loader.workers, app.count("--workers") > 0);
-    s.fused_step.reduce_across_ranks = s.autograd.reduce_across_ranks = s.distributed;
-    s.fused_step.micro_batches = s.autograd.micro_batches;
+    s.steps.reduce_across_ranks = s.distributed;
     s.data_dir = data::data_folder(s.dataset, s.data_dir);
     if (s.distributed) apps::start_distributed("--distributed", s.timeout);
     const int code = run_training(s);

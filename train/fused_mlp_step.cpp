@@ -77,26 +77,28 @@ void FusedMlpStep::Impl::fall_back_to_eager(const std::string& why) {
 }
 
 FusedMlpStep::FusedMlpStep(nn::Sequential& model, optim::Optimizer& optimizer, std::size_t batch_size,
-                           FusedMlpStepOptions options)
+                           const StepOptions& options)
     : impl_(std::make_unique<Impl>()) {
   const std::string why = fused_mlp_step_unsupported(model);
   EMBER_CHECK(why.empty(), ValueError, "FusedMlpStep: ", why,
               " (it trains Sequentials of Linear and ReLU, as nn::mlp makes)");
   EMBER_CHECK(batch_size > 0, ValueError, "FusedMlpStep: batch_size must be positive");
+  EMBER_CHECK(options.loss.is_plain_cross_entropy(), ValueError, "FusedMlpStep: it computes the plain softmax ",
+              "cross-entropy, not ", options.loss.describe(), "; the autograd step computes any loss");
   EMBER_CHECK(!options.reduce_across_ranks || dist::is_initialized(), ValueError,
               "FusedMlpStep: reduce_across_ranks needs a process group; call dist::init() first");
   EMBER_CHECK(options.micro_batches >= 1 && batch_size % options.micro_batches == 0, ValueError,
               "FusedMlpStep: micro_batches must divide the batch size (", batch_size, "), got ", options.micro_batches);
-  EMBER_CHECK(options.eager_steps >= 1, ValueError,
+  EMBER_CHECK(options.fused.eager_steps >= 1, ValueError,
               "FusedMlpStep: eager_steps must be at least 1 (the buffers a captured "
               "step uses must exist before capture), got ",
-              options.eager_steps);
+              options.fused.eager_steps);
   Impl& s = *impl_;
   s.optimizer = &optimizer;
   s.options = options;
   if (!fusion_enabled()) {  // Note [fusion off-switch]: plain GEMMs and kernels, the update apart
-    s.options.gemm_epilogues = false;
-    s.options.sgd_in_gemm = false;
+    s.options.fused.gemm_epilogues = false;
+    s.options.fused.sgd_in_gemm = false;
   }
   s.batch = batch_size;
   const auto& children = model.named_children();
@@ -124,7 +126,7 @@ FusedMlpStep::FusedMlpStep(nn::Sequential& model, optim::Optimizer& optimizer, s
   EMBER_CHECK(refused.empty(), ValueError, "FusedMlpStep: ", refused);
   std::size_t widest = 0;
   for (const MlpLayer& l : s.layers) widest = std::max(widest, l.out);
-  s.gemms = fused_mlp::MlpLayerGemms(s.device, options.precision, s.options.gemm_epilogues, batch_size, widest);
+  s.gemms = fused_mlp::MlpLayerGemms(s.device, options.precision, s.options.fused.gemm_epilogues, batch_size, widest);
   const TensorOptions on_device{.device = s.device}, operands{.dtype = options.precision, .device = s.device};
   const auto B = static_cast<std::int64_t>(batch_size);
   std::int64_t total = 0;
@@ -168,7 +170,7 @@ FusedMlpStep::FusedMlpStep(nn::Sequential& model, optim::Optimizer& optimizer, s
   s.loss_sum = zeros({}, on_device);
   s.blocks_done = zeros({1}, {.dtype = DType::i32, .device = s.device});
   s.x_static = zeros({B, static_cast<std::int64_t>(s.layers.front().in)}, on_device);
-  if (!s.device.is_cuda() || !options.cuda_graph)
+  if (!s.device.is_cuda() || !options.fused.cuda_graph)
     s.graph_note = "eager";
   else if (cuda::sync_debug())
     s.graph_note = "eager (EMBER_SYNC_DEBUG=1 forbids graph capture)";
@@ -209,7 +211,8 @@ void FusedMlpStep::step(const Tensor& x, const Tensor& y) {
     ++s.steps;
     return;
   }
-  const bool graphable = s.cuda() && s.options.cuda_graph && !s.graph_failed && !cuda::sync_debug() && rows == s.batch;
+  const bool graphable =
+      s.cuda() && s.options.fused.cuda_graph && !s.graph_failed && !cuda::sync_debug() && rows == s.batch;
   if (!graphable) {
     s.run(x, y, rows);
     ++s.steps;
@@ -231,9 +234,9 @@ void FusedMlpStep::step(const Tensor& x, const Tensor& y) {
   // optimizer's state, its slot table, cuBLAS's workspaces), and only if nothing about the
   // optimizer changed since the last of them (a loaded state, momentum switched on): such a step
   // would make buffers inside the capture, which exist only in the graph. It runs eagerly first.
-  if (!s.graph->ready() && s.full_steps >= s.options.eager_steps && !s.unchanged_since(s.last_eager))
-    s.full_steps = s.options.eager_steps - 1;
-  if (!s.graph->ready() && s.full_steps >= s.options.eager_steps) {
+  if (!s.graph->ready() && s.full_steps >= s.options.fused.eager_steps && !s.unchanged_since(s.last_eager))
+    s.full_steps = s.options.fused.eager_steps - 1;
+  if (!s.graph->ready() && s.full_steps >= s.options.fused.eager_steps) {
     try {
       s.graph->begin_capture(s.stream());
       s.run(s.x_static, s.y_static, rows);
@@ -290,13 +293,15 @@ bool FusedMlpStep::sgd_in_gemm_applied() const { return impl_->sgd_in_gemm; }
 double FusedMlpStep::communication_seconds() const { return impl_->communication_s; }
 void FusedMlpStep::reset_communication_seconds() { impl_->communication_s = 0; }
 
+const nn::Loss& FusedMlpStep::loss() const { return impl_->options.loss; }
+
 std::string FusedMlpStep::describe() const {
   const Impl& s = *impl_;
   std::string text = "fused MLP step, " + (s.graph_note.empty() ? std::string("eager until captured") : s.graph_note);
   if (!s.cuda())
     return text + (s.sgd_in_gemm ? "; CPU kernels, SGD's weight update inside the GEMMs" : "; CPU kernels");
   if (s.mixed()) text += "; bf16 operands and activations, f32 master weights and gradients";
-  if (!s.options.gemm_epilogues) return text + "; plain GEMMs and ember's bias/ReLU kernels (epilogues off)";
+  if (!s.options.fused.gemm_epilogues) return text + "; plain GEMMs and ember's bias/ReLU kernels (epilogues off)";
   const Tensor& input = s.mixed() ? s.x_half : s.x_static;
   const bool fwd = s.gemms.lt(s.gemms.forward_gemm(s.layers.front(), input.raw_bytes(), s.batch));
   return text + (fwd ? "; cuBLASLt epilogues" : "; cuBLASLt epilogues unsupported here, plain GEMMs and own kernels");

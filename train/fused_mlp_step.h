@@ -24,58 +24,23 @@
 #include "layers/container.h"
 #include "optim/optimizer.h"
 #include "train/step.h"
+#include "train/step_options.h"
 
 namespace ember::train {
 
-struct FusedMlpStepOptions {
-  // cuBLASLt epilogues on CUDA where cuBLASLt supports them; false forces plain GEMMs and ember's
-  // own bias/ReLU kernels (for comparison, or as a fallback). The global off-switch (Note [fusion
-  // off-switch], base/fusion.h) turns this and sgd_in_gemm off.
-  bool gemm_epilogues = true;
-  // Capture the step in a CUDA graph after `eager_steps` (≥ 1) eager steps on full batches (so
-  // that every gradient and optimizer buffer exists before capture) and replay it for every full
-  // batch. CUDA only. A change to the optimizer's settings other than the learning rate, or to
-  // its state (load_state_dict), drops the graph and captures again.
-  bool cuda_graph = true;
-  int eager_steps = 3;
-  // Data-parallel: average the gradients over the ranks of dist:: (one collective over all of
-  // them, between backward and update; inside the graph on CUDA) before every update.
-  bool reduce_across_ranks = false;
-  // Gradient accumulation: each step's batch is split into this many micro-batches, rows m, m + K,
-  // ... (the rows rank m of K ranks would take), their gradients summed in order and divided by K
-  // — one process reproducing K ranks bit for bit. Eager (never captured) when above 1.
-  std::size_t micro_batches = 1;
-  // Plain SGD's weight update inside the weight-gradient GEMM, on the CPU: W ← W − lr·dzᵀ·a as one
-  // GEMM (α = −lr, β = 1) instead of a gradient written, read back and applied by the optimizer:
-  // three passes over every weight fewer, and OpenBLAS skips its pass over C for β = 1 (4–5% of a
-  // 784-512-256-10 step on one core, docs/performance.md). It applies only where it is the same
-  // update — an optim::SGD whose groups hold every weight with no momentum and no weight decay, no
-  // reduction across ranks, one micro-batch — and the step runs as without it otherwise. The
-  // arithmetic differs from the separate update by rounding only (one rounding of p − lr·g).
-  // Then the weights' .grad is left undefined after the step (no gradient was stored); the
-  // biases' hold theirs and the optimizer updates them. Off by default: .grad is part of the
-  // step's contract.
-  bool sgd_in_gemm = false;
-  // Mixed precision (CUDA): bf16 runs the step as autocast runs an MLP (Note [fused step in bf16]
-  // in fused_mlp_step_math.cpp): bf16 copies of the f32 parameters made at the start of every step,
-  // bf16 GEMM operands and activations with f32 sums (cuBLASLt's 16-bit epilogues), the logits
-  // widened for an f32 loss; the gradients of the f32 master parameters are written in f32 and the
-  // optimizer updates those. f32 is ember's f32 step. f16 is refused: its loss scaling decides on
-  // the host whether a step is skipped (train f16 with AutogradStep and its GradScaler).
-  DType precision = DType::f32;
-};
-
 // Why `model` cannot be trained by FusedMlpStep, or an empty string when it can.
 std::string fused_mlp_step_unsupported(const nn::Sequential& model);
-// Why FusedMlpStep cannot train in `precision` on `device` (FusedMlpStepOptions::precision: f32 on
-// either device, bf16 on CUDA), naming what can; an empty string when it can.
+// Why FusedMlpStep cannot train in `precision` on `device` (StepOptions::precision: f32 on either
+// device, bf16 on CUDA), naming what can; an empty string when it can.
 std::string fused_mlp_step_unsupported(DType precision, Device device);
 
 class FusedMlpStep final : public Step {
  public:
   // Throws ValueError (naming the reason) when fused_mlp_step_unsupported(model) is not empty.
+  // Takes StepOptions' precision, micro-batches and reduction across ranks, and its `fused`
+  // settings; its loss must be the plain cross-entropy (ValueError otherwise).
   FusedMlpStep(nn::Sequential& model, optim::Optimizer& optimizer, std::size_t batch_size,
-               FusedMlpStepOptions options = {});
+               const StepOptions& options = {});
   ~FusedMlpStep() override;
   FusedMlpStep(const FusedMlpStep&) = delete;
   FusedMlpStep& operator=(const FusedMlpStep&) = delete;
@@ -102,6 +67,7 @@ class FusedMlpStep final : public Step {
   double communication_seconds() const override;
   void reset_communication_seconds() override;
   // How the step runs, for logs: "fused MLP step, CUDA graph, 8 kernels per step; cuBLASLt epilogues: ...".
+  const nn::Loss& loss() const override;  // the plain cross-entropy
   std::string describe() const override;
   std::string kind() const override { return "fused"; }
   // graph_kernels, step_launches and graph_replays.

@@ -22,7 +22,7 @@ using fused_mlp::MlpLayer;
 
 struct FusedMlpStep::Impl {
   optim::Optimizer* optimizer = nullptr;
-  FusedMlpStepOptions options;
+  StepOptions options;
   Device device;
   std::size_t batch = 0, classes = 0;
   fused_mlp::MlpLayerGemms gemms;              // the layers' GEMMs, in f32 or bf16 (Note [fused step in bf16])

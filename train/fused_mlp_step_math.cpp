@@ -49,7 +49,7 @@ namespace ember::train {
 using fused_mlp::MlpLayer;
 
 bool FusedMlpStep::Impl::sgd_in_gemm_applies() const {
-  if (!options.sgd_in_gemm || cuda() || options.reduce_across_ranks || options.micro_batches != 1) return false;
+  if (!options.fused.sgd_in_gemm || cuda() || options.reduce_across_ranks || options.micro_batches != 1) return false;
   const auto& groups = optimizer->param_groups();
   for (const MlpLayer& l : layers)
     if (l.weight_group >= groups.size() || !optimizer->update_is_plain_descent(groups[l.weight_group].options))

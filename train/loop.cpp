@@ -29,7 +29,8 @@ NonFiniteLoss::NonFiniteLoss(int epoch_, std::int64_t step_, const Device& devic
       epoch(epoch_),
       step(step_) {}
 
-Evaluation evaluate(nn::Module& model, data::BatchSource& batches, std::size_t count, bool across_ranks) {
+Evaluation evaluate(nn::Module& model, data::BatchSource& batches, std::size_t count, bool across_ranks,
+                    const nn::Loss& loss) {
   NoGradGuard no_grad;
   model.eval();
   batches.start_epoch(0);
@@ -38,7 +39,7 @@ Evaluation evaluate(nn::Module& model, data::BatchSource& batches, std::size_t c
   while (auto batch = batches.next()) {
     const Tensor logits = model(batch->x);
     const double rows = static_cast<double>(batch->x.size(0));
-    add_(loss_sum, cross_entropy(logits, batch->y) * rows);
+    add_(loss_sum, loss(logits, batch->y) * rows);
     add_(correct, count_equal(argmax(logits), batch->y).to(DType::f32));
   }
   if (across_ranks) {
@@ -125,7 +126,7 @@ FitResult fit(nn::Module& model, Step& step, data::BatchSource& train, data::Bat
     EpochReport report{
         .epoch = epoch, .train = train_epoch(model, step, train, epoch, epoch_options), .validation = {}};
     if (report.train.stopped) return {true, epoch, report.train.steps};
-    report.validation = evaluate(model, validation, validation_count, options.epoch.across_ranks);
+    report.validation = evaluate(model, validation, validation_count, options.epoch.across_ranks, step.loss());
     report.seconds = seconds_since(t0);
     if (options.on_epoch) options.on_epoch(report);
     if (options.schedule) options.schedule->step();

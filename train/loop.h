@@ -14,6 +14,7 @@
 
 #include "base/error.h"
 #include "data/loader.h"
+#include "layers/loss.h"
 #include "layers/module.h"
 #include "optim/scheduler.h"
 #include "train/step.h"
@@ -30,13 +31,15 @@ class NonFiniteLoss : public Error {
 };
 
 struct Evaluation {
-  double loss = 0, accuracy = 0;  // mean cross-entropy and the fraction classified right
+  double loss = 0, accuracy = 0;  // the mean loss and the fraction classified right
 };
 
 // Mean loss and accuracy of a classifier over `count` samples from `batches` (in eval mode, no
-// gradients). The sums stay on the device and are read once; with `across_ranks` they are summed
-// over the ranks of dist:: first (each rank evaluated its share).
-Evaluation evaluate(nn::Module& model, data::BatchSource& batches, std::size_t count, bool across_ranks = false);
+// gradients): each batch's mean `loss` weighted by its rows (fit passes the step's, Step::loss()).
+// The sums stay on the device and are read once; with `across_ranks` they are summed over the
+// ranks of dist:: first (each rank evaluated its share).
+Evaluation evaluate(nn::Module& model, data::BatchSource& batches, std::size_t count, bool across_ranks = false,
+                    const nn::Loss& loss = {});
 
 struct EpochOptions {
   bool across_ranks = false;        // data-parallel: the loss summed over the ranks of dist::

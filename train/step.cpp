@@ -28,18 +28,14 @@ Device device_of(nn::Module& model) {
 
 }  // namespace
 
-AutogradStep::AutogradStep(nn::Module& model, optim::Optimizer& optimizer, LossFunction loss,
-                           AutogradStepOptions options)
-    : model_(model), optimizer_(optimizer), loss_(std::move(loss)), options_(options) {
-  EMBER_CHECK(options.micro_batches >= 1, ValueError, "AutogradStep: micro_batches must be at least 1");
-  EMBER_CHECK(options.precision == DType::f32 || is_half(options.precision), ValueError,
-              "AutogradStep: precision must be f32, bf16 or f16, got ", options.precision);
-  if (options.precision == DType::f16) scaler_ = std::make_unique<optim::GradScaler>(options.grad_scaler);
-  if (!loss_)
-    loss_ = [smoothing = options.label_smoothing](const Tensor& output, const Tensor& target) {
-      return cross_entropy(output, target, smoothing);
-    };
-  if (options.reduce_across_ranks) reducer_ = std::make_unique<dist::GradientReducer>(model.parameters());
+AutogradStep::AutogradStep(nn::Module& model, optim::Optimizer& optimizer, StepOptions options)
+    : model_(model), optimizer_(optimizer), options_(std::move(options)) {
+  EMBER_CHECK(options_.micro_batches >= 1, ValueError, "AutogradStep: micro_batches must be at least 1");
+  EMBER_CHECK(options_.precision == DType::f32 || is_half(options_.precision), ValueError,
+              "AutogradStep: precision must be f32, bf16 or f16, got ", options_.precision);
+  options_.loss.check();
+  if (options_.precision == DType::f16) scaler_ = std::make_unique<optim::GradScaler>(options_.autograd.grad_scaler);
+  if (options_.reduce_across_ranks) reducer_ = std::make_unique<dist::GradientReducer>(model.parameters());
   reset_loss_sum();
   batch_loss_ = zeros({}, {.device = loss_sum_.device()});
 }
@@ -72,7 +68,7 @@ void AutogradStep::step(const Tensor& x_batch, const Tensor& y_batch) {
       ProfileRange range("forward");
       const bool mixed = options_.precision != DType::f32;
       const AutocastScope autocast(x.device(), mixed ? options_.precision : DType::bf16, mixed);
-      loss = loss_(model_(x), y).to(DType::f32);
+      loss = options_.loss(model_(x), y).to(DType::f32);
     }
     {
       ProfileRange range("backward");
@@ -94,9 +90,9 @@ void AutogradStep::step(const Tensor& x_batch, const Tensor& y_batch) {
     }
     mul_(step_loss, 1.0 / static_cast<double>(k));
   }
-  if (options_.clip_grad_norm > 0) {
+  if (options_.autograd.clip_grad_norm > 0) {
     if (scaler_) scaler_->unscale_(optimizer_);
-    optim::clip_grad_norm(model_.parameters(), options_.clip_grad_norm);
+    optim::clip_grad_norm(model_.parameters(), options_.autograd.clip_grad_norm);
   }
   {
     ProfileRange range("optimizer");
@@ -121,8 +117,9 @@ std::string AutogradStep::describe() const {
   if (options_.micro_batches > 1) text += detail::concat(", ", options_.micro_batches, " micro-batches");
   if (reducer_) text += ", gradients averaged in buckets during backward";
   if (options_.precision != DType::f32) text += detail::concat(", ", options_.precision, " autocast");
-  if (options_.label_smoothing > 0) text += detail::concat(", label smoothing ", options_.label_smoothing);
-  if (options_.clip_grad_norm > 0) text += detail::concat(", gradients clipped to norm ", options_.clip_grad_norm);
+  if (!options_.loss.is_plain_cross_entropy()) text += ", " + options_.loss.describe();
+  if (options_.autograd.clip_grad_norm > 0)
+    text += detail::concat(", gradients clipped to norm ", options_.autograd.clip_grad_norm);
   if (options_.precision == DType::bf16 && !model_.device().is_cuda())
     text += ext::cpu_bf16_kernels() ? " (AVX512-BF16 kernels)" : " (products in f32: no AVX512-BF16)";
   if (scaler_) text += detail::concat(" with loss scaling (from ", scaler_->get_scale(), ")");

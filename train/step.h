@@ -16,6 +16,7 @@
 #include "layers/module.h"
 #include "optim/grad_scaler.h"
 #include "optim/optimizer.h"
+#include "train/step_options.h"
 
 namespace ember::dist {
 class GradientReducer;
@@ -40,6 +41,8 @@ class Step {
   // step that does not reduce across ranks).
   virtual double communication_seconds() const { return 0; }
   virtual void reset_communication_seconds() {}
+  // The criterion it trains with (StepOptions::loss): fit evaluates with it too.
+  virtual const nn::Loss& loss() const = 0;
   // How the step runs, for logs.
   virtual std::string describe() const = 0;
   // Its kind for a log ("autograd", "fused"), and what it has counted so far (a captured graph's
@@ -48,35 +51,10 @@ class Step {
   virtual std::vector<std::pair<std::string, std::int64_t>> counters() const { return {}; }
 };
 
-// The loss of a batch: model output and targets → a scalar mean.
-using LossFunction = std::function<Tensor(const Tensor& output, const Tensor& target)>;
-
-struct AutogradStepOptions {
-  // Gradient accumulation: each batch split into this many micro-batches, rows m, m + K, ... (the
-  // rows rank m of K ranks would take), their gradients summed and divided by K — one process
-  // reproducing K ranks bit for bit. Must divide every batch's size.
-  std::size_t micro_batches = 1;
-  // Data-parallel (dist::): average the gradients over the ranks in buckets during backward.
-  bool reduce_across_ranks = false;
-  // Mixed precision: bf16 or f16 runs the forward pass and the loss under autocast to that dtype
-  // on the model's device (core/ops/autocast.h); f32 leaves autocast off. The parameters and the
-  // optimizer stay f32 either way. f16 also scales the loss (optim::GradScaler with these
-  // options): its gradients would otherwise underflow below 2^-24; bf16 has f32's range and
-  // needs no scaler.
-  DType precision = DType::f32;
-  optim::GradScalerOptions grad_scaler = {};
-  // > 0: the gradients clipped to this global 2-norm before the update (optim::clip_grad_norm),
-  // after the ranks' average and after an f16 scaler's unscaling, as a PyTorch loop places it.
-  double clip_grad_norm = 0.0;
-  // The default loss's label smoothing (cross_entropy with ε); ignored with a loss of one's own.
-  double label_smoothing = 0.0;
-};
-
 class AutogradStep final : public Step {
  public:
-  // `loss` defaults to cross_entropy (logits [B, C], class indices [B]).
-  AutogradStep(nn::Module& model, optim::Optimizer& optimizer, LossFunction loss = {},
-               AutogradStepOptions options = {});
+  // Takes every field of StepOptions but make_step's and the fused step's.
+  AutogradStep(nn::Module& model, optim::Optimizer& optimizer, StepOptions options = {});
   ~AutogradStep() override;
   AutogradStep(const AutogradStep&) = delete;
   AutogradStep& operator=(const AutogradStep&) = delete;
@@ -87,6 +65,7 @@ class AutogradStep final : public Step {
   void reset_loss_sum() override;
   double communication_seconds() const override;
   void reset_communication_seconds() override;
+  const nn::Loss& loss() const override { return options_.loss; }
   std::string describe() const override;
   std::string kind() const override { return "autograd"; }
   // Skipped steps of an f16 step's loss scaler, for logs.
@@ -97,8 +76,7 @@ class AutogradStep final : public Step {
  private:
   nn::Module& model_;
   optim::Optimizer& optimizer_;
-  LossFunction loss_;
-  AutogradStepOptions options_;
+  StepOptions options_;
   std::unique_ptr<dist::GradientReducer> reducer_;
   std::unique_ptr<optim::GradScaler> scaler_;
   Tensor batch_loss_, loss_sum_;

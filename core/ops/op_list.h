@@ -50,6 +50,8 @@
   X(softmax, "softmax", none, fp32)                                         \
   X(log_softmax, "log_softmax", none, fp32)                                 \
   X(cross_entropy, "cross_entropy", fp32, fp32)                             \
+  X(nll_loss, "nll_loss", fp32, fp32)                                       \
+  X(mse_loss, "mse_loss", fp32, fp32)                                       \
   X(argmax, "argmax", none, none)                                           \
   X(max, "max", none, none)                                                 \
   X(count_equal, "count_equal", none, none)                                 \

@@ -192,6 +192,26 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target);
 // and ε/C on every class, so the loss is (1 − ε)·cross_entropy + ε·mean over classes and rows of
 // −log_softmax. Composed of the ops above (their gradients and kernels); ε = 0 is cross_entropy.
 Tensor cross_entropy(const Tensor& input, const Tensor& target, double label_smoothing);
+// F.cross_entropy's arguments beyond the logits and targets (core/ops/criteria.cpp).
+struct CrossEntropyOptions {
+  Tensor weight = Tensor();  // a weight per class, [C] (undefined: 1 for every class)
+  // Rows whose target is this are left out of the loss and of the mean's count; unset, every row
+  // counts and a target outside [0, C) is an error. (PyTorch's default, −100, is a value no class
+  // index takes: give it to ignore such rows.)
+  std::optional<std::int64_t> ignore_index = std::nullopt;
+  double label_smoothing = 0.0;
+};
+// PyTorch's formulas with its mean reduction: Σᵢ w[tᵢ]·ℓᵢ / Σᵢ w[tᵢ] over the rows not ignored,
+// where ℓᵢ = (1 − ε)·(−log_softmax(x)ᵢ,ₜᵢ) + (ε/C)·Σ_c w[c]/w[tᵢ]·(−log_softmax(x)ᵢ,c). With no
+// weight and no ignore_index it is cross_entropy(input, target, label_smoothing) (the fused kernel);
+// else composed of log_softmax, embedding (which checks the targets), mul and sum.
+Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& options);
+// F.nll_loss: −Σᵢ w[tᵢ]·input[i, tᵢ] / Σᵢ w[tᵢ] over the rows not ignored, input [B, C] (log
+// probabilities), target [B] class indices. Composed as above.
+Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight = Tensor(),
+                std::optional<std::int64_t> ignore_index = std::nullopt);
+// F.mse_loss: the mean of (input − target)² over every element; the shapes must be equal.
+Tensor mse_loss(const Tensor& input, const Tensor& target);
 
 // Not differentiable.
 Tensor argmax(const Tensor& input, int dim = -1);              // i64, over the last dim

@@ -25,8 +25,9 @@ grep -q "^recipe: AdamW, lr 0.004 then cosine, .*label smoothing 0.1, gradients 
   "$work/ref/out.txt" && pass "the recipe line" || fail "recipe line: $(grep '^recipe' "$work/ref/out.txt")"
 grep -q "^data: training images augmented: random crop (padding 2)$" "$work/ref/out.txt" && pass "augmentation said" ||
   fail "no augmentation line"
-grep -q "^training step: autograd, op by op, label smoothing 0.1, gradients clipped to norm 1" "$work/ref/out.txt" &&
-  pass "the step smooths and clips" || fail "step line: $(grep '^training step' "$work/ref/out.txt")"
+grep -q "^training step: autograd, op by op, CrossEntropyLoss(label_smoothing=0.1), gradients clipped to norm 1; not the fused MLP step: the model is a VisionTransformer" "$work/ref/out.txt" &&
+  pass "the step smooths and clips, and says why it is not the fused one" ||
+  fail "step line: $(grep '^training step' "$work/ref/out.txt")"
 accuracy=$(grep -o '"test_acc":[0-9.]*' "$work/ref/log.jsonl" | cut -d: -f2)
 awk -v a="$accuracy" 'BEGIN { exit !(a >= 0.3) }' && pass "it learns: test accuracy $accuracy after 2 epochs" ||
   fail "test accuracy $accuracy (at least 0.3 expected; chance is 0.1)"

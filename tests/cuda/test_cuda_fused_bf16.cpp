@@ -37,7 +37,7 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const std::string& kind, std::v
 // 64-48-32-10 trained for `steps` steps on batches of 32 (every seventh 13 rows, inputs uniform in
 // ±input_scale) on the GPU, by the fused step with `options`, or by the autograd step in
 // `options.precision` when `fused` is false.
-Trained train_mlp(bool fused, train::FusedMlpStepOptions options, const std::string& kind = "sgd", int steps = 14,
+Trained train_mlp(bool fused, train::StepOptions options, const std::string& kind = "sgd", int steps = 14,
                   double input_scale = 2) {
   Generator init(3);
   auto model = nn::mlp(64, {48, 32}, 10, &init);
@@ -47,8 +47,7 @@ Trained train_mlp(bool fused, train::FusedMlpStepOptions options, const std::str
   if (fused)
     step = std::make_unique<train::FusedMlpStep>(*model, *opt, 32, options);
   else
-    step = std::make_unique<train::AutogradStep>(*model, *opt, nullptr,
-                                                 train::AutogradStepOptions{.precision = options.precision});
+    step = std::make_unique<train::AutogradStep>(*model, *opt, train::StepOptions{.precision = options.precision});
   Generator data(9);
   std::vector<std::pair<Tensor, Tensor>> batches;
   for (int b = 0; b < 7; ++b) {
@@ -92,11 +91,11 @@ double max_param_difference(const Trained& a, const Trained& b) {
 TEST_CASE("the fused step in bf16 computes autocast's step, with f32 master gradients") {
   for (const bool epilogues : {true, false}) {
     INFO((epilogues ? "cuBLASLt's epilogues" : "epilogues off"));
-    const train::FusedMlpStepOptions bf16{.gemm_epilogues = epilogues, .precision = DType::bf16};
+    const train::StepOptions bf16{.precision = DType::bf16, .fused = {.gemm_epilogues = epilogues}};
     // One step on inputs in ±8, large enough that bf16's roundings show in the loss.
     const Trained fused = train_mlp(true, bf16, "sgd", 1, 8);
     const Trained autocast = train_mlp(false, bf16, "sgd", 1, 8);
-    const Trained f32 = train_mlp(true, {.gemm_epilogues = epilogues}, "sgd", 1, 8);
+    const Trained f32 = train_mlp(true, {.fused = {.gemm_epilogues = epilogues}}, "sgd", 1, 8);
     INFO(fused.description);
     CHECK_THAT(fused.description, Contains("bf16"));
     // The forward pass is autocast's, rounding for rounding: only the GEMMs' summation orders
@@ -127,7 +126,7 @@ TEST_CASE("the fused step in bf16 trains as the autograd step under bf16 autocas
   for (const std::string kind : {"sgd", "adam"})
     for (const bool epilogues : {true, false}) {
       INFO(kind << (epilogues ? ", cuBLASLt's epilogues" : ", epilogues off"));
-      const train::FusedMlpStepOptions bf16{.gemm_epilogues = epilogues, .precision = DType::bf16};
+      const train::StepOptions bf16{.precision = DType::bf16, .fused = {.gemm_epilogues = epilogues}};
       const Trained fused = train_mlp(true, bf16, kind);
       const Trained autocast = train_mlp(false, bf16, kind);
       INFO(fused.description);
@@ -142,8 +141,8 @@ TEST_CASE("the fused step in bf16 trains as the autograd step under bf16 autocas
 }
 
 TEST_CASE("a graph-replayed bf16 step gives the eager step's losses", "[graph]") {
-  const Trained eager = train_mlp(true, {.cuda_graph = false, .precision = DType::bf16});
-  const Trained graph = train_mlp(true, {.cuda_graph = true, .precision = DType::bf16});
+  const Trained eager = train_mlp(true, {.precision = DType::bf16, .fused = {.cuda_graph = false}});
+  const Trained graph = train_mlp(true, {.precision = DType::bf16, .fused = {.cuda_graph = true}});
   INFO(graph.description);
   REQUIRE(graph.replays > 0);
   // The same kernels on the same data in the same order.

@@ -39,7 +39,7 @@ Run train_mlp(Device device, const std::vector<std::int64_t>& hidden, train::Fus
     opt = std::make_unique<optim::SGD>(model->parameters(), optim::GroupOptions{.lr = 0.1, .momentum = 0.9});
   else
     opt = std::make_unique<optim::Adam>(model->parameters(), optim::GroupOptions{.lr = 1e-3});
-  train::FusedMlpStep step(*model, *opt, 128, options);
+  train::FusedMlpStep step(*model, *opt, 128, {.fused = options});
   Generator data(5);
   std::vector<std::pair<Tensor, Tensor>> batches;
   for (int b = 0; b < 12; ++b) {
@@ -141,7 +141,7 @@ TEST_CASE("a setting changed after capture reaches the replayed step: the graph 
     auto model = nn::mlp(784, {32}, 10, &init);
     model->to(kGpu);
     optim::SGD sgd(model->parameters(), {.lr = 0.05});
-    train::FusedMlpStep step(*model, sgd, 64, {.cuda_graph = graph});
+    train::FusedMlpStep step(*model, sgd, 64, {.fused = {.cuda_graph = graph}});
     Generator data(8);
     const Tensor x = uniform({64, 784}, 0, 1, {}, &data).to(kGpu);
     const Tensor y = randint(0, 10, {64}, {.dtype = DType::i32}, &data).to(kGpu);
@@ -197,7 +197,7 @@ TEST_CASE("an optimizer changed just before the first capture gets one more eage
     auto model = nn::mlp(784, {32}, 10, &init);
     model->to(kGpu);
     optim::SGD sgd(model->parameters(), {.lr = 0.05});
-    train::FusedMlpStep step(*model, sgd, 64, {.cuda_graph = graph, .eager_steps = 1});
+    train::FusedMlpStep step(*model, sgd, 64, {.fused = {.cuda_graph = graph, .eager_steps = 1}});
     Generator data(9);
     const Tensor x = uniform({64, 784}, 0, 1, {}, &data).to(kGpu);
     const Tensor y = randint(0, 10, {64}, {.dtype = DType::i32}, &data).to(kGpu);

@@ -27,6 +27,7 @@
   _(softplus)              \
   _(layer_norm)            \
   _(nll_loss)              \
+  _(mse_loss)              \
   _(binary_cross_entropy_with_logits)
 
 #define AT_FORALL_FP32_SET_OPT_DTYPE(_) \

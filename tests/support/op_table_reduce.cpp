@@ -79,6 +79,61 @@ std::vector<Sample> cross_entropy_samples() {
            .gradcheck = false}};
 }
 
+// Targets with each class and the ignored one (1) more than once, and positive class weights.
+Tensor mixed_targets(DType dtype = DType::i64) { return values_input({0, 1, 3, 1, 2, 0, 1, 3}, {8}).to(dtype); }
+Tensor class_weights() { return random_input({4}, 50, 0.25, 2.0); }
+
+// F.cross_entropy's weight, ignore_index and label_smoothing (composed: core/ops/criteria.cpp).
+std::vector<Sample> cross_entropy_option_samples() {
+  const std::vector<std::size_t> logits = {0};
+  const auto sample = [&](std::string label, std::vector<Tensor> inputs, OpFn apply, std::string torch) {
+    return Sample{.label = std::move(label),
+                  .inputs = std::move(inputs),
+                  .apply = std::move(apply),
+                  .grad_inputs = logits,
+                  .torch = std::move(torch)};
+  };
+  return {sample("class weights", {random_input({8, 4}, 51, -3, 3), mixed_targets(), class_weights()},
+                 EMBER_APPLY(cross_entropy(x[0], x[1], CrossEntropyOptions{.weight = x[2]})),
+                 "F.cross_entropy(x0, x1.long(), weight=x2)"),
+          sample("ignore_index 1, label smoothing 0.1, i32 targets",
+                 {random_input({8, 4}, 52, -3, 3), mixed_targets(DType::i32)},
+                 EMBER_APPLY(cross_entropy(x[0], x[1], CrossEntropyOptions{.ignore_index = 1, .label_smoothing = 0.1})),
+                 "F.cross_entropy(x0, x1.long(), ignore_index=1, label_smoothing=0.1)"),
+          sample("weights, ignore_index 1 and label smoothing 0.2",
+                 {random_input({8, 4}, 53, -3, 3), mixed_targets(), class_weights()},
+                 EMBER_APPLY(cross_entropy(x[0], x[1], {.weight = x[2], .ignore_index = 1, .label_smoothing = 0.2})),
+                 "F.cross_entropy(x0, x1.long(), weight=x2, ignore_index=1, label_smoothing=0.2)")};
+}
+
+std::vector<Sample> nll_samples() {
+  const std::vector<std::size_t> input = {0};
+  return {{.label = "[8, 4]",
+           .inputs = {random_input({8, 4}, 54, -3, 0), mixed_targets()},
+           .apply = EMBER_APPLY(nll_loss(x[0], x[1])),
+           .grad_inputs = input,
+           .torch = "F.nll_loss(x0, x1.long())"},
+          {.label = "class weights, ignore_index 1",
+           .inputs = {random_input({8, 4}, 55, -3, 0), mixed_targets(DType::i32), class_weights()},
+           .apply = EMBER_APPLY(nll_loss(x[0], x[1], x[2], 1)),
+           .grad_inputs = input,
+           .torch = "F.nll_loss(x0, x1.long(), weight=x2, ignore_index=1)"},
+          {.label = "[37, 45]",
+           .inputs = {random_input(kLarge, 56, -3, 0), labels(45, 37, 57)},
+           .apply = EMBER_APPLY(nll_loss(x[0], x[1])),
+           .grad_inputs = input,
+           .torch = "F.nll_loss(x0, x1.long())",
+           .gradcheck = false}};
+}
+
+std::vector<Sample> mse_samples() {
+  const OpFn apply = EMBER_APPLY(mse_loss(x[0], x[1]));
+  const std::string torch = "F.mse_loss(x0, x1)";
+  return {call("[3, 4]", {random_input({3, 4}, 58), random_input({3, 4}, 59)}, apply, torch),
+          call("[2, 3, 4]", {random_input({2, 3, 4}, 60), random_input({2, 3, 4}, 61)}, apply, torch),
+          call("[37, 45]", {random_input(kLarge, 62), random_input(kLarge, 63)}, apply, torch)};
+}
+
 std::vector<Sample> count_samples() {
   const OpFn apply = EMBER_APPLY(count_equal(x[0], x[1]));
   const OpFn reference = EMBER_APPLY(sum(eq(x[0].to(DType::f64), x[1].to(DType::f64)).to(DType::f64)));
@@ -188,7 +243,11 @@ std::vector<OpInfo> reduction_ops() {
          return softmax_samples(EMBER_APPLY(log_softmax(x[0])), EMBER_APPLY(log_softmax(x[0], 0)),
                                 EMBER_APPLY(log_softmax(x[0], 1)), "F.log_softmax");
        }},
-      {"cross_entropy", true, true, false, kReduction, cross_entropy_samples},
+      {"cross_entropy", true, true, false, kReduction,
+       [] { return join(cross_entropy_samples(), cross_entropy_option_samples()); }},
+      // Composed of log_softmax (or the input), an embedding lookup, products and two sums.
+      {"nll_loss", true, true, false, kReduction, nll_samples},
+      {"mse_loss", true, true, false, kReduction, mse_samples},
       {"argmax", false, true, false, kExact,
        [] { return row_max_samples(EMBER_APPLY(argmax(x[0])), "torch.argmax(x0, -1)"); }},
       {"max", false, true, false, kExact,

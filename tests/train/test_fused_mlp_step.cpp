@@ -87,7 +87,7 @@ TEST_CASE("FusedMlpStep with sgd_in_gemm updates the weights inside their GEMMs,
     auto stepped = nn::mlp(20, hidden, 10, &g2);
     optim::SGD ref_opt(reference->parameters(), {.lr = 0.3});
     optim::SGD step_opt(stepped->parameters(), {.lr = 0.3});
-    train::FusedMlpStep step(*stepped, step_opt, 16, {.sgd_in_gemm = true});
+    train::FusedMlpStep step(*stepped, step_opt, 16, {.fused = {.sgd_in_gemm = true}});
     for (const Batch& b : make_batches(20, 10, {16, 16, 16, 16, 16, 5}, DType::i32)) {
       Tensor loss = cross_entropy((*reference)(b.x), b.y);
       ref_opt.zero_grad();
@@ -136,7 +136,7 @@ TEST_CASE("FusedMlpStep's sgd_in_gemm steps aside where the update would not be 
       return all;
     };
     optim::SGD plain_opt(params(*plain), c.options), with_opt(params(*with), c.options);
-    train::FusedMlpStep plain_step(*plain, plain_opt, 8), with_step(*with, with_opt, 8, {.sgd_in_gemm = true});
+    train::FusedMlpStep plain_step(*plain, plain_opt, 8), with_step(*with, with_opt, 8, {.fused = {.sgd_in_gemm = true}});
     for (const Batch& b : batches) {
       plain_step.step(b.x, b.y);
       with_step.step(b.x, b.y);
@@ -189,7 +189,7 @@ TEST_CASE("FusedMlpStep rejects models and batches it cannot train, naming the r
     CHECK_THROWS_AS(train::FusedMlpStep(twice, sgd_twice, 4), ValueError);
   }
   SECTION("no eager step before capture") {
-    CHECK_THROWS_WITH(train::FusedMlpStep(*model, sgd, 4, {.eager_steps = 0}),
+    CHECK_THROWS_WITH(train::FusedMlpStep(*model, sgd, 4, {.fused = {.eager_steps = 0}}),
                       Catch::Contains("eager_steps must be at least 1"));
   }
   SECTION("bf16 on the CPU, where autocast's autograd step trains it") {
@@ -235,7 +235,7 @@ TEST_CASE("FusedMlpStep in steady state takes no memory from the system") {
       optimizer = std::make_unique<optim::SGD>(model->parameters(), optim::GroupOptions{.lr = 0.1});
     else
       optimizer = std::make_unique<optim::Adam>(model->parameters(), optim::GroupOptions{.lr = 1e-3});
-    train::FusedMlpStep step(*model, *optimizer, 8, {.sgd_in_gemm = sgd_in_gemm});
+    train::FusedMlpStep step(*model, *optimizer, 8, {.fused = {.sgd_in_gemm = sgd_in_gemm}});
     const auto batches = make_batches(30, 10, {8, 8, 3}, DType::i32);
     for (const Batch& b : batches) step.step(b.x, b.y);
     const MemoryStats before = memory_stats(Device::cpu());
@@ -268,16 +268,34 @@ TEST_CASE("make_step chooses by what the model and the optimizer say, and falls 
   optim::SGD cnn_sgd(cnn->parameters(), {.lr = 0.1});
   train::StepOptions automatic;
   automatic.batch_size = 16;
-  CHECK(train::make_step(*mlp, sgd, automatic)->kind() == "fused");
-  CHECK(train::make_step(*mlp, adam, automatic)->kind() == "fused");
-  CHECK(train::make_step(*cnn, cnn_sgd, automatic)->kind() == "autograd");
+  const train::ChosenStep chosen = train::make_step(*mlp, sgd, automatic);
+  CHECK(chosen.step->kind() == "fused");
+  CHECK(chosen.not_taken.empty());
+  CHECK(train::make_step(*mlp, adam, automatic).step->kind() == "fused");
+  // Every faster step not taken is named with its reason.
+  const train::ChosenStep for_cnn = train::make_step(*cnn, cnn_sgd, automatic);
+  CHECK(for_cnn.step->kind() == "autograd");
+  REQUIRE(for_cnn.not_taken.size() == 1);
+  CHECK(for_cnn.not_taken[0].first == "fused MLP step");
+  CHECK_THAT(for_cnn.not_taken[0].second, Catch::Contains("neither Linear nor ReLU"));
+  // A loss other than the plain cross-entropy, or clipping: the autograd step, saying why.
+  train::StepOptions smoothed = automatic;
+  smoothed.loss = nn::Loss::cross_entropy({.label_smoothing = 0.1});
+  const train::ChosenStep for_smoothing = train::make_step(*mlp, sgd, smoothed);
+  CHECK(for_smoothing.step->kind() == "autograd");
+  CHECK(for_smoothing.step->loss().describe() == "CrossEntropyLoss(label_smoothing=0.1)");
+  REQUIRE(for_smoothing.not_taken.size() == 1);
+  CHECK_THAT(for_smoothing.not_taken[0].second, Catch::Contains("label_smoothing=0.1"));
+  train::StepOptions clipped = automatic;
+  clipped.autograd.clip_grad_norm = 1.0;
+  CHECK(train::make_step(*mlp, sgd, clipped).step->kind() == "autograd");
   // The optimizer without the capability: the autograd step, which trains it as a PyTorch loop.
-  const auto fallback = train::make_step(*mlp, uncaptured, automatic);
+  const auto fallback = std::move(train::make_step(*mlp, uncaptured, automatic).step);
   CHECK(fallback->kind() == "autograd");
   const auto batches = make_batches(20, 10, {16}, DType::i64);
   fallback->step(batches[0].x, batches[0].y);
   CHECK(std::isfinite(fallback->batch_loss().item<double>()));
-  CHECK_THAT(train::fused_step_refusal(*mlp, uncaptured, DType::f32), Catch::Contains("capturable"));
+  CHECK_THAT(train::fused_step_refusal(*mlp, uncaptured, automatic), Catch::Contains("capturable"));
   // Asked for by name, the fused step says why it cannot run; autograd is always there.
   train::StepOptions fused = automatic;
   fused.choice = train::StepChoice::fused;
@@ -285,5 +303,7 @@ TEST_CASE("make_step chooses by what the model and the optimizer say, and falls 
   CHECK_THROWS_WITH(train::make_step(*cnn, cnn_sgd, fused), Catch::Contains("neither Linear nor ReLU"));
   train::StepOptions autograd = automatic;
   autograd.choice = train::StepChoice::autograd;
-  CHECK(train::make_step(*mlp, sgd, autograd)->kind() == "autograd");
+  CHECK(train::make_step(*mlp, sgd, autograd).step->kind() == "autograd");
+  // The fused step itself refuses any loss but the plain cross-entropy.
+  CHECK_THROWS_WITH(train::FusedMlpStep(*mlp, sgd, 16, smoothed), Catch::Contains("plain softmax cross-entropy"));
 }

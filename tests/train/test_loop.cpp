@@ -107,6 +107,24 @@ TEST_CASE("fit trains any model through its step, evaluates, calls on_epoch and 
   CHECK(again.accuracy == reports[2].validation.accuracy);
 }
 
+TEST_CASE("fit evaluates with the loss its step trains with") {
+  Generator g(1);
+  auto model = nn::mlp(8, {16}, 3, &g);
+  model->to(device_under_test());
+  optim::SGD sgd(model->parameters(), {.lr = 0.5});
+  const nn::Loss smoothed = nn::Loss::cross_entropy({.label_smoothing = 0.3});
+  train::AutogradStep step(*model, sgd, {.loss = smoothed});
+  CHECK(step.loss().describe() == "CrossEntropyLoss(label_smoothing=0.3)");
+  Batches train_batches(4, 16, 2), validation(4, 16, 3);
+  double reported = 0;
+  train::fit(*model, step, train_batches, validation, validation.samples(),
+             {.on_epoch = [&](const train::EpochReport& r) { reported = r.validation.loss; }});
+  const double with_smoothing = train::evaluate(*model, validation, validation.samples(), false, smoothed).loss;
+  const double plain = train::evaluate(*model, validation, validation.samples()).loss;
+  CHECK(reported == with_smoothing);
+  CHECK(reported != plain);  // smoothing's term: the plain cross-entropy is not what was reported
+}
+
 TEST_CASE("the autograd step in bf16 and f16: autocast's dtypes, f32 parameters, training as f32 does") {
   std::map<std::string, double> accuracy;
   for (const DType precision : {DType::f32, DType::bf16, DType::f16}) {
@@ -115,7 +133,7 @@ TEST_CASE("the autograd step in bf16 and f16: autocast's dtypes, f32 parameters,
     auto model = nn::mlp(8, {16}, 3, &g);
     model->to(device_under_test());
     optim::SGD sgd(model->parameters(), {.lr = 0.5});
-    train::AutogradStep step(*model, sgd, nullptr, {.precision = precision});
+    train::AutogradStep step(*model, sgd, {.precision = precision});
     CHECK((step.grad_scaler() != nullptr) == (precision == DType::f16));  // f16 scales its loss; bf16 needs not
     Batches train_batches(20, 16, 2), validation(4, 16, 3);
     train::fit(*model, step, train_batches, validation, validation.samples(),
@@ -140,7 +158,7 @@ TEST_CASE("the autograd step in bf16 and f16: autocast's dtypes, f32 parameters,
   Generator g(2);
   auto model = nn::mlp(8, {16}, 3, &g);
   optim::SGD sgd(model->parameters(), {.lr = 0.1});
-  CHECK_THROWS_AS(train::AutogradStep(*model, sgd, nullptr, {.precision = DType::i32}), ValueError);
+  CHECK_THROWS_AS(train::AutogradStep(*model, sgd, {.precision = DType::i32}), ValueError);
 }
 
 TEST_CASE("a non-finite loss names its epoch and step") {
@@ -174,7 +192,7 @@ TEST_CASE("micro-batches of an autograd step give the whole batch's update") {
     auto model = nn::mlp(8, {6}, 3, &g);
     model->to(device_under_test());
     optim::SGD sgd(model->parameters(), {.lr = 0.1});
-    train::AutogradStep step(*model, sgd, nullptr, {.micro_batches = k});
+    train::AutogradStep step(*model, sgd, {.micro_batches = k});
     train::train_epoch(*model, step, batches, 0);
     after.push_back(parameters_of(*model));
   }
@@ -185,7 +203,7 @@ TEST_CASE("micro-batches of an autograd step give the whole batch's update") {
   auto model = nn::mlp(8, {6}, 3, &g);
   model->to(device_under_test());
   optim::SGD sgd(model->parameters(), {.lr = 0.1});
-  train::AutogradStep step(*model, sgd, nullptr, {.micro_batches = 5});
+  train::AutogradStep step(*model, sgd, {.micro_batches = 5});
   CHECK_THROWS_AS(step.step(batches.batches_[0].x, batches.batches_[0].y), ValueError);  // 12 rows, 5 parts
 }
 

@@ -99,8 +99,8 @@ struct SmallRun {
     options.choice = choice;
     options.batch_size = 4;
     options.autograd.clip_grad_norm = clip;
-    options.autograd.label_smoothing = smoothing;
-    return train::make_step(*model, sgd, options);
+    options.loss = nn::Loss::cross_entropy({.label_smoothing = smoothing});
+    return train::make_step(*model, sgd, options).step;
   }
 };
 
@@ -127,4 +127,6 @@ TEST_CASE("The autograd step clips and smooths as asked; the fused step refuses 
   SmallRun fused;
   CHECK_THAT(message_of<ValueError>([&] { fused.make(train::StepChoice::fused, 1.0, 0.0); }),
              Contains("gradient clipping"));
+  CHECK_THAT(message_of<ValueError>([&] { fused.make(train::StepChoice::fused, 0.0, 0.1); }),
+             Contains("label_smoothing=0.1"));
 }
