@@ -136,7 +136,8 @@ TEST_CASE("FusedMlpStep's sgd_in_gemm steps aside where the update would not be 
       return all;
     };
     optim::SGD plain_opt(params(*plain), c.options), with_opt(params(*with), c.options);
-    train::FusedMlpStep plain_step(*plain, plain_opt, 8), with_step(*with, with_opt, 8, {.fused = {.sgd_in_gemm = true}});
+    train::FusedMlpStep plain_step(*plain, plain_opt, 8),
+        with_step(*with, with_opt, 8, {.fused = {.sgd_in_gemm = true}});
     for (const Batch& b : batches) {
       plain_step.step(b.x, b.y);
       with_step.step(b.x, b.y);
