@@ -45,11 +45,15 @@ Targets weighted_targets(const char* name, const Tensor& input, const Tensor& ta
     }
   }
   if (!ignore_index) return {embedding(target, table), ones({batch, 1}, like)};
-  // The comparison and the replacement in f64, where every class index is exact; an ignored row
-  // looks up row 0, then is zeroed.
-  const Tensor index = target.to(DType::f64);
-  const Tensor ignored = full({}, static_cast<double>(*ignore_index), {.dtype = DType::f64, .device = input.device()});
-  const Tensor keep = ne(index, ignored).to(DType::f64);
+  // The comparison and the replacement in f32 (the one floating type of every device's kernels),
+  // exact for indices below 2^24; an ignored row looks up row 0, then is zeroed.
+  constexpr std::int64_t kExact = std::int64_t{1} << 24;
+  EMBER_CHECK(classes <= kExact && *ignore_index > -kExact && *ignore_index < kExact, ValueError, name,
+              ": with ignore_index, the classes and ignore_index must stay within ±2^24, got ", classes, " and ",
+              *ignore_index);
+  const Tensor index = target.to(DType::f32);
+  const Tensor ignored = full({}, static_cast<double>(*ignore_index), {.dtype = DType::f32, .device = input.device()});
+  const Tensor keep = ne(index, ignored).to(DType::f32);
   const Tensor safe = mul(index, keep).to(target.dtype());
   const Tensor kept = reshape(keep.to(like.dtype), {batch, 1});
   return {mul(embedding(safe, table), kept), kept};
