@@ -5,10 +5,16 @@
 #include "core/ops/op_helpers.h"
 
 namespace ember::nn {
+namespace {
+
+const char* criterion_name(Loss::Kind kind) {
+  return kind == Loss::Kind::mse ? "MSELoss" : kind == Loss::Kind::nll ? "NLLLoss" : "CrossEntropyLoss";
+}
+
+}  // namespace
 
 Tensor Loss::operator()(const Tensor& output, const Tensor& target) const {
-  const char* name = kind == Kind::mse ? "MSELoss" : kind == Kind::nll ? "NLLLoss" : "CrossEntropyLoss";
-  ext::check_same_device(name, {{"input", output}, {"target", target}});
+  ext::check_same_device(criterion_name(kind), {{"input", output}, {"target", target}});
   CrossEntropyOptions on_device = options;
   if (on_device.weight.defined() && on_device.weight.device() != output.device())
     on_device.weight = on_device.weight.to(output.device());
@@ -20,8 +26,7 @@ Tensor Loss::operator()(const Tensor& output, const Tensor& target) const {
     case Kind::cross_entropy:
       break;
   }
-  return is_plain_cross_entropy() ? ember::cross_entropy(output, target)
-                                  : ember::cross_entropy(output, target, on_device);
+  return ember::cross_entropy(output, target, on_device);  // the fused kernel when plain
 }
 
 bool Loss::is_plain_cross_entropy() const {
@@ -35,8 +40,7 @@ std::string Loss::describe() const {
   if (options.weight.defined()) add("weight=[" + std::to_string(options.weight.numel()) + "]");
   if (options.ignore_index) add("ignore_index=" + std::to_string(*options.ignore_index));
   if (options.label_smoothing != 0.0) add(detail::concat("label_smoothing=", options.label_smoothing));
-  const char* name = kind == Kind::mse ? "MSELoss" : kind == Kind::nll ? "NLLLoss" : "CrossEntropyLoss";
-  return std::string(name) + "(" + args + ")";
+  return std::string(criterion_name(kind)) + "(" + args + ")";
 }
 
 void Loss::check() const {
